@@ -1,0 +1,127 @@
+//! The run event stream. Every front end (CLI, report writer, Blender add-on, MCP server)
+//! consumes the same [`RunEvent`]s; the run folder's `events.jsonl` is a list of
+//! [`TimedEvent`]s, one per line, and a run can be rebuilt from it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::gn::GateReport;
+use crate::iteration::{ExecutionResult, FailureClass, Feedback, IterationRecord};
+use crate::message::TokenUsage;
+
+/// Why a run stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "reason", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StopReason {
+    /// The verifier accepted the scene.
+    Accepted,
+    /// The iteration budget was spent.
+    MaxIterations,
+    /// The user stopped the run.
+    Cancelled,
+    /// Something the run cannot recover from.
+    Failed { message: String },
+}
+
+/// Which role a model call served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelRole {
+    Generator,
+    Verifier,
+    FastFix,
+    Investigate,
+    GnAssistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        task: String,
+        protocol_version: u32,
+        /// Set when the run continues an earlier one from its event log.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumed_from_iteration: Option<u32>,
+    },
+    IterationStarted {
+        index: u32,
+    },
+    ModelCalled {
+        index: u32,
+        role: ModelRole,
+        latency_ms: f64,
+        usage: TokenUsage,
+    },
+    PlanProduced {
+        index: u32,
+        plan: String,
+    },
+    CodeProduced {
+        index: u32,
+        /// 0 for the first attempt, then one more per fast retry.
+        attempt: u32,
+        code: String,
+    },
+    ExecutionFinished {
+        index: u32,
+        attempt: u32,
+        result: ExecutionResult,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<FailureClass>,
+    },
+    FastRetry {
+        index: u32,
+        attempt: u32,
+        failure: FailureClass,
+        error: String,
+    },
+    WorkerRestarted {
+        reason: String,
+    },
+    RenderProduced {
+        index: u32,
+        render_id: String,
+        view: String,
+        width: u32,
+        height: u32,
+        render_ms: f64,
+    },
+    ToolInvoked {
+        index: u32,
+        tool: String,
+        ok: bool,
+        summary: String,
+    },
+    FeedbackProduced {
+        index: u32,
+        feedback: Feedback,
+    },
+    GatesChecked {
+        index: u32,
+        report: GateReport,
+    },
+    IterationFinished {
+        record: IterationRecord,
+    },
+    Warning {
+        message: String,
+    },
+    RunFinished {
+        stop: StopReason,
+        iterations: u32,
+    },
+}
+
+/// A [`RunEvent`] with its position in the stream and wall-clock time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimedEvent {
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    #[serde(flatten)]
+    pub event: RunEvent,
+}
+
+crate::validate::plain_protocol_types!(RunEvent, TimedEvent);

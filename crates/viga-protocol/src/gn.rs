@@ -1,0 +1,240 @@
+//! The Geometry Nodes assistant's step protocol (seed 003): the model answers with a
+//! [`GnResponse`] of ordered steps, each executed by the executor registered for its type,
+//! and the run is accepted only when the required verification gates pass ([`GateReport`]).
+
+use std::collections::{BTreeMap, HashSet};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::validate::{ProtocolType, Violation};
+
+/// One reply of the Geometry Nodes assistant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GnResponse {
+    /// Must equal [`crate::PROTOCOL_VERSION`].
+    pub version: u32,
+    pub steps: Vec<GnStep>,
+    /// True when the assistant believes the request is fulfilled; accepted only if the
+    /// required gates pass.
+    pub done: bool,
+    #[serde(default)]
+    pub final_message: String,
+    #[serde(default)]
+    pub meta: BTreeMap<String, Value>,
+}
+
+/// One step. The `type` tag picks the executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum GnStep {
+    #[serde(rename = "NODE_TREE")]
+    NodeTree {
+        id: String,
+        payload: NodeTreePayload,
+    },
+    #[serde(rename = "GN_OPS")]
+    GnOps { id: String, payload: GnOpsPayload },
+    #[serde(rename = "PYTHON")]
+    Python { id: String, payload: PythonPayload },
+}
+
+/// The executor kinds, as named on the wire.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum ActionType {
+    #[serde(rename = "NODE_TREE")]
+    NodeTree,
+    #[serde(rename = "GN_OPS")]
+    GnOps,
+    #[serde(rename = "PYTHON")]
+    Python,
+}
+
+impl GnStep {
+    pub fn id(&self) -> &str {
+        match self {
+            Self::NodeTree { id, .. } | Self::GnOps { id, .. } | Self::Python { id, .. } => id,
+        }
+    }
+
+    pub fn action_type(&self) -> ActionType {
+        match self {
+            Self::NodeTree { .. } => ActionType::NodeTree,
+            Self::GnOps { .. } => ActionType::GnOps,
+            Self::Python { .. } => ActionType::Python,
+        }
+    }
+}
+
+/// A socket named by its name (or identifier) or by its position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SocketRef {
+    Name(String),
+    Index(u32),
+}
+
+/// A whole node tree, declared. Re-applying the same declaration changes nothing: nodes are
+/// reconciled by `id` (stored as the node's name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTreePayload {
+    /// The object carrying the modifier; the active object when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// Name of the Geometry Nodes modifier to create or target.
+    pub modifier: String,
+    /// Name of the node group; derived from the modifier name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Sockets of the group interface beyond the default Geometry in/out.
+    #[serde(default)]
+    pub interface: Vec<InterfaceSocket>,
+    pub nodes: Vec<NodeSpec>,
+    #[serde(default)]
+    pub links: Vec<LinkSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketDirection {
+    Input,
+    Output,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceSocket {
+    pub name: String,
+    pub direction: SocketDirection,
+    /// Blender socket type, for example `NodeSocketFloat`.
+    pub socket_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Stable id of the node within the tree (becomes its name).
+    pub id: String,
+    /// Blender node type, for example `GeometryNodeMeshGrid`.
+    pub bl_idname: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<[f32; 2]>,
+    /// Default values of input sockets, by socket name or index.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, Value>,
+    /// Node properties such as `data_type` or `operation`.
+    #[serde(default)]
+    pub properties: BTreeMap<String, Value>,
+    /// For the output node of a simulation or repeat zone: the id of its input node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_with: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub from_node: String,
+    pub from_socket: SocketRef,
+    pub to_node: String,
+    pub to_socket: SocketRef,
+}
+
+/// Ordered, deterministic edits of the target node tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GnOpsPayload {
+    pub ops: Vec<GnOp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GnOp {
+    /// Select (creating when missing) the object's Geometry Nodes modifier and its group.
+    EnsureTarget {
+        object: String,
+        modifier: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+    /// Make sure the group has exactly one Group Input and one Group Output node.
+    EnsureSingleGroupIo,
+    AddNode {
+        id: String,
+        bl_idname: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        location: Option<[f32; 2]>,
+    },
+    RemoveNode {
+        id: String,
+    },
+    Link(LinkSpec),
+    Unlink(LinkSpec),
+    SetInput {
+        node: String,
+        socket: SocketRef,
+        value: Value,
+    },
+    /// Remove nodes that do not contribute to the Group Output.
+    CleanupUnused,
+}
+
+/// A snippet of Blender Python, run under the configured Python policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PythonPayload {
+    pub code: String,
+}
+
+/// The structural checks a Geometry Nodes result must pass.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum GateName {
+    SingleGroupOutput,
+    OutputConnected,
+    NoModifierError,
+    NoUnexpectedNewModifier,
+    NoUnexpectedNewNodeGroup,
+}
+
+/// The outcome of the verification gates, sent back to the model when any failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateReport {
+    pub success: bool,
+    pub failed_gates: Vec<GateName>,
+    pub messages: Vec<String>,
+}
+
+impl ProtocolType for GnResponse {
+    const NAME: &'static str = "GnResponse";
+    const VERSION_FIELD: Option<&'static str> = Some("version");
+
+    fn check(&self) -> Vec<Violation> {
+        let mut seen = HashSet::new();
+        let mut violations = Vec::new();
+        for (position, step) in self.steps.iter().enumerate() {
+            if !seen.insert(step.id()) {
+                violations.push(Violation::new(
+                    format!("/steps/{position}/id"),
+                    "unique",
+                    format!(
+                        "step id {:?} is used by an earlier step; step ids must be unique",
+                        step.id()
+                    ),
+                ));
+            }
+        }
+        violations
+    }
+}
+
+crate::validate::plain_protocol_types!(GateReport);

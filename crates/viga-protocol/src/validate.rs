@@ -1,0 +1,282 @@
+//! Parsing untrusted JSON into protocol types: version check, JSON Schema validation (derived
+//! with schemars, checked with jsonschema), then the type's own invariants. Every failure
+//! names the JSON path and the rule broken, so a model or an add-on author can fix it.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::PROTOCOL_VERSION;
+
+/// A protocol type that can arrive as untrusted JSON.
+pub trait ProtocolType: JsonSchema + DeserializeOwned + 'static {
+    /// Name used in error messages.
+    const NAME: &'static str;
+    /// The top-level field holding the protocol version, for versioned documents.
+    const VERSION_FIELD: Option<&'static str> = None;
+
+    /// Invariants a JSON Schema cannot express (unique ids, cross-field rules).
+    fn check(&self) -> Vec<Violation> {
+        Vec::new()
+    }
+}
+
+/// One broken rule at one place in a JSON document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// JSON Pointer to the offending value (`/` for the document itself).
+    pub path: String,
+    /// The rule broken: a JSON Schema keyword (`required`, `enum`, `additionalProperties`,
+    /// `type`, ...) or the name of a type invariant (`unique`, ...).
+    pub rule: String,
+    pub message: String,
+}
+
+impl Violation {
+    pub fn new(
+        path: impl Into<String>,
+        rule: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            path: path.into(),
+            rule: rule.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at {} ({}): {}", self.path, self.rule, self.message)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("{type_name}: malformed JSON at line {line}, column {column}: {message}")]
+    MalformedJson {
+        type_name: &'static str,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error(
+        "{type_name}: unsupported protocol version {found}; this viga speaks version {supported}. Send \"{field}\": {supported}, or use a viga release that speaks version {found}"
+    )]
+    UnsupportedVersion {
+        type_name: &'static str,
+        field: &'static str,
+        found: String,
+        supported: u32,
+    },
+    #[error("{type_name} is invalid:\n{}", list(.violations))]
+    Invalid {
+        type_name: &'static str,
+        violations: Vec<Violation>,
+    },
+    /// The derived schema itself did not compile: a bug in viga, not in the input.
+    #[error("internal error: the JSON Schema of {type_name} does not compile: {message}")]
+    Schema {
+        type_name: &'static str,
+        message: String,
+    },
+}
+
+impl ProtocolError {
+    /// The violations behind an [`ProtocolError::Invalid`] error; empty for other kinds.
+    pub fn violations(&self) -> &[Violation] {
+        match self {
+            Self::Invalid { violations, .. } => violations,
+            _ => &[],
+        }
+    }
+}
+
+fn list(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(|violation| format!("  - {violation}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The JSON Schema (draft 2020-12) of a type, as plain JSON.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    schemars::schema_for!(T).to_value()
+}
+
+type ValidatorCache = Mutex<HashMap<TypeId, Arc<jsonschema::Validator>>>;
+
+/// Compiling a schema costs far more than validating with it, so each type's validator is
+/// compiled once per process.
+fn validator_for<T: ProtocolType>() -> Result<Arc<jsonschema::Validator>, ProtocolError> {
+    static CACHE: OnceLock<ValidatorCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = TypeId::of::<T>();
+    if let Some(found) = cache.lock().ok().and_then(|map| map.get(&key).cloned()) {
+        return Ok(found);
+    }
+    let compiled =
+        jsonschema::validator_for(&schema_of::<T>()).map_err(|err| ProtocolError::Schema {
+            type_name: T::NAME,
+            message: err.to_string(),
+        })?;
+    let compiled = Arc::new(compiled);
+    if let Ok(mut map) = cache.lock() {
+        map.insert(key, Arc::clone(&compiled));
+    }
+    Ok(compiled)
+}
+
+/// Parse and validate untrusted JSON text.
+pub fn parse_json<T: ProtocolType>(text: &str) -> Result<T, ProtocolError> {
+    let value: Value = serde_json::from_str(text).map_err(|err| ProtocolError::MalformedJson {
+        type_name: T::NAME,
+        line: err.line(),
+        column: err.column(),
+        message: err.to_string(),
+    })?;
+    parse_value(value)
+}
+
+/// Validate an already-parsed JSON value and convert it.
+pub fn parse_value<T: ProtocolType>(value: Value) -> Result<T, ProtocolError> {
+    check_version::<T>(&value)?;
+    let validator = validator_for::<T>()?;
+    let mut violations = Vec::new();
+    for error in validator.iter_errors(&value) {
+        explain(&error, &mut violations);
+    }
+    if !violations.is_empty() {
+        return Err(ProtocolError::Invalid {
+            type_name: T::NAME,
+            violations,
+        });
+    }
+    let parsed: T = serde_json::from_value(value).map_err(|err| ProtocolError::Invalid {
+        type_name: T::NAME,
+        violations: vec![Violation::new("/", "deserialize", err.to_string())],
+    })?;
+    let violations = parsed.check();
+    if violations.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(ProtocolError::Invalid {
+            type_name: T::NAME,
+            violations,
+        })
+    }
+}
+
+/// Turns one schema error into violations. Our tagged unions become `oneOf`/`anyOf` whose
+/// bare error ("not valid under any of the schemas") tells a model nothing; when the tag
+/// selects exactly one branch, that branch's own errors are reported instead, and when the
+/// tag matches no branch, the error names the tag and lists the values it may take.
+fn explain(error: &jsonschema::ValidationError<'_>, out: &mut Vec<Violation>) {
+    use jsonschema::error::ValidationErrorKind;
+    let branches = match error.kind() {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
+            context
+        }
+        _ => {
+            out.push(violation_from(error));
+            return;
+        }
+    };
+    let is_tag_mismatch = |branch_error: &jsonschema::ValidationError<'_>| {
+        matches!(branch_error.kind(), ValidationErrorKind::Constant { .. })
+    };
+    let selected: Vec<&Vec<jsonschema::ValidationError<'static>>> = branches
+        .iter()
+        .filter(|branch| !branch.iter().any(is_tag_mismatch))
+        .collect();
+    if let [only] = selected.as_slice() {
+        for branch_error in only.iter() {
+            explain(branch_error, out);
+        }
+        return;
+    }
+    let mut expected_tags = Vec::new();
+    let mut tag_path = None;
+    for branch_error in branches.iter().flatten() {
+        if let ValidationErrorKind::Constant { expected_value } = branch_error.kind() {
+            expected_tags.push(expected_value.to_string());
+            tag_path = Some(branch_error.instance_path().to_string());
+        }
+    }
+    match tag_path {
+        Some(path) if selected.is_empty() => {
+            let found = error
+                .instance()
+                .pointer(
+                    path.strip_prefix(&error.instance_path().to_string())
+                        .unwrap_or_default(),
+                )
+                .map(Value::to_string)
+                .unwrap_or_default();
+            out.push(Violation::new(
+                pointer_or_root(path),
+                "oneOf",
+                format!(
+                    "{found} is not a known variant; expected one of {}",
+                    expected_tags.join(", ")
+                ),
+            ));
+        }
+        _ => out.push(violation_from(error)),
+    }
+}
+
+fn violation_from(error: &jsonschema::ValidationError<'_>) -> Violation {
+    Violation::new(
+        pointer_or_root(error.instance_path().to_string()),
+        error.kind().keyword(),
+        error.to_string(),
+    )
+}
+
+fn pointer_or_root(pointer: String) -> String {
+    if pointer.is_empty() {
+        "/".to_owned()
+    } else {
+        pointer
+    }
+}
+
+fn check_version<T: ProtocolType>(value: &Value) -> Result<(), ProtocolError> {
+    let Some(field) = T::VERSION_FIELD else {
+        return Ok(());
+    };
+    match value.get(field) {
+        // A missing or non-integer version is a schema violation, reported as such.
+        None => Ok(()),
+        Some(found) if found.as_u64() == Some(u64::from(PROTOCOL_VERSION)) => Ok(()),
+        Some(found) if found.is_u64() || found.is_string() || found.is_f64() => {
+            Err(ProtocolError::UnsupportedVersion {
+                type_name: T::NAME,
+                field,
+                found: found.to_string(),
+                supported: PROTOCOL_VERSION,
+            })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Implements [`ProtocolType`] for unversioned types with no invariants beyond their schema.
+macro_rules! plain_protocol_types {
+    ($($ty:ty),* $(,)?) => {
+        $(
+            impl $crate::validate::ProtocolType for $ty {
+                const NAME: &'static str = stringify!($ty);
+            }
+        )*
+    };
+}
+pub(crate) use plain_protocol_types;

@@ -1,0 +1,2 @@
+//! One integration-test binary for the crate (keeps link times low).
+mod suite;

@@ -1,0 +1,3 @@
+mod bad_input;
+mod round_trip;
+mod schemas;
