@@ -103,7 +103,7 @@ pub enum RunEvent {
         report: GateReport,
     },
     IterationFinished {
-        record: IterationRecord,
+        record: Box<IterationRecord>,
     },
     Warning {
         message: String,

@@ -1,0 +1,131 @@
+//! Finding a Blender to run.
+//!
+//! Order: `VIGA_BLENDER` (a user's own `blender` binary), then `VIGA_PYTHON` (a Python that
+//! can `import bpy`), then the project-local virtual environment `.viga/venv` made by
+//! `cargo xtask setup`, searched for from the current directory upwards.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Names a user's own Blender binary, run as `blender -b --factory-startup -P script`.
+pub const BLENDER_ENV: &str = "VIGA_BLENDER";
+/// Names a Python interpreter that has the `bpy` module installed.
+pub const PYTHON_ENV: &str = "VIGA_PYTHON";
+/// The project-local virtual environment, relative to the workspace root.
+pub const VENV_DIR: &str = ".viga/venv";
+/// The `bpy` release `cargo xtask setup` installs.
+pub const BPY_VERSION: &str = "5.0.1";
+
+/// How to start a Blender that runs a Python script.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlenderLauncher {
+    /// Blender as a Python module: `python script.py -- args`.
+    PythonModule { python: PathBuf },
+    /// A Blender binary: `blender -b --factory-startup -P script.py -- args`.
+    Binary { blender: PathBuf },
+}
+
+impl BlenderLauncher {
+    /// The program and arguments that run `script` with `script_args` after `--`.
+    pub fn command_line(
+        &self,
+        script: &Path,
+        script_args: &[OsString],
+    ) -> (PathBuf, Vec<OsString>) {
+        let mut args: Vec<OsString> = match self {
+            Self::PythonModule { .. } => vec![script.into()],
+            Self::Binary { .. } => vec![
+                "-b".into(),
+                "--factory-startup".into(),
+                "--python-exit-code".into(),
+                "1".into(),
+                "-P".into(),
+                script.into(),
+            ],
+        };
+        args.push("--".into());
+        args.extend(script_args.iter().cloned());
+        let program = match self {
+            Self::PythonModule { python } => python.clone(),
+            Self::Binary { blender } => blender.clone(),
+        };
+        (program, args)
+    }
+
+    /// A short human description, for logs and `viga doctor`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::PythonModule { python } => format!("bpy module via {}", python.display()),
+            Self::Binary { blender } => format!("Blender binary {}", blender.display()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocateError {
+    #[error(
+        "{variable} is set to {path}, which does not exist; point it at an existing file or unset it"
+    )]
+    MissingFromEnv {
+        variable: &'static str,
+        path: PathBuf,
+    },
+    #[error(
+        "no Blender found: run `cargo xtask setup` in the viga checkout (it installs bpy {BPY_VERSION} into {VENV_DIR}), \
+         or set {BLENDER_ENV}=/path/to/blender, or {PYTHON_ENV}=/path/to/python-with-bpy (searched upwards from {searched_from})"
+    )]
+    NotFound { searched_from: PathBuf },
+}
+
+/// Finds a Blender, searching for the virtual environment upwards from the current directory.
+pub fn locate() -> Result<BlenderLauncher, LocateError> {
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    locate_from(&here, |name| std::env::var_os(name))
+}
+
+/// Finds a Blender with an explicit start directory and environment (for tests and tools).
+pub fn locate_from(
+    start: &Path,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<BlenderLauncher, LocateError> {
+    if let Some(blender) = env(BLENDER_ENV).filter(|value| !value.is_empty()) {
+        let blender = PathBuf::from(blender);
+        return if blender.exists() {
+            Ok(BlenderLauncher::Binary { blender })
+        } else {
+            Err(LocateError::MissingFromEnv {
+                variable: BLENDER_ENV,
+                path: blender,
+            })
+        };
+    }
+    if let Some(python) = env(PYTHON_ENV).filter(|value| !value.is_empty()) {
+        let python = PathBuf::from(python);
+        return if python.exists() {
+            Ok(BlenderLauncher::PythonModule { python })
+        } else {
+            Err(LocateError::MissingFromEnv {
+                variable: PYTHON_ENV,
+                path: python,
+            })
+        };
+    }
+    for dir in start.ancestors() {
+        let python = venv_python(&dir.join(VENV_DIR));
+        if python.exists() {
+            return Ok(BlenderLauncher::PythonModule { python });
+        }
+    }
+    Err(LocateError::NotFound {
+        searched_from: start.to_path_buf(),
+    })
+}
+
+/// The interpreter inside a virtual environment.
+pub fn venv_python(venv: &Path) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join("python.exe")
+    } else {
+        venv.join("bin").join("python")
+    }
+}

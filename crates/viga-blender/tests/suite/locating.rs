@@ -1,0 +1,70 @@
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use viga_blender::BlenderLauncher;
+use viga_blender::locate::{
+    BLENDER_ENV, LocateError, PYTHON_ENV, VENV_DIR, locate_from, venv_python,
+};
+
+fn env_of<'a>(pairs: &'a [(&'static str, PathBuf)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+    move |name| {
+        pairs
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.clone().into_os_string())
+    }
+}
+
+#[test]
+fn blender_binary_from_env_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let blender = dir.path().join("blender");
+    std::fs::write(&blender, "").unwrap();
+    let python = dir.path().join("python");
+    std::fs::write(&python, "").unwrap();
+    let env = [(BLENDER_ENV, blender.clone()), (PYTHON_ENV, python)];
+    assert_eq!(
+        locate_from(dir.path(), env_of(&env)).unwrap(),
+        BlenderLauncher::Binary { blender }
+    );
+}
+
+#[test]
+fn a_missing_path_in_env_is_an_error_naming_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [(BLENDER_ENV, dir.path().join("nope"))];
+    let err = locate_from(dir.path(), env_of(&env)).unwrap_err();
+    assert!(matches!(
+        err,
+        LocateError::MissingFromEnv {
+            variable: BLENDER_ENV,
+            ..
+        }
+    ));
+    assert!(err.to_string().contains("VIGA_BLENDER"), "{err}");
+}
+
+#[test]
+fn the_venv_is_found_from_a_subdirectory() {
+    let root = tempfile::tempdir().unwrap();
+    let python = venv_python(&root.path().join(VENV_DIR));
+    std::fs::create_dir_all(python.parent().unwrap()).unwrap();
+    std::fs::write(&python, "").unwrap();
+    let deep = root.path().join("a/b/c");
+    std::fs::create_dir_all(&deep).unwrap();
+    assert_eq!(
+        locate_from(&deep, |_| None).unwrap(),
+        BlenderLauncher::PythonModule { python }
+    );
+}
+
+#[test]
+fn nothing_found_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = locate_from(dir.path(), |_| None).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("cargo xtask setup") && message.contains("VIGA_BLENDER"),
+        "{message}"
+    );
+}

@@ -1,0 +1,61 @@
+//! `cargo xtask`: project automation in Rust (the matklad pattern).
+//!
+//! - `setup`: make a Blender available (the project-local bpy virtual environment, or the
+//!   user's own binary named by `VIGA_BLENDER`); idempotent and instant when already done.
+//! - `test`: `setup`, then the whole test suite.
+//! - `demo`: `setup`, then the smallest real thing viga does today: build a scene in real
+//!   Blender and render it.
+
+mod demo;
+mod setup;
+
+use std::process::Command;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "viga project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Install Blender (bpy 5.0.1 + numpy<2 into .viga/venv), or check VIGA_BLENDER.
+    Setup,
+    /// Run setup, then build and render a small scene in real Blender (output/demo/).
+    Demo,
+    /// Run setup, then the whole test suite; extra arguments go to `cargo test`.
+    Test {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        cargo_args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Task::Setup => setup::run().map(|_| ()),
+        Task::Demo => demo::run(setup::run()?),
+        Task::Test { cargo_args } => {
+            setup::run()?;
+            cargo(&["test", "--workspace"], &cargo_args)
+        }
+    }
+}
+
+/// Runs cargo (the one running us) from the workspace root.
+fn cargo(args: &[&str], extra: &[String]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(&cargo)
+        .args(args)
+        .args(extra)
+        .current_dir(setup::workspace_root())
+        .status()
+        .with_context(|| format!("could not run {cargo}"))?;
+    if !status.success() {
+        bail!("`cargo {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
