@@ -3,13 +3,27 @@
 //! Real Blender, and the only crate that starts it.
 //!
 //! **Owns:** finding a Blender ([`locate`]: the project's `bpy` virtual environment made by
-//! `cargo xtask setup`, or a user's own `blender` binary); running scripts in a fresh Blender
-//! process ([`oneshot`], the cold path the reference systems use for everything).
+//! `cargo xtask setup`, or a user's own `blender` binary); the bridge that runs inside it
+//! ([`bridge`], a Python file embedded in this crate); the framed wire protocol
+//! ([`frame`], [`client`]); the [`BlenderTransport`] trait and its typed commands
+//! ([`BlenderCommands`]); warm, supervised workers ([`Worker`]: per-call timeout, kill and
+//! restart on a hang or crash, scene restored from the last checkpoint) and a
+//! [`WorkerPool`]; one-shot scripts in a fresh process ([`oneshot`], the cold path).
 //!
 //! **Must not:** know about models, prompts, memory or the agent loop. Layers above talk to
-//! Blender only through the types this crate exports.
+//! Blender only through [`BlenderTransport`], so tests of those layers may swap in a fake.
 
+pub mod bridge;
+pub mod client;
+pub mod frame;
 pub mod locate;
 pub mod oneshot;
+pub mod pool;
+pub mod transport;
+pub mod worker;
 
+pub use bridge::BridgeMode;
 pub use locate::{BlenderLauncher, LocateError, locate};
+pub use pool::{PooledWorker, WorkerPool};
+pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};
+pub use worker::{Worker, WorkerConfig};

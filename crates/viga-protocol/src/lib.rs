@@ -13,6 +13,7 @@
 //! **Must not:** do I/O, spawn tasks, or depend on tokio, reqwest or any other viga crate.
 //! Everything here is plain data, so any layer (and any downstream crate) can use it.
 
+pub mod bridge;
 mod bytes;
 pub mod event;
 pub mod gn;

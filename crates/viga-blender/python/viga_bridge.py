@@ -1,0 +1,787 @@
+# viga bridge: runs inside Blender and serves viga's framed protocol on 127.0.0.1.
+#
+# Started three ways, all served by the same Dispatcher:
+#   python viga_bridge.py -- --mode serve            (bpy module; main-thread loop)
+#   blender -b --factory-startup -P viga_bridge.py -- --mode serve
+#   as an add-on inside an interactive Blender: a network thread fills a queue that one
+#   persistent bpy.app.timers poller drains on the main thread (`--mode queue` runs the same
+#   queue path headless, with the main thread standing in for the timer).
+#
+# Wire: every frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON.
+# The first frame from the client must be {"id", "command": "hello", "token",
+# "protocol_version"}; the token comes from the VIGA_BRIDGE_TOKEN environment variable.
+# Replies are {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"kind", "message",
+# ...}}. Exceptions raised by a user program are not bridge errors: `execute` returns them in
+# its result, with traceback and line number.
+
+bl_info = {
+    "name": "viga bridge",
+    "author": "viga",
+    "version": (0, 1, 0),
+    "blender": (4, 2, 0),
+    "location": "runs in the background",
+    "description": "Lets viga drive this Blender over a local, token-protected socket",
+    "category": "System",
+}
+
+import base64
+import contextlib
+import hmac
+import io
+import json
+import linecache
+import math
+import os
+import queue
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import bpy
+import mathutils
+
+PROTOCOL_VERSION = 1
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+MAX_CAPTURE_CHARS = 256 * 1024
+HANDSHAKE_TIMEOUT_S = 10.0
+PROGRAM_FILENAME = "<viga-program>"
+READY_MARKER = "VIGA_BRIDGE_READY "
+CAPABILITIES = [
+    "execute", "scene_info", "render", "set_camera", "frame_objects", "set_visibility",
+    "set_frame", "list_keyframes", "save_blend", "load_blend", "checkpoint", "restore",
+    "ping", "shutdown",
+]
+ENGINES = {"WORKBENCH": "BLENDER_WORKBENCH", "CYCLES": "CYCLES", "EEVEE": "BLENDER_EEVEE"}
+VIEW_CAMERA_NAME = "viga_view_camera"
+
+
+class BridgeError(Exception):
+    """A request the bridge refuses; `kind` tells the client which."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class FrameError(Exception):
+    """The connection carried something that is not a frame; it is closed."""
+
+
+# --------------------------------------------------------------------------- framing
+
+
+def read_exact(sock, count):
+    chunks = []
+    remaining = count
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            return None if remaining == count and not chunks else b"".join(chunks)
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock):
+    """Returns the parsed JSON of one frame, None on a clean close; raises FrameError."""
+    header = read_exact(sock, 4)
+    if header is None:
+        return None
+    if len(header) < 4:
+        raise FrameError("truncated frame header")
+    (length,) = struct.unpack(">I", header)
+    if length > MAX_REQUEST_BYTES:
+        raise FrameError("frame of %d bytes exceeds the limit of %d bytes" % (length, MAX_REQUEST_BYTES))
+    body = read_exact(sock, length)
+    if body is None or len(body) < length:
+        raise FrameError("truncated frame: expected %d bytes" % length)
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        return {"__garbage__": str(err)}
+
+
+def write_frame(sock, value):
+    body = json.dumps(value, separators=(",", ":")).encode("utf-8")
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def error_reply(request_id, kind, message, **extra):
+    error = {"kind": kind, "message": message}
+    error.update(extra)
+    return {"id": request_id, "ok": False, "error": error}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def rounded(values, places=4):
+    return [round(float(v), places) for v in values]
+
+
+def object_or_error(name):
+    obj = bpy.data.objects.get(name)
+    if obj is None:
+        known = sorted(o.name for o in bpy.data.objects)[:20]
+        raise BridgeError("not_found", "no object named %r; objects are: %s" % (name, ", ".join(known) or "(none)"))
+    return obj
+
+
+def world_bbox(obj):
+    corners = [obj.matrix_world @ mathutils.Vector(corner) for corner in obj.bound_box]
+    low = mathutils.Vector((min(c[i] for c in corners) for i in range(3)))
+    high = mathutils.Vector((max(c[i] for c in corners) for i in range(3)))
+    return low, high
+
+
+def user_error_line(tb_entries):
+    line = None
+    for entry in tb_entries:
+        if entry.filename == PROGRAM_FILENAME:
+            line = entry.lineno
+    return line
+
+
+def run_program(code):
+    """Runs a user program; returns the ExecutionResult shape of viga-protocol."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
+    started = time.perf_counter()
+    error = None
+    try:
+        compiled = compile(code, PROGRAM_FILENAME, "exec")
+        program_globals = {"__name__": "__main__", "__builtins__": __builtins__, "bpy": bpy}
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            exec(compiled, program_globals)
+    except SyntaxError as exc:
+        error = {
+            "error_type": type(exc).__name__,
+            "message": exc.msg or str(exc),
+            "traceback": "".join(traceback.format_exception_only(type(exc), exc)),
+        }
+        if exc.lineno is not None:
+            error["line"] = exc.lineno
+    except BaseException as exc:  # noqa: BLE001 - a user program may raise anything, SystemExit included
+        entries = traceback.extract_tb(exc.__traceback__)
+        # Drop the bridge's own frames: the user reads from their program down.
+        first_user = next((i for i, e in enumerate(entries) if e.filename == PROGRAM_FILENAME), 0)
+        shown = traceback.format_list(entries[first_user:])
+        error = {
+            "error_type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": "Traceback (most recent call last):\n" + "".join(shown)
+            + "".join(traceback.format_exception_only(type(exc), exc)),
+        }
+        line = user_error_line(entries)
+        if line is not None:
+            error["line"] = line
+    duration_ms = (time.perf_counter() - started) * 1000.0
+    result = {
+        "stdout": bounded(stdout.getvalue()),
+        "stderr": bounded(stderr.getvalue()),
+        "duration_ms": round(duration_ms, 3),
+    }
+    if error is not None:
+        result["error"] = error
+    return result
+
+
+def bounded(text):
+    if len(text) <= MAX_CAPTURE_CHARS:
+        return text
+    return text[:MAX_CAPTURE_CHARS] + "\n[viga: output truncated after %d characters]\n" % MAX_CAPTURE_CHARS
+
+
+def reset_scene(reset):
+    if reset is None:
+        return
+    kind = reset.get("kind")
+    if kind == "factory":
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+    elif kind == "blend":
+        load_blend({"path": reset.get("path")})
+    else:
+        raise BridgeError("bad_request", "unknown reset kind %r; use \"factory\" or \"blend\"" % kind)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_ping(_args):
+    return {"pong": True}
+
+
+def cmd_execute(args):
+    code = args.get("code")
+    if not isinstance(code, str):
+        raise BridgeError("bad_request", "execute needs a string field \"code\"")
+    reset_scene(args.get("reset"))
+    return run_program(code)
+
+
+def describe_object(obj):
+    low, high = world_bbox(obj)
+    entry = {
+        "name": obj.name,
+        "type": obj.type,
+        "location": rounded(obj.location),
+        "rotation_euler": rounded(obj.rotation_euler),
+        "scale": rounded(obj.scale),
+        "dimensions": rounded(obj.dimensions),
+        "bbox_min": rounded(low),
+        "bbox_max": rounded(high),
+        "visible": not obj.hide_render,
+    }
+    if obj.parent is not None:
+        entry["parent"] = obj.parent.name
+    materials = [slot.material.name for slot in obj.material_slots if slot.material is not None]
+    if materials:
+        entry["materials"] = materials
+    if obj.modifiers:
+        entry["modifiers"] = [{"name": m.name, "type": m.type} for m in obj.modifiers]
+    data = obj.data
+    if obj.type == "MESH" and data is not None:
+        entry["mesh"] = {"vertices": len(data.vertices), "polygons": len(data.polygons)}
+        if data.shape_keys is not None:
+            entry["shape_keys"] = [
+                {"name": key.name, "value": round(key.value, 4)} for key in data.shape_keys.key_blocks
+            ]
+    elif obj.type == "LIGHT":
+        entry["light"] = {"type": data.type, "energy": round(data.energy, 4), "color": rounded(data.color)}
+    elif obj.type == "CAMERA":
+        entry["camera"] = {"type": data.type, "lens": round(data.lens, 4)}
+    return entry
+
+
+def cmd_scene_info(args):
+    offset = int(args.get("offset", 0))
+    limit = int(args.get("limit", 50))
+    if offset < 0 or limit < 1:
+        raise BridgeError("bad_request", "scene_info needs offset >= 0 and limit >= 1")
+    scene = bpy.context.scene
+    objects = sorted(scene.objects, key=lambda o: o.name)
+    page = objects[offset:offset + limit]
+    next_offset = offset + len(page)
+    return {
+        "blender_version": bpy.app.version_string,
+        "scene": scene.name,
+        "unit_system": scene.unit_settings.system,
+        "frame_current": scene.frame_current,
+        "frame_start": scene.frame_start,
+        "frame_end": scene.frame_end,
+        "active_camera": scene.camera.name if scene.camera else None,
+        "render_engine": scene.render.engine,
+        "total_objects": len(objects),
+        "offset": offset,
+        "next_offset": next_offset if next_offset < len(objects) else None,
+        "objects": [describe_object(obj) for obj in page],
+        "materials": sorted(m.name for m in bpy.data.materials),
+    }
+
+
+def look_at_rotation(location, target):
+    direction = mathutils.Vector(target) - mathutils.Vector(location)
+    if direction.length < 1e-9:
+        raise BridgeError("bad_request", "look_at target coincides with the camera location")
+    return direction.to_track_quat("-Z", "Y").to_euler()
+
+
+def ensure_camera(name):
+    obj = bpy.data.objects.get(name)
+    if obj is not None:
+        if obj.type != "CAMERA":
+            raise BridgeError("bad_request", "object %r is a %s, not a camera" % (name, obj.type))
+        return obj
+    data = bpy.data.cameras.new(name)
+    obj = bpy.data.objects.new(name, data)
+    bpy.context.scene.collection.objects.link(obj)
+    return obj
+
+
+def apply_pose(camera, pose):
+    location = pose.get("location")
+    if location is not None:
+        camera.location = vector3(location, "location")
+    if pose.get("look_at") is not None:
+        camera.rotation_euler = look_at_rotation(camera.location, vector3(pose["look_at"], "look_at"))
+    elif pose.get("rotation_euler") is not None:
+        camera.rotation_euler = vector3(pose["rotation_euler"], "rotation_euler")
+    if pose.get("lens") is not None:
+        camera.data.lens = float(pose["lens"])
+
+
+def vector3(value, field):
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
+        raise BridgeError("bad_request", "%s must be a list of three numbers" % field)
+    return mathutils.Vector([float(v) for v in value])
+
+
+def camera_state(camera):
+    return {
+        "camera": camera.name,
+        "location": rounded(camera.location),
+        "rotation_euler": rounded(camera.rotation_euler),
+        "lens": round(camera.data.lens, 4),
+    }
+
+
+def cmd_set_camera(args):
+    camera = ensure_camera(args.get("camera") or VIEW_CAMERA_NAME)
+    apply_pose(camera, args)
+    if args.get("make_active", True):
+        bpy.context.scene.camera = camera
+    bpy.context.view_layer.update()
+    return camera_state(camera)
+
+
+def cmd_frame_objects(args):
+    """Points a camera at the joint world bounding box of some objects, from a direction,
+    far enough that the box's bounding sphere fits the narrower field of view with padding."""
+    names = args.get("objects") or []
+    if names:
+        targets = [object_or_error(name) for name in names]
+    else:
+        targets = [o for o in bpy.context.scene.objects if o.type == "MESH" and not o.hide_render]
+    if not targets:
+        raise BridgeError("not_found", "no mesh objects to frame; name the objects to frame")
+    padding = float(args.get("padding", 0.1))
+    if padding < 0:
+        raise BridgeError("bad_request", "padding must be >= 0")
+    direction = vector3(args.get("direction", [1.0, -1.0, 0.8]), "direction")
+    if direction.length < 1e-9:
+        raise BridgeError("bad_request", "direction must not be the zero vector")
+    direction.normalize()
+    low = mathutils.Vector((math.inf,) * 3)
+    high = mathutils.Vector((-math.inf,) * 3)
+    for obj in targets:
+        obj_low, obj_high = world_bbox(obj)
+        for i in range(3):
+            low[i] = min(low[i], obj_low[i])
+            high[i] = max(high[i], obj_high[i])
+    center = (low + high) / 2.0
+    radius = max((high - low).length / 2.0, 1e-3)
+    camera = ensure_camera(args.get("camera") or VIEW_CAMERA_NAME)
+    render = bpy.context.scene.render
+    aspect = (render.resolution_x * render.pixel_aspect_x) / max(render.resolution_y * render.pixel_aspect_y, 1e-9)
+    sensor_fov = camera.data.angle  # along the sensor-fit axis (the wider one under AUTO)
+    if aspect >= 1.0:
+        narrow_fov = 2.0 * math.atan(math.tan(sensor_fov / 2.0) / aspect)
+    else:
+        narrow_fov = 2.0 * math.atan(math.tan(sensor_fov / 2.0) * aspect)
+    distance = radius * (1.0 + padding) / math.sin(narrow_fov / 2.0)
+    camera.location = center + direction * distance
+    camera.rotation_euler = look_at_rotation(camera.location, center)
+    camera.data.clip_end = max(camera.data.clip_end, distance + radius * 2.0)
+    if args.get("make_active", True):
+        bpy.context.scene.camera = camera
+    bpy.context.view_layer.update()
+    state = camera_state(camera)
+    state.update({
+        "center": rounded(center),
+        "radius": round(radius, 4),
+        "distance": round(distance, 4),
+        "bbox_min": rounded(low),
+        "bbox_max": rounded(high),
+        "objects": sorted(o.name for o in targets),
+    })
+    return state
+
+
+def cmd_render(args):
+    scene = bpy.context.scene
+    engine_name = args.get("engine", "WORKBENCH")
+    if engine_name not in ENGINES:
+        raise BridgeError("bad_request", "unknown engine %r; use one of %s" % (engine_name, ", ".join(ENGINES)))
+    width, height = int(args.get("width", 512)), int(args.get("height", 512))
+    if not (1 <= width <= 16384 and 1 <= height <= 16384):
+        raise BridgeError("bad_request", "width and height must be between 1 and 16384")
+    previous_camera = scene.camera
+    temporary = None
+    if args.get("pose") is not None:
+        temporary = ensure_camera(VIEW_CAMERA_NAME + "_render")
+        apply_pose(temporary, args["pose"])
+        scene.camera = temporary
+    elif args.get("camera"):
+        camera = object_or_error(args["camera"])
+        if camera.type != "CAMERA":
+            raise BridgeError("bad_request", "object %r is a %s, not a camera" % (camera.name, camera.type))
+        scene.camera = camera
+    if scene.camera is None:
+        raise BridgeError("bad_request", "the scene has no camera; pass \"camera\" or a \"pose\"")
+    render = scene.render
+    render.engine = ENGINES[engine_name]
+    render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
+    render.image_settings.file_format = "PNG"
+    render.image_settings.color_mode = "RGB"
+    if engine_name == "CYCLES":
+        scene.cycles.samples = int(args.get("samples", 16))
+        scene.cycles.device = args.get("device", "CPU")
+    elif engine_name == "EEVEE" and args.get("samples") is not None:
+        scene.eevee.taa_render_samples = int(args["samples"])
+    handle, path = tempfile.mkstemp(prefix="viga-render-", suffix=".png")
+    os.close(handle)
+    camera_name = scene.camera.name
+    try:
+        render.filepath = path
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            bpy.ops.render.render(write_still=True)
+        render_ms = (time.perf_counter() - started) * 1000.0
+        with open(path, "rb") as handle_png:
+            png = handle_png.read()
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        scene.camera = previous_camera
+        if temporary is not None:
+            bpy.data.objects.remove(temporary, do_unlink=True)
+    return {
+        "image": {"media_type": "image/png", "data": base64.b64encode(png).decode("ascii")},
+        "width": width,
+        "height": height,
+        "engine": engine_name,
+        "camera": camera_name,
+        "render_ms": round(render_ms, 3),
+    }
+
+
+def cmd_set_visibility(args):
+    names = args.get("objects")
+    if not isinstance(names, list) or not names:
+        raise BridgeError("bad_request", "set_visibility needs a non-empty list \"objects\"")
+    visible = bool(args.get("visible", True))
+    targets = [object_or_error(name) for name in names]
+    for obj in targets:
+        obj.hide_render = not visible
+        obj.hide_viewport = not visible
+    return {"objects": sorted(o.name for o in targets), "visible": visible}
+
+
+def cmd_set_frame(args):
+    if "frame" not in args:
+        raise BridgeError("bad_request", "set_frame needs an integer \"frame\"")
+    scene = bpy.context.scene
+    scene.frame_set(int(args["frame"]))
+    return {"frame": scene.frame_current, "frame_start": scene.frame_start, "frame_end": scene.frame_end}
+
+
+def cmd_list_keyframes(_args):
+    frames = set()
+    per_object = {}
+    for obj in bpy.context.scene.objects:
+        action = obj.animation_data.action if obj.animation_data else None
+        if action is None:
+            continue
+        object_frames = set()
+        for fcurve in iter_fcurves(action):
+            for point in fcurve.keyframe_points:
+                object_frames.add(int(round(point.co[0])))
+        if object_frames:
+            per_object[obj.name] = sorted(object_frames)
+            frames |= object_frames
+    return {"frames": sorted(frames), "objects": per_object}
+
+
+def iter_fcurves(action):
+    # Blender 4.4+ keeps F-curves in layered actions; older releases on the action itself.
+    if hasattr(action, "layers") and len(action.layers) > 0:
+        for layer in action.layers:
+            for strip in layer.strips:
+                for bag in getattr(strip, "channelbags", []):
+                    yield from bag.fcurves
+        return
+    yield from getattr(action, "fcurves", [])
+
+
+def checked_path(args, must_exist):
+    path = args.get("path")
+    if not isinstance(path, str) or not path:
+        raise BridgeError("bad_request", "a non-empty string \"path\" is required")
+    if must_exist and not os.path.isfile(path):
+        raise BridgeError("not_found", "no .blend file at %s" % path)
+    return path
+
+
+def save_blend(args):
+    path = checked_path(args, must_exist=False)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        bpy.ops.wm.save_as_mainfile(filepath=path, copy=True, check_existing=False)
+    return {"path": path, "bytes": os.path.getsize(path)}
+
+
+def load_blend(args):
+    path = checked_path(args, must_exist=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        bpy.ops.wm.open_mainfile(filepath=path)
+    return {"path": path, "objects": len(bpy.data.objects)}
+
+
+COMMANDS = {
+    "ping": cmd_ping,
+    "execute": cmd_execute,
+    "scene_info": cmd_scene_info,
+    "render": cmd_render,
+    "set_camera": cmd_set_camera,
+    "frame_objects": cmd_frame_objects,
+    "set_visibility": cmd_set_visibility,
+    "set_frame": cmd_set_frame,
+    "list_keyframes": cmd_list_keyframes,
+    "save_blend": save_blend,
+    "load_blend": load_blend,
+    "checkpoint": save_blend,
+    "restore": load_blend,
+}
+
+
+def dispatch(request):
+    """Runs one request on the calling (main) thread and returns its reply."""
+    if "__garbage__" in request:
+        return error_reply(None, "bad_frame", "frame is not valid JSON: %s" % request["__garbage__"])
+    if not isinstance(request, dict):
+        return error_reply(None, "bad_request", "a request must be a JSON object")
+    request_id = request.get("id")
+    command = request.get("command")
+    handler = COMMANDS.get(command)
+    if handler is None:
+        return error_reply(request_id, "unknown_command", "unknown command %r; known: %s" % (command, ", ".join(sorted(COMMANDS))))
+    try:
+        return {"id": request_id, "ok": True, "result": handler(request)}
+    except BridgeError as err:
+        return error_reply(request_id, err.kind, err.message)
+    except Exception as exc:  # noqa: BLE001 - any Blender failure becomes a typed reply
+        return error_reply(
+            request_id, "blender_error", "%s: %s" % (type(exc).__name__, exc),
+            error_type=type(exc).__name__, traceback=traceback.format_exc(),
+        )
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def hello_result(mode):
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "blender_version": bpy.app.version_string,
+        "capabilities": CAPABILITIES,
+        "pid": os.getpid(),
+        "mode": mode,
+    }
+
+
+def handshake(conn, token, mode):
+    """Checks the client's hello; returns True when the connection may proceed."""
+    conn.settimeout(HANDSHAKE_TIMEOUT_S)
+    try:
+        request = read_frame(conn)
+    except (FrameError, OSError):
+        return False
+    if not isinstance(request, dict) or request.get("command") != "hello":
+        send_quietly(conn, error_reply(None, "auth", "the first frame must be a hello with the worker token"))
+        return False
+    request_id = request.get("id")
+    offered = request.get("token")
+    if not isinstance(offered, str) or not hmac.compare_digest(offered.encode(), token.encode()):
+        send_quietly(conn, error_reply(request_id, "auth", "wrong token"))
+        return False
+    if request.get("protocol_version") != PROTOCOL_VERSION:
+        send_quietly(conn, error_reply(
+            request_id, "version",
+            "client speaks protocol %r, this bridge speaks %d" % (request.get("protocol_version"), PROTOCOL_VERSION),
+        ))
+        return False
+    conn.settimeout(None)
+    write_frame(conn, {"id": request_id, "ok": True, "result": hello_result(mode)})
+    return True
+
+
+def send_quietly(conn, value):
+    with contextlib.suppress(OSError):
+        write_frame(conn, value)
+
+
+def listen(port):
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(4)
+    return server
+
+
+def announce(server, mode):
+    port = server.getsockname()[1]
+    sys.stdout.write(READY_MARKER + json.dumps({"port": port, "pid": os.getpid(), "mode": mode}) + "\n")
+    sys.stdout.flush()
+    return port
+
+
+def serve_connection(conn, handle):
+    """Reads frames until the client leaves or sends something unreadable. Returns False when
+    the client asked the bridge to shut down."""
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        try:
+            request = read_frame(conn)
+        except FrameError as err:
+            send_quietly(conn, error_reply(None, "bad_frame", str(err) + "; closing this connection"))
+            return True
+        except OSError:
+            return True
+        if request is None:
+            return True
+        if isinstance(request, dict) and request.get("command") == "shutdown":
+            send_quietly(conn, {"id": request.get("id"), "ok": True, "result": {"shutting_down": True}})
+            return False
+        try:
+            write_frame(conn, handle(request))
+        except OSError:
+            return True
+
+
+def serve_forever(token, port, mode, handle):
+    server = listen(port)
+    announce(server, mode)
+    keep_going = True
+    while keep_going:
+        conn, _ = server.accept()
+        with conn:
+            if handshake(conn, token, mode):
+                keep_going = serve_connection(conn, handle)
+    server.close()
+
+
+class MainThreadQueue:
+    """Requests from the network thread wait here until the main thread drains them: in an
+    interactive Blender from one persistent bpy.app.timers poller, headless from a loop."""
+
+    def __init__(self):
+        self.requests = queue.Queue()
+
+    def submit(self, request):
+        """Called from the network thread; blocks until the main thread has answered."""
+        done = threading.Event()
+        slot = {}
+        self.requests.put((request, slot, done))
+        done.wait()
+        return slot["reply"]
+
+    def drain(self, budget_s=0.05):
+        """Answers queued requests on the calling (main) thread for at most about budget_s;
+        returns how many it answered."""
+        answered = 0
+        deadline = time.perf_counter() + budget_s
+        while True:
+            try:
+                request, slot, done = self.requests.get_nowait()
+            except queue.Empty:
+                return answered
+            slot["reply"] = dispatch(request)
+            done.set()
+            answered += 1
+            if time.perf_counter() >= deadline:
+                return answered
+
+
+def start_queue_server(token, port, mode):
+    """Starts the network thread; returns (queue, port, thread)."""
+    work = MainThreadQueue()
+    server = listen(port)
+    bound_port = server.getsockname()[1]
+
+    def network_loop():
+        while True:
+            conn, _ = server.accept()
+            with conn:
+                if handshake(conn, token, mode):
+                    if not serve_connection(conn, work.submit):
+                        break
+        server.close()
+
+    thread = threading.Thread(target=network_loop, name="viga-bridge-network", daemon=True)
+    thread.start()
+    return work, server, bound_port, thread
+
+
+def parse_args(argv):
+    args = argv[argv.index("--") + 1:] if "--" in argv else []
+    options = {"mode": "serve", "port": 0}
+    i = 0
+    while i < len(args):
+        if args[i] in ("--mode", "--port") and i + 1 < len(args):
+            options[args[i][2:]] = args[i + 1]
+            i += 2
+        else:
+            raise SystemExit("viga bridge: unknown argument %r (expected --mode serve|queue, --port N)" % args[i])
+    options["port"] = int(options["port"])
+    return options
+
+
+def take_token():
+    token = os.environ.pop("VIGA_BRIDGE_TOKEN", "")
+    if not token:
+        raise SystemExit("viga bridge: VIGA_BRIDGE_TOKEN is not set; the bridge refuses to serve without a token")
+    return token
+
+
+def main():
+    options = parse_args(sys.argv)
+    token = take_token()
+    if options["mode"] == "serve":
+        serve_forever(token, options["port"], "serve", dispatch)
+    elif options["mode"] == "queue":
+        work, server, _port, thread = start_queue_server(token, options["port"], "queue")
+        announce(server, "queue")
+        while thread.is_alive():
+            work.drain()
+            time.sleep(0.001)
+    else:
+        raise SystemExit("viga bridge: unknown mode %r (use serve or queue)" % options["mode"])
+
+
+# --------------------------------------------------------------------------- add-on
+
+_addon_state = {}
+
+
+def connection_file():
+    return os.path.join(os.path.expanduser("~"), ".viga", "addon-connection.json")
+
+
+def register():
+    """Add-on entry point: serve on a random port and write the port and a fresh token to
+    ~/.viga/addon-connection.json (readable by this user only) for viga to attach."""
+    token = base64.urlsafe_b64encode(os.urandom(24)).decode("ascii")
+    work, server, port, _thread = start_queue_server(token, 0, "addon")
+    path = connection_file()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"port": port, "token": token, "pid": os.getpid(), "protocol_version": PROTOCOL_VERSION}, handle)
+
+    def poll():
+        work.drain()
+        return 0.02
+
+    bpy.app.timers.register(poll, persistent=True)
+    _addon_state.update(server=server, poll=poll)
+
+
+def unregister():
+    poll = _addon_state.pop("poll", None)
+    if poll is not None and bpy.app.timers.is_registered(poll):
+        bpy.app.timers.unregister(poll)
+    server = _addon_state.pop("server", None)
+    if server is not None:
+        with contextlib.suppress(OSError):
+            server.close()
+    with contextlib.suppress(OSError):
+        os.remove(connection_file())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+//! The Python bridge, embedded in the binary and written out when a worker starts.
+
+use std::path::PathBuf;
+
+/// The bridge's source: a Python file that runs inside Blender (as `bpy`, as
+/// `blender -b -P`, or as an add-on).
+pub const BRIDGE_SOURCE: &str = include_str!("../python/viga_bridge.py");
+
+/// How the bridge serves inside Blender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BridgeMode {
+    /// The main thread serves the socket directly (headless Blender).
+    #[default]
+    Serve,
+    /// A network thread queues requests and the main thread drains them: the path an
+    /// interactive Blender's `bpy.app.timers` poller takes, run headless.
+    Queue,
+}
+
+impl BridgeMode {
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            Self::Serve => "serve",
+            Self::Queue => "queue",
+        }
+    }
+}
+
+/// Writes the bridge to a temporary folder named after its content (so different viga
+/// builds never share a stale copy) and returns its path.
+pub fn write_bridge_script() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "viga-bridge-{:016x}",
+        fnv1a(BRIDGE_SOURCE.as_bytes())
+    ));
+    let path = dir.join("viga_bridge.py");
+    if std::fs::read(&path).is_ok_and(|existing| existing == BRIDGE_SOURCE.as_bytes()) {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(&dir)?;
+    // Written under a unique name, then renamed: workers starting at once never read a
+    // half-written file.
+    let partial = dir.join(format!("viga_bridge.{}.partial", std::process::id()));
+    std::fs::write(&partial, BRIDGE_SOURCE)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

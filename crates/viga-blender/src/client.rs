@@ -1,0 +1,218 @@
+//! The framed TCP client: one connection to one bridge, requests answered in order.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+use viga_protocol::PROTOCOL_VERSION;
+use viga_protocol::bridge::{
+    BridgeCommand, BridgeFault, BridgeReply, BridgeRequest, HelloInfo, MAX_REPLY_BYTES,
+    MAX_REQUEST_BYTES, Secret,
+};
+
+use crate::frame::{FrameError, read_frame, write_frame};
+use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
+
+/// How a call failed, before anyone decides what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+    #[error("{}", .0.message)]
+    Fault(BridgeFault),
+    #[error("{0}")]
+    Malformed(String),
+    #[error("the connection is unusable after an earlier failure ({0})")]
+    Poisoned(String),
+}
+
+#[derive(Debug)]
+struct Connection {
+    stream: TcpStream,
+    next_id: u64,
+    /// Set once a call failed midway: its reply may still arrive, so the stream is out of
+    /// step and must not be used again.
+    poisoned: Option<String>,
+}
+
+/// A connection to a bridge, after a successful handshake.
+#[derive(Debug)]
+pub struct FramedClient {
+    connection: Mutex<Connection>,
+    hello: HelloInfo,
+    address: SocketAddr,
+    default_timeout: Duration,
+}
+
+impl FramedClient {
+    /// Connects and performs the hello handshake with `token`.
+    pub async fn connect(
+        address: SocketAddr,
+        token: &str,
+        default_timeout: Duration,
+    ) -> Result<Self, TransportError> {
+        let handshake_timeout = Duration::from_secs(30);
+        let stream = tokio::time::timeout(handshake_timeout, TcpStream::connect(address))
+            .await
+            .map_err(|_| TransportError::Start(format!("connecting to {address} timed out")))?
+            .map_err(|err| {
+                TransportError::Start(format!(
+                    "could not connect to the bridge at {address}: {err}"
+                ))
+            })?;
+        stream.set_nodelay(true).map_err(|err| {
+            TransportError::Start(format!("could not configure the socket: {err}"))
+        })?;
+        let mut connection = Connection {
+            stream,
+            next_id: 0,
+            poisoned: None,
+        };
+        let hello = BridgeCommand::Hello {
+            token: Secret(token.to_owned()),
+            protocol_version: PROTOCOL_VERSION,
+        };
+        let result = exchange(&mut connection, hello, handshake_timeout)
+            .await
+            .map_err(|err| match err {
+                CallError::Fault(fault) => TransportError::Handshake(fault.message),
+                other => TransportError::Handshake(other.to_string()),
+            })?;
+        let hello: HelloInfo = serde_json::from_value(result)
+            .map_err(|err| TransportError::Handshake(format!("unreadable hello reply: {err}")))?;
+        if hello.protocol_version != PROTOCOL_VERSION {
+            return Err(TransportError::Handshake(format!(
+                "the bridge speaks protocol {}, viga speaks {PROTOCOL_VERSION}",
+                hello.protocol_version
+            )));
+        }
+        Ok(Self {
+            connection: Mutex::new(connection),
+            hello,
+            address,
+            default_timeout,
+        })
+    }
+
+    pub fn hello(&self) -> &HelloInfo {
+        &self.hello
+    }
+
+    /// Sends one command and waits for its reply.
+    pub async fn request(
+        &self,
+        command: BridgeCommand,
+        timeout: Option<Duration>,
+    ) -> Result<Value, CallError> {
+        let mut connection = self.connection.lock().await;
+        exchange(
+            &mut connection,
+            command,
+            timeout.unwrap_or(self.default_timeout),
+        )
+        .await
+    }
+}
+
+async fn exchange(
+    connection: &mut Connection,
+    command: BridgeCommand,
+    timeout: Duration,
+) -> Result<Value, CallError> {
+    if let Some(why) = &connection.poisoned {
+        return Err(CallError::Poisoned(why.clone()));
+    }
+    let id = connection.next_id;
+    connection.next_id += 1;
+    let request = BridgeRequest { id, command };
+    let round_trip = async {
+        write_frame(&mut connection.stream, &request, MAX_REQUEST_BYTES).await?;
+        read_frame(&mut connection.stream, MAX_REPLY_BYTES).await
+    };
+    let outcome = match tokio::time::timeout(timeout, round_trip).await {
+        Err(_) => Err(CallError::Timeout(timeout)),
+        Ok(Err(err)) => Err(CallError::Frame(err)),
+        Ok(Ok(bytes)) => decode_reply(id, &bytes),
+    };
+    if let Err(err) = &outcome
+        && !matches!(err, CallError::Fault(_))
+    {
+        connection.poisoned = Some(err.to_string());
+    }
+    outcome
+}
+
+fn decode_reply(id: u64, bytes: &[u8]) -> Result<Value, CallError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|err| CallError::Malformed(format!("reply is not UTF-8: {err}")))?;
+    let reply: BridgeReply =
+        viga_protocol::parse_json(text).map_err(|err| CallError::Malformed(err.to_string()))?;
+    if let Some(fault) = reply.error {
+        return Err(CallError::Fault(fault));
+    }
+    if reply.id != Some(id) {
+        return Err(CallError::Malformed(format!(
+            "reply id {:?} does not match request id {id}",
+            reply.id
+        )));
+    }
+    match (reply.ok, reply.result) {
+        (true, Some(result)) => Ok(result),
+        _ => Err(CallError::Malformed(
+            "reply has neither a result nor an error".to_owned(),
+        )),
+    }
+}
+
+/// Turns a call failure into a transport error, given what recovery (if any) happened.
+pub(crate) fn transport_error(
+    command: &'static str,
+    err: CallError,
+    recovery: Recovery,
+) -> TransportError {
+    match err {
+        CallError::Fault(fault) => TransportError::Refused {
+            command,
+            kind: fault.kind,
+            message: fault.message,
+            traceback: fault.traceback,
+        },
+        CallError::Malformed(message) => TransportError::MalformedReply { command, message },
+        CallError::Timeout(limit) => TransportError::Lost {
+            command,
+            reason: LostReason::Timeout(limit),
+            recovery,
+        },
+        other @ (CallError::Frame(_) | CallError::Poisoned(_)) => TransportError::Lost {
+            command,
+            reason: LostReason::Disconnected(other.to_string()),
+            recovery,
+        },
+    }
+}
+
+#[async_trait]
+impl BlenderTransport for FramedClient {
+    async fn call(
+        &self,
+        command: BridgeCommand,
+        timeout: Option<Duration>,
+    ) -> Result<Value, TransportError> {
+        let name = command.name();
+        self.request(command, timeout)
+            .await
+            .map_err(|err| transport_error(name, err, Recovery::None))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "bridge at {} (Blender {}, {} mode)",
+            self.address, self.hello.blender_version, self.hello.mode
+        )
+    }
+}

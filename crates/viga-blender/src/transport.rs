@@ -1,0 +1,212 @@
+//! The transport trait every way of reaching Blender implements, and the typed commands
+//! built on it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use viga_protocol::bridge::{
+    BlendFile, BridgeCommand, CameraPose, CameraState, FaultKind, FrameRequest, FrameState,
+    Keyframes, RenderOutput, RenderRequest, SceneInfo, SceneReset, VisibilityChange,
+};
+use viga_protocol::iteration::{ExecutionResult, FailureClass};
+
+/// Why a worker was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LostReason {
+    /// The call did not answer within its timeout; the process was killed.
+    Timeout(Duration),
+    /// The process exited (crash, `os._exit`, out of memory).
+    Exited(String),
+    /// The connection broke or carried something unreadable.
+    Disconnected(String),
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Timeout(limit) => write!(f, "no answer within {limit:?}, process killed"),
+            Self::Exited(status) => write!(f, "Blender exited ({status})"),
+            Self::Disconnected(why) => write!(f, "connection lost ({why})"),
+        }
+    }
+}
+
+/// What the supervisor did after losing a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// Nobody recovers this transport (a plain client).
+    None,
+    /// A new Blender was started; the scene was restored from this checkpoint (if any).
+    Restarted {
+        restored_checkpoint: Option<PathBuf>,
+    },
+    /// Restarting failed; the next call tries again.
+    RestartFailed(String),
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::None => write!(f, "not restarted"),
+            Self::Restarted {
+                restored_checkpoint: Some(path),
+            } => write!(f, "restarted, scene restored from {}", path.display()),
+            Self::Restarted {
+                restored_checkpoint: None,
+            } => write!(f, "restarted with an empty scene (no checkpoint)"),
+            Self::RestartFailed(why) => write!(f, "restart failed: {why}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The bridge answered, refusing or failing the command. The worker is fine.
+    #[error("Blender refused `{command}` ({kind:?}): {message}")]
+    Refused {
+        command: &'static str,
+        kind: FaultKind,
+        message: String,
+        traceback: Option<String>,
+    },
+    /// The worker died or hung during the call (failure class E0).
+    #[error("Blender worker lost during `{command}`: {reason}; {recovery}")]
+    Lost {
+        command: &'static str,
+        reason: LostReason,
+        recovery: Recovery,
+    },
+    /// No Blender could be started or reached.
+    #[error("could not start Blender: {0}")]
+    Start(String),
+    /// The bridge's handshake failed (wrong token, protocol version).
+    #[error("handshake with the bridge failed: {0}")]
+    Handshake(String),
+    /// A reply did not have the shape its command promises: a bug, in the bridge or here.
+    #[error("malformed reply to `{command}`: {message}")]
+    MalformedReply {
+        command: &'static str,
+        message: String,
+    },
+}
+
+impl TransportError {
+    /// E0 for everything that is Blender's or the machine's fault; E1 when Blender refused
+    /// what it was asked to do (the caller can correct the request).
+    pub fn failure_class(&self) -> FailureClass {
+        match self {
+            Self::Refused { .. } => FailureClass::E1,
+            _ => FailureClass::E0,
+        }
+    }
+}
+
+/// A way to reach a Blender running viga's bridge. Object safe: layers above hold an
+/// `Arc<dyn BlenderTransport>`, and other crates can add transports.
+#[async_trait]
+pub trait BlenderTransport: Send + Sync {
+    /// Sends one command and returns its `result`. `timeout` overrides the transport's
+    /// default per-call timeout.
+    async fn call(
+        &self,
+        command: BridgeCommand,
+        timeout: Option<Duration>,
+    ) -> Result<Value, TransportError>;
+
+    /// A short description for logs.
+    fn describe(&self) -> String;
+}
+
+fn decode<T: DeserializeOwned>(command: &'static str, value: Value) -> Result<T, TransportError> {
+    serde_json::from_value(value).map_err(|err| TransportError::MalformedReply {
+        command,
+        message: err.to_string(),
+    })
+}
+
+async fn typed<T: DeserializeOwned, B: BlenderTransport + ?Sized>(
+    blender: &B,
+    command: BridgeCommand,
+    timeout: Option<Duration>,
+) -> Result<T, TransportError> {
+    let name = command.name();
+    decode(name, blender.call(command, timeout).await?)
+}
+
+/// The bridge's commands with typed results, for every transport.
+#[async_trait]
+pub trait BlenderCommands: BlenderTransport {
+    async fn ping(&self) -> Result<(), TransportError> {
+        self.call(BridgeCommand::Ping, None).await.map(|_| ())
+    }
+
+    /// Runs a program; with `reset`, on a freshly reloaded base scene.
+    async fn execute(
+        &self,
+        code: &str,
+        reset: Option<SceneReset>,
+        timeout: Option<Duration>,
+    ) -> Result<ExecutionResult, TransportError> {
+        let command = BridgeCommand::Execute {
+            code: code.to_owned(),
+            reset,
+        };
+        typed(self, command, timeout).await
+    }
+
+    async fn scene_info(&self, offset: u32, limit: u32) -> Result<SceneInfo, TransportError> {
+        typed(self, BridgeCommand::SceneInfo { offset, limit }, None).await
+    }
+
+    async fn render(
+        &self,
+        request: RenderRequest,
+        timeout: Option<Duration>,
+    ) -> Result<RenderOutput, TransportError> {
+        typed(self, BridgeCommand::Render(request), timeout).await
+    }
+
+    async fn set_camera(&self, pose: CameraPose) -> Result<CameraState, TransportError> {
+        typed(self, BridgeCommand::SetCamera(pose), None).await
+    }
+
+    async fn frame_objects(&self, request: FrameRequest) -> Result<CameraState, TransportError> {
+        typed(self, BridgeCommand::FrameObjects(request), None).await
+    }
+
+    async fn set_visibility(
+        &self,
+        objects: Vec<String>,
+        visible: bool,
+    ) -> Result<VisibilityChange, TransportError> {
+        typed(
+            self,
+            BridgeCommand::SetVisibility { objects, visible },
+            None,
+        )
+        .await
+    }
+
+    async fn set_frame(&self, frame: i32) -> Result<FrameState, TransportError> {
+        typed(self, BridgeCommand::SetFrame { frame }, None).await
+    }
+
+    async fn list_keyframes(&self) -> Result<Keyframes, TransportError> {
+        typed(self, BridgeCommand::ListKeyframes, None).await
+    }
+
+    async fn save_blend(&self, path: &str) -> Result<BlendFile, TransportError> {
+        let path = path.to_owned();
+        typed(self, BridgeCommand::SaveBlend { path }, None).await
+    }
+
+    async fn load_blend(&self, path: &str) -> Result<BlendFile, TransportError> {
+        let path = path.to_owned();
+        typed(self, BridgeCommand::LoadBlend { path }, None).await
+    }
+}
+
+impl<T: BlenderTransport + ?Sized> BlenderCommands for T {}

@@ -1,0 +1,397 @@
+//! Frames spoken between viga and the bridge running inside Blender.
+//!
+//! Every frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. The
+//! client's first frame is [`BridgeCommand::Hello`] with the worker's token; every request
+//! carries an `id` that its reply echoes. Replies are [`BridgeReply`]: `ok` with a `result`
+//! whose shape depends on the command, or a [`BridgeFault`]. An exception raised by a user
+//! program is not a fault: `execute` returns it inside its
+//! [`ExecutionResult`](crate::iteration::ExecutionResult).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::ImageData;
+
+/// The line the bridge prints on stdout once it listens: the marker, then JSON
+/// `{"port", "pid", "mode"}`.
+pub const READY_MARKER: &str = "VIGA_BRIDGE_READY ";
+/// The environment variable that hands the bridge its token.
+pub const TOKEN_ENV: &str = "VIGA_BRIDGE_TOKEN";
+/// The largest request frame the bridge accepts.
+pub const MAX_REQUEST_BYTES: u32 = 16 * 1024 * 1024;
+/// The largest reply frame viga accepts (renders travel inline as base64 PNG).
+pub const MAX_REPLY_BYTES: u32 = 512 * 1024 * 1024;
+
+/// A secret that never shows in Debug output or logs.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A request frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BridgeRequest {
+    pub id: u64,
+    #[serde(flatten)]
+    pub command: BridgeCommand,
+}
+
+/// What Blender should do. The tag is `command`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum BridgeCommand {
+    Hello {
+        token: Secret,
+        protocol_version: u32,
+    },
+    Ping,
+    /// Run a program; with `reset`, first reload the base scene so the program runs on a
+    /// known state and every iteration is reproducible from its code.
+    Execute {
+        code: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reset: Option<SceneReset>,
+    },
+    /// One page of the scene summary, objects sorted by name.
+    SceneInfo {
+        offset: u32,
+        limit: u32,
+    },
+    Render(RenderRequest),
+    /// Create or move a camera (the verifier's view camera when unnamed).
+    SetCamera(CameraPose),
+    /// Point a camera at the joint bounding box of some objects (all visible meshes when
+    /// none are named), with padding.
+    FrameObjects(FrameRequest),
+    SetVisibility {
+        objects: Vec<String>,
+        visible: bool,
+    },
+    SetFrame {
+        frame: i32,
+    },
+    ListKeyframes,
+    SaveBlend {
+        path: String,
+    },
+    LoadBlend {
+        path: String,
+    },
+    /// Save the scene where a restarted worker can restore it from.
+    Checkpoint {
+        path: String,
+    },
+    Restore {
+        path: String,
+    },
+    Shutdown,
+}
+
+impl BridgeCommand {
+    /// The wire name of the command, for messages and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Hello { .. } => "hello",
+            Self::Ping => "ping",
+            Self::Execute { .. } => "execute",
+            Self::SceneInfo { .. } => "scene_info",
+            Self::Render(_) => "render",
+            Self::SetCamera(_) => "set_camera",
+            Self::FrameObjects(_) => "frame_objects",
+            Self::SetVisibility { .. } => "set_visibility",
+            Self::SetFrame { .. } => "set_frame",
+            Self::ListKeyframes => "list_keyframes",
+            Self::SaveBlend { .. } => "save_blend",
+            Self::LoadBlend { .. } => "load_blend",
+            Self::Checkpoint { .. } => "checkpoint",
+            Self::Restore { .. } => "restore",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// The state a program starts from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SceneReset {
+    /// An empty factory-settings scene.
+    Factory,
+    /// A `.blend` file, reopened.
+    Blend { path: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum RenderEngine {
+    /// Fast OpenGL shading; no materials' full look. About 1 s at 256x256 on a CPU.
+    #[default]
+    #[serde(rename = "WORKBENCH")]
+    Workbench,
+    /// Path tracing; set `samples` low on a CPU.
+    #[serde(rename = "CYCLES")]
+    Cycles,
+    /// Rasterised; without a GPU it falls back to software GL and takes about a minute.
+    #[serde(rename = "EEVEE")]
+    Eevee,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderRequest {
+    /// A camera object to render from; the scene camera when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub camera: Option<String>,
+    /// An explicit pose, rendered from a temporary camera (overrides `camera`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pose: Option<CameraPose>,
+    pub engine: RenderEngine,
+    pub width: u32,
+    pub height: u32,
+    /// Cycles (and EEVEE) samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+}
+
+/// A camera pose. `look_at` wins over `rotation_euler` when both are given.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CameraPose {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub camera: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<[f64; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation_euler: Option<[f64; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look_at: Option<[f64; 3]>,
+    /// Focal length in millimetres.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lens: Option<f64>,
+    /// Make this the scene camera (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub make_active: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FrameRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub camera: Option<String>,
+    /// Objects to frame; every visible mesh when empty.
+    #[serde(default)]
+    pub objects: Vec<String>,
+    /// Fraction of the bounding sphere's radius added around it (0.1 = 10%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<f64>,
+    /// Direction from the box centre towards the camera (default (1, -1, 0.8)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<[f64; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub make_active: Option<bool>,
+}
+
+/// A reply frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeReply {
+    /// The request's id; null when the request could not be read.
+    pub id: Option<u64>,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<BridgeFault>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Auth,
+    Version,
+    BadFrame,
+    BadRequest,
+    UnknownCommand,
+    NotFound,
+    BlenderError,
+}
+
+/// Why the bridge refused or failed a command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeFault {
+    pub kind: FaultKind,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+}
+
+/// The bridge's answer to `hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HelloInfo {
+    pub protocol_version: u32,
+    pub blender_version: String,
+    pub capabilities: Vec<String>,
+    pub pid: u32,
+    /// `serve`, `queue` or `addon`.
+    pub mode: String,
+}
+
+/// One page of the scene summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SceneInfo {
+    pub blender_version: String,
+    pub scene: String,
+    pub unit_system: String,
+    pub frame_current: i32,
+    pub frame_start: i32,
+    pub frame_end: i32,
+    pub active_camera: Option<String>,
+    pub render_engine: String,
+    pub total_objects: u32,
+    pub offset: u32,
+    /// The offset of the next page; null on the last page.
+    pub next_offset: Option<u32>,
+    pub objects: Vec<SceneObject>,
+    pub materials: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SceneObject {
+    pub name: String,
+    /// Blender object type: MESH, LIGHT, CAMERA, EMPTY, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub location: [f64; 3],
+    pub rotation_euler: [f64; 3],
+    pub scale: [f64; 3],
+    pub dimensions: [f64; 3],
+    /// World-space axis-aligned bounding box.
+    pub bbox_min: [f64; 3],
+    pub bbox_max: [f64; 3],
+    pub visible: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub materials: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modifiers: Vec<ModifierInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<MeshStats>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape_keys: Vec<ShapeKeyInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub light: Option<LightInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub camera: Option<CameraInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModifierInfo {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MeshStats {
+    pub vertices: u32,
+    pub polygons: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ShapeKeyInfo {
+    pub name: String,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LightInfo {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub energy: f64,
+    pub color: [f64; 3],
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CameraInfo {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub lens: f64,
+}
+
+/// A rendered image, inline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RenderOutput {
+    pub image: ImageData,
+    pub width: u32,
+    pub height: u32,
+    pub engine: RenderEngine,
+    pub camera: String,
+    /// Time Blender spent rendering, in milliseconds.
+    pub render_ms: f64,
+}
+
+/// Where a camera is after `set_camera` or `frame_objects`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CameraState {
+    pub camera: String,
+    pub location: [f64; 3],
+    pub rotation_euler: [f64; 3],
+    pub lens: f64,
+    /// Set by `frame_objects`: what was framed and how.
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub framing: Option<Framing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Framing {
+    pub center: [f64; 3],
+    /// Radius of the bounding sphere of the joint box.
+    pub radius: f64,
+    /// Distance from the camera to the centre.
+    pub distance: f64,
+    pub bbox_min: [f64; 3],
+    pub bbox_max: [f64; 3],
+    pub objects: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct VisibilityChange {
+    pub objects: Vec<String>,
+    pub visible: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FrameState {
+    pub frame: i32,
+    pub frame_start: i32,
+    pub frame_end: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Keyframes {
+    /// Every frame that holds a keyframe, ascending.
+    pub frames: Vec<i32>,
+    pub objects: BTreeMap<String, Vec<i32>>,
+}
+
+/// A `.blend` saved or opened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BlendFile {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<u32>,
+}
+
+crate::validate::plain_protocol_types!(BridgeRequest, BridgeReply);
