@@ -1,5 +1,6 @@
 //! Every public schema is a snapshot: any change to the wire shows up in review.
 
+use viga_protocol::bridge::{BridgeReply, BridgeRequest};
 use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_protocol::gn::{GateReport, GnResponse};
 use viga_protocol::iteration::IterationRecord;
@@ -28,6 +29,8 @@ snapshot_schemas! {
     gn_response => GnResponse,
     gate_report => GateReport,
     addon_manifest => AddonManifest,
+    bridge_request => BridgeRequest,
+    bridge_reply => BridgeReply,
 }
 
 #[test]
