@@ -1,0 +1,73 @@
+//! # viga-provider
+//!
+//! Vision-language models behind one object-safe trait.
+//!
+//! **Owns:** the [`Provider`] trait and its request/response model ([`ModelRequest`],
+//! [`ModelResponse`], [`StreamEvent`]); error classification with advice for the user
+//! ([`ProviderError`]); the [`ScriptedProvider`] that replays a file of responses for tests
+//! and the offline demo.
+//!
+//! **Must not:** touch Blender, the loop or the run folder. It knows messages, not scenes.
+//!
+//! ## Adding a provider downstream
+//!
+//! Implement [`Provider`] in your own crate and hand an `Arc<dyn Provider>` to the loop; no
+//! change to viga is needed:
+//!
+//! ```
+//! use async_trait::async_trait;
+//! use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
+//!
+//! /// Answers every request with the same text.
+//! struct Parrot;
+//!
+//! #[async_trait]
+//! impl Provider for Parrot {
+//!     fn name(&self) -> &str { "parrot" }
+//!     fn model(&self) -> &str { "parrot-1" }
+//!     async fn complete(&self, _request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+//!         Ok(ModelResponse::text_only("```python\nimport bpy\n```", FinishReason::Stop))
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let provider: std::sync::Arc<dyn Provider> = std::sync::Arc::new(Parrot);
+//! let response = provider.complete(&ModelRequest::new("system", vec![])).await.unwrap();
+//! assert!(response.text.contains("import bpy"));
+//! // Streaming comes for free: the default `stream` replays `complete`.
+//! let streamed = provider.stream(&ModelRequest::new("system", vec![])).await.unwrap().collect().await.unwrap();
+//! assert_eq!(streamed.text, response.text);
+//! # });
+//! ```
+
+mod error;
+mod request;
+pub mod scripted;
+mod stream;
+
+pub use error::{ErrorKind, ProviderError};
+pub use request::{FinishReason, ModelRequest, ModelResponse, ResponseFormat};
+pub use scripted::ScriptedProvider;
+pub use stream::{ResponseStream, StreamEvent};
+
+use async_trait::async_trait;
+
+/// A model that answers requests. Object safe: the loop holds an `Arc<dyn Provider>`.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider's name, for logs and run folders ("openai", "anthropic", ...).
+    fn name(&self) -> &str;
+
+    /// The model's name as sent to the provider.
+    fn model(&self) -> &str;
+
+    /// One request, one complete response.
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+
+    /// The response as it arrives: text deltas and finished tool calls, then `Completed`.
+    /// The default replays [`Provider::complete`]; adapters with a streaming API override it.
+    async fn stream(&self, request: &ModelRequest) -> Result<ResponseStream, ProviderError> {
+        let response = self.complete(request).await?;
+        Ok(ResponseStream::from_response(response))
+    }
+}
