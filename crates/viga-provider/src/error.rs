@@ -56,6 +56,10 @@ pub enum ProviderError {
         what: String,
         after: Duration,
     },
+    /// The request could not be turned into the provider's wire format (an image that does
+    /// not decode, a tool result that answers no call); sending it again will not help.
+    #[error("{provider}: the request cannot be sent: {message}")]
+    InvalidRequest { provider: String, message: String },
     #[error("{provider}: malformed response: {message}")]
     MalformedResponse { provider: String, message: String },
     #[error("provider configuration: {0}")]
@@ -75,7 +79,7 @@ impl ProviderError {
         match self {
             Self::Auth { .. } => ErrorKind::Auth,
             Self::RateLimited { .. } => ErrorKind::RateLimit,
-            Self::BadRequest { .. } => ErrorKind::BadRequest,
+            Self::BadRequest { .. } | Self::InvalidRequest { .. } => ErrorKind::BadRequest,
             Self::ContextTooLong { .. } => ErrorKind::ContextTooLong,
             Self::Server { .. } => ErrorKind::Server,
             Self::Network { .. } => ErrorKind::Network,

@@ -1,0 +1,143 @@
+//! What every tool call can reach: Blender, render settings, the verifier's camera state,
+//! an asset source and the translator for free-form camera instructions.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_protocol::bridge::{CameraPose, RenderEngine, RenderRequest, SceneReset};
+
+use crate::assets::AssetSource;
+use crate::camera::ViewState;
+use crate::registry::{CapturedRender, ToolError};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderSettings {
+    pub engine: RenderEngine,
+    pub width: u32,
+    pub height: u32,
+    pub samples: Option<u32>,
+    pub timeout: Duration,
+}
+
+impl Default for RenderSettings {
+    /// Workbench at 512x512: about a second per view on a CPU.
+    fn default() -> Self {
+        Self {
+            engine: RenderEngine::Workbench,
+            width: 512,
+            height: 512,
+            samples: None,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Turns a free-form camera instruction the fast path did not understand into a pose; the
+/// loop implements it with a model call.
+#[async_trait]
+pub trait InstructionTranslator: Send + Sync {
+    async fn translate(
+        &self,
+        instruction: &str,
+        current: &ViewState,
+    ) -> Result<CameraPose, ToolError>;
+}
+
+pub struct ToolContext {
+    pub blender: Arc<dyn BlenderTransport>,
+    pub render: RenderSettings,
+    /// The scene every program runs on (reloaded before each run).
+    pub base_scene: SceneReset,
+    pub assets: Option<Arc<dyn AssetSource>>,
+    pub translator: Option<Arc<dyn InstructionTranslator>>,
+    view: Mutex<Option<ViewState>>,
+    renders_made: AtomicU32,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("blender", &self.blender.describe())
+            .field("render", &self.render)
+            .field("base_scene", &self.base_scene)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    pub fn new(
+        blender: Arc<dyn BlenderTransport>,
+        render: RenderSettings,
+        base_scene: SceneReset,
+    ) -> Self {
+        Self {
+            blender,
+            render,
+            base_scene,
+            assets: None,
+            translator: None,
+            view: Mutex::new(None),
+            renders_made: AtomicU32::new(0),
+        }
+    }
+
+    pub fn with_assets(mut self, assets: Arc<dyn AssetSource>) -> Self {
+        self.assets = Some(assets);
+        self
+    }
+
+    pub fn with_translator(mut self, translator: Arc<dyn InstructionTranslator>) -> Self {
+        self.translator = Some(translator);
+        self
+    }
+
+    pub fn view(&self) -> Option<ViewState> {
+        self.view.lock().ok().and_then(|view| *view)
+    }
+
+    pub fn set_view(&self, state: ViewState) {
+        if let Ok(mut view) = self.view.lock() {
+            *view = Some(state);
+        }
+    }
+
+    /// Forgets the camera state (a new iteration's scene may be framed differently).
+    pub fn reset_view(&self) {
+        if let Ok(mut view) = self.view.lock() {
+            *view = None;
+        }
+    }
+
+    /// Renders from a pose (or the scene camera) with the run's render settings.
+    pub async fn render_view(
+        &self,
+        view: &str,
+        pose: Option<CameraPose>,
+    ) -> Result<CapturedRender, ToolError> {
+        let request = RenderRequest {
+            camera: None,
+            pose,
+            engine: self.render.engine,
+            width: self.render.width,
+            height: self.render.height,
+            samples: self.render.samples,
+        };
+        let output = self
+            .blender
+            .render(request, Some(self.render.timeout))
+            .await?;
+        self.renders_made.fetch_add(1, Ordering::Relaxed);
+        Ok(CapturedRender {
+            view: view.to_owned(),
+            output,
+        })
+    }
+
+    /// How many renders tools made through this context.
+    pub fn renders_made(&self) -> u32 {
+        self.renders_made.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,26 @@
+//! # viga-skills
+//!
+//! The skill library: what the generator and the verifier can do.
+//!
+//! **Owns:** the [`Tool`] trait and [`ToolRegistry`] (arguments' JSON Schemas derived with
+//! schemars and validated before a tool runs; [`ToolError::Recoverable`] goes back to the
+//! model, [`ToolError::Fatal`] stops the run); the generator's tools ([`generator`]) and the
+//! verifier's ([`verifier`]); camera math and the fast path for camera instructions
+//! ([`camera`]); labelled multi-view montages ([`montage`]); asset sources ([`assets`]);
+//! compact scene summaries ([`scene`]).
+//!
+//! **Must not:** call a model or own the loop. Where a tool needs a model (a free-form camera
+//! instruction), it asks through a trait ([`context::InstructionTranslator`]) that the loop
+//! implements.
+
+pub mod assets;
+pub mod camera;
+pub mod context;
+pub mod generator;
+pub mod montage;
+pub mod registry;
+pub mod scene;
+pub mod verifier;
+
+pub use context::{RenderSettings, ToolContext};
+pub use registry::{CapturedRender, Control, Tool, ToolError, ToolOutput, ToolRegistry};

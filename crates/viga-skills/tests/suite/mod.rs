@@ -1,0 +1,5 @@
+mod assets;
+mod camera;
+mod montage;
+mod registry;
+mod tools;
