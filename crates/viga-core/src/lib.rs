@@ -1,1 +1,298 @@
-//! placeholder
+//! # viga-core
+//!
+//! The VIGA loop (seeds 000–002), driven as a queue pair: a front end starts a run, reads
+//! typed [`TimedEvent`]s from the [`RunHandle`], and can cancel it. That is the only way in.
+//!
+//! **Owns:** the generator (plan, then code; the first fenced Python block wins) and the
+//! verifier (canonical views, tools, verdict); fast retry of E1/E2 failures with seed 002's
+//! prompt (at most `max_fast_retries`, retries are not iterations, `retry_count` recorded);
+//! escalation of E0 to the worker supervisor; stop conditions (verifier acceptance, the
+//! iteration budget, cancellation); the run folder, written as events arrive; resume.
+//!
+//! **Must not:** parse command lines, print to a terminal, or know which provider or Blender
+//! transport it was given: both come in as trait objects.
+//!
+//! ```no_run
+//! # async fn demo(provider: std::sync::Arc<dyn viga_provider::Provider>,
+//! #               blender: std::sync::Arc<dyn viga_blender::BlenderTransport>) -> Result<(), viga_core::CoreError> {
+//! let config = viga_core::RunConfig::new("a red cube on a grey floor");
+//! let mut run = viga_core::start(config, provider, blender, std::path::Path::new("output"))?;
+//! while let Some(event) = run.next_event().await {
+//!     println!("{:?}", event.event);
+//! }
+//! let outcome = run.wait().await?;
+//! println!("stopped: {:?} after {} iterations", outcome.stop, outcome.iterations);
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod extract;
+pub mod folder;
+mod prompts;
+mod run;
+mod scores;
+mod translate;
+mod verify;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use viga_blender::BlenderTransport;
+use viga_memory::{Memory, RunLog, iterations_in, read_run_log};
+use viga_protocol::PROTOCOL_VERSION;
+use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
+use viga_protocol::message::ImageData;
+use viga_provider::Provider;
+
+pub use config::{RenderConfig, RunConfig, slug};
+pub use extract::first_python_block;
+pub use folder::RunFolder;
+pub use prompts::Prompts;
+pub use run::RunOutcome;
+pub use scores::{IterationScores, Scores};
+pub use translate::ProviderTranslator;
+
+use crate::run::Run;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("the run log could not be read or written: {0}")]
+    Log(String),
+    #[error("the run task failed: {0}")]
+    Task(String),
+}
+
+/// A run in progress: read its events, cancel it, wait for its outcome.
+#[derive(Debug)]
+pub struct RunHandle {
+    events: mpsc::UnboundedReceiver<TimedEvent>,
+    cancel: watch::Sender<bool>,
+    task: JoinHandle<Result<RunOutcome, CoreError>>,
+    folder: PathBuf,
+}
+
+impl RunHandle {
+    /// The next event; `None` once the run has finished and every event was read.
+    pub async fn next_event(&mut self) -> Option<TimedEvent> {
+        self.events.recv().await
+    }
+
+    /// Asks the run to stop; it finishes writing its folder and ends with `Cancelled`.
+    pub fn cancel(&self) {
+        let _ = self.cancel.send(true);
+    }
+
+    /// A handle that cancels this run from elsewhere (a Ctrl-C handler).
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.cancel.clone())
+    }
+
+    pub fn folder(&self) -> &Path {
+        &self.folder
+    }
+
+    pub async fn wait(self) -> Result<RunOutcome, CoreError> {
+        self.task
+            .await
+            .map_err(|err| CoreError::Task(err.to_string()))?
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Canceller(watch::Sender<bool>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
+fn read_target(path: &Path) -> Result<ImageData, CoreError> {
+    let data = std::fs::read(path).map_err(|err| CoreError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    })?;
+    let media_type = match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        _ => "image/png",
+    };
+    Ok(ImageData {
+        media_type: media_type.to_owned(),
+        data,
+    })
+}
+
+fn log_error(err: viga_memory::MemoryError) -> CoreError {
+    CoreError::Log(err.to_string())
+}
+
+/// Starts a new run in a new folder under `output_root`.
+pub fn start(
+    config: RunConfig,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+    output_root: &Path,
+) -> Result<RunHandle, CoreError> {
+    let problems = config.problems();
+    if !problems.is_empty() {
+        return Err(CoreError::Config(format!(
+            "the run settings are invalid:\n  - {}",
+            problems.join("\n  - ")
+        )));
+    }
+    let prompts = Prompts::load(config.prompts_dir.as_deref())?;
+    let folder = RunFolder::create(output_root, &config)?;
+    folder.write_args(&config)?;
+    let target = match &config.target {
+        Some(path) => {
+            let image = read_target(path)?;
+            folder.write_bytes(folder::TARGET_FILE, &image.data)?;
+            Some(image)
+        }
+        None => None,
+    };
+    let log = RunLog::create(&folder.events_path()).map_err(log_error)?;
+    let mut memory = Memory::new(Run::memory_config(&config)).map_err(log_error)?;
+    memory.set_anchor(Run::anchor(&config, target.as_ref()));
+    launch(
+        config, prompts, provider, blender, folder, log, memory, target, 1, None,
+    )
+}
+
+/// Continues a run from its folder at the iteration after the last one recorded, with the
+/// settings in its `args.json`; `max_iterations` may raise the budget.
+pub fn resume(
+    run_folder: &Path,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+    max_iterations: Option<u32>,
+) -> Result<RunHandle, CoreError> {
+    let folder = RunFolder::open(run_folder)?;
+    let mut config = folder.read_args()?;
+    if let Some(max) = max_iterations {
+        config.max_iterations = max;
+    }
+    let contents = read_run_log(&folder.events_path()).map_err(log_error)?;
+    let accepted = contents.events.iter().any(|e| {
+        matches!(
+            &e.event,
+            RunEvent::RunFinished {
+                stop: StopReason::Accepted,
+                ..
+            }
+        )
+    });
+    let records = iterations_in(&contents.events);
+    let done = records.last().map(|r| r.index).unwrap_or(0);
+    if accepted {
+        return Err(CoreError::Config(format!(
+            "{} already finished: the verifier accepted iteration {done}; nothing to resume",
+            run_folder.display()
+        )));
+    }
+    if done >= config.max_iterations {
+        return Err(CoreError::Config(format!(
+            "{} already ran all {} iterations; pass --max-iterations N (N > {done}) to continue",
+            run_folder.display(),
+            config.max_iterations
+        )));
+    }
+    let prompts = Prompts::load(config.prompts_dir.as_deref())?;
+    let target_path = folder.target_path();
+    let target = if target_path.is_file() {
+        Some(read_target(&target_path)?)
+    } else {
+        None
+    };
+    let anchor = Run::anchor(&config, target.as_ref());
+    let memory = Memory::rebuild(Run::memory_config(&config), Some(anchor), records.clone())
+        .map_err(log_error)?;
+    let final_code = records
+        .iter()
+        .rev()
+        .find(|r| r.failure.is_none() && !r.code.is_empty())
+        .map(|r| r.code.clone());
+    let log = RunLog::open_append(&folder.events_path()).map_err(log_error)?;
+    folder.write_args(&config)?;
+    launch(
+        config,
+        prompts,
+        provider,
+        blender,
+        folder,
+        log,
+        memory,
+        target,
+        done + 1,
+        final_code,
+    )
+}
+
+#[allow(clippy::too_many_arguments)] // one private constructor shared by start and resume
+fn launch(
+    config: RunConfig,
+    prompts: Prompts,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+    folder: RunFolder,
+    log: RunLog,
+    memory: Memory,
+    target: Option<ImageData>,
+    first_index: u32,
+    final_code: Option<String>,
+) -> Result<RunHandle, CoreError> {
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let (cancel, cancel_rx) = watch::channel(false);
+    let tools = Run::tool_context(&config, &prompts, &provider, &blender);
+    let scores = existing_scores(&folder);
+    let root = folder.root().to_path_buf();
+    let mut run = Run {
+        config,
+        prompts,
+        provider,
+        blender,
+        tools,
+        memory,
+        folder,
+        log,
+        events: events_tx,
+        cancel: cancel_rx,
+        target,
+        scores,
+        first_index,
+        final_code,
+    };
+    let started = RunEvent::RunStarted {
+        run_id: root.display().to_string(),
+        task: run.config.task.clone(),
+        protocol_version: PROTOCOL_VERSION,
+        resumed_from_iteration: (first_index > 1).then_some(first_index),
+    };
+    run.emit(started)
+        .map_err(|err| CoreError::Log(run::interrupt_text(&err)))?;
+    let task = tokio::spawn(run.run());
+    Ok(RunHandle {
+        events,
+        cancel,
+        task,
+        folder: root,
+    })
+}
+
+fn existing_scores(folder: &RunFolder) -> Scores {
+    std::fs::read_to_string(folder.root().join(folder::SCORES_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}

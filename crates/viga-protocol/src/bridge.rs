@@ -395,3 +395,6 @@ pub struct BlendFile {
 }
 
 crate::validate::plain_protocol_types!(BridgeRequest, BridgeReply);
+
+// A camera pose can come from a model (a translated camera instruction), so it is validated.
+crate::validate::plain_protocol_types!(CameraPose);

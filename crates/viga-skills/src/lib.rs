@@ -7,7 +7,7 @@
 //! model, [`ToolError::Fatal`] stops the run); the generator's tools ([`generator`]) and the
 //! verifier's ([`verifier`]); camera math and the fast path for camera instructions
 //! ([`camera`]); labelled multi-view montages ([`montage`]); asset sources ([`assets`]);
-//! compact scene summaries ([`scene`]).
+//! compact scene summaries ([`scene`]); photometric loss ([`metrics`]).
 //!
 //! **Must not:** call a model or own the loop. Where a tool needs a model (a free-form camera
 //! instruction), it asks through a trait ([`context::InstructionTranslator`]) that the loop
@@ -17,6 +17,7 @@ pub mod assets;
 pub mod camera;
 pub mod context;
 pub mod generator;
+pub mod metrics;
 pub mod montage;
 pub mod registry;
 pub mod scene;

@@ -1,0 +1,193 @@
+//! The run folder, `output/<mode>/<timestamp>/<task>/`, written as the run goes:
+//! `args.json`, `events.jsonl`, `target.png`, `codes/<n>.py`, `generator_thoughts/<n>.md`,
+//! `verifier_thoughts/<n>.md`, `renders/<n>/<view>.png`, `scores.json`, `final.blend`.
+//! Files other than the append-only event log are written whole and renamed into place, so a
+//! killed run never leaves a half-written file.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::CoreError;
+use crate::config::RunConfig;
+
+pub const ARGS_FILE: &str = "args.json";
+pub const EVENTS_FILE: &str = "events.jsonl";
+pub const SCORES_FILE: &str = "scores.json";
+pub const TARGET_FILE: &str = "target.png";
+pub const FINAL_BLEND: &str = "final.blend";
+const SUBFOLDERS: [&str; 4] = [
+    "codes",
+    "generator_thoughts",
+    "verifier_thoughts",
+    "renders",
+];
+
+#[derive(Debug, Clone)]
+pub struct RunFolder {
+    root: PathBuf,
+}
+
+fn io(path: &Path, err: std::io::Error) -> CoreError {
+    CoreError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    }
+}
+
+impl RunFolder {
+    /// Creates a new run folder under `output_root`.
+    pub fn create(output_root: &Path, config: &RunConfig) -> Result<Self, CoreError> {
+        let root = output_root
+            .join(&config.mode)
+            .join(timestamp())
+            .join(&config.task_name);
+        if root.exists() {
+            return Err(CoreError::Config(format!(
+                "run folder {} already exists; wait a second or choose another --output",
+                root.display()
+            )));
+        }
+        for sub in SUBFOLDERS {
+            let path = root.join(sub);
+            std::fs::create_dir_all(&path).map_err(|err| io(&path, err))?;
+        }
+        Ok(Self { root })
+    }
+
+    /// Opens an existing run folder (for resume and reports).
+    pub fn open(root: &Path) -> Result<Self, CoreError> {
+        for required in [ARGS_FILE, EVENTS_FILE] {
+            if !root.join(required).is_file() {
+                return Err(CoreError::Config(format!(
+                    "{} is not a viga run folder: it has no {required}",
+                    root.display()
+                )));
+            }
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn events_path(&self) -> PathBuf {
+        self.root.join(EVENTS_FILE)
+    }
+
+    pub fn target_path(&self) -> PathBuf {
+        self.root.join(TARGET_FILE)
+    }
+
+    pub fn final_blend_path(&self) -> PathBuf {
+        self.root.join(FINAL_BLEND)
+    }
+
+    pub fn write_args(&self, config: &RunConfig) -> Result<(), CoreError> {
+        self.write_json(ARGS_FILE, config)
+    }
+
+    pub fn read_args(&self) -> Result<RunConfig, CoreError> {
+        let path = self.root.join(ARGS_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|err| io(&path, err))?;
+        serde_json::from_str(&text)
+            .map_err(|err| CoreError::Config(format!("{} is not valid: {err}", path.display())))
+    }
+
+    pub fn write_code(&self, index: u32, code: &str) -> Result<(), CoreError> {
+        self.write_bytes(&format!("codes/{index}.py"), code.as_bytes())
+    }
+
+    pub fn write_generator_thought(&self, index: u32, text: &str) -> Result<(), CoreError> {
+        self.write_bytes(&format!("generator_thoughts/{index}.md"), text.as_bytes())
+    }
+
+    pub fn write_verifier_thought(&self, index: u32, text: &str) -> Result<(), CoreError> {
+        self.write_bytes(&format!("verifier_thoughts/{index}.md"), text.as_bytes())
+    }
+
+    /// Saves a render and returns its id: the path relative to the run folder.
+    pub fn write_render(&self, index: u32, view: &str, png: &[u8]) -> Result<String, CoreError> {
+        let safe: String = view
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let relative = format!("renders/{index}/{safe}.png");
+        self.write_bytes(&relative, png)?;
+        Ok(relative)
+    }
+
+    pub fn write_json<T: Serialize>(&self, relative: &str, value: &T) -> Result<(), CoreError> {
+        let text = serde_json::to_string_pretty(value)
+            .map_err(|err| CoreError::Config(err.to_string()))?;
+        self.write_bytes(relative, text.as_bytes())
+    }
+
+    /// Writes a whole file and renames it into place.
+    pub fn write_bytes(&self, relative: &str, bytes: &[u8]) -> Result<(), CoreError> {
+        let path = self.root.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|err| io(parent, err))?;
+        }
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, bytes).map_err(|err| io(&partial, err))?;
+        std::fs::rename(&partial, &path).map_err(|err| io(&path, err))
+    }
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC.
+pub fn timestamp() -> String {
+    let seconds = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rest / 3600,
+        (rest % 3600) / 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+}

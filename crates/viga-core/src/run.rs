@@ -1,0 +1,626 @@
+//! One run of the loop: plan → code → execute on the reloaded base scene → fast retry for
+//! E1/E2 → verify → remember → stop or loop. Every step is a typed event, appended to
+//! `events.jsonl` and sent to the front end as it happens.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, watch};
+use viga_blender::{BlenderCommands as _, BlenderTransport, Recovery, TransportError};
+use viga_memory::{Memory, MemoryConfig, RunLog};
+use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
+use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
+use viga_protocol::iteration::{ExecutionResult, FailureClass, Feedback, IterationRecord, Timings};
+use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
+use viga_provider::{ModelRequest, ModelResponse, Provider};
+use viga_skills::generator::describe_execution;
+use viga_skills::metrics::{image_size, photometric_loss};
+use viga_skills::{ToolContext, ToolError};
+
+use crate::CoreError;
+use crate::config::RunConfig;
+use crate::extract::first_python_block;
+use crate::folder::RunFolder;
+use crate::prompts::{Prompts, fill};
+use crate::scores::Scores;
+use crate::translate::ProviderTranslator;
+use crate::verify::{Verdict, verify};
+
+/// Why the loop stopped early: the user, or something nothing can fix.
+#[derive(Debug)]
+pub(crate) enum Interrupt {
+    Cancelled,
+    Fatal(String),
+}
+
+impl From<CoreError> for Interrupt {
+    fn from(err: CoreError) -> Self {
+        Self::Fatal(err.to_string())
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    pub stop: StopReason,
+    /// Iterations recorded in the run (including those of earlier sessions when resumed).
+    pub iterations: u32,
+    pub folder: std::path::PathBuf,
+    /// The program of the last iteration that ran without error.
+    pub final_code: Option<String>,
+}
+
+/// Sums for one iteration.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub usage: TokenUsage,
+    pub timings: Timings,
+}
+
+pub(crate) struct Run {
+    pub config: RunConfig,
+    pub prompts: Prompts,
+    pub provider: Arc<dyn Provider>,
+    pub blender: Arc<dyn BlenderTransport>,
+    pub tools: ToolContext,
+    pub memory: Memory,
+    pub folder: RunFolder,
+    pub log: RunLog,
+    pub events: mpsc::UnboundedSender<TimedEvent>,
+    pub cancel: watch::Receiver<bool>,
+    pub target: Option<ImageData>,
+    pub scores: Scores,
+    pub first_index: u32,
+    pub final_code: Option<String>,
+}
+
+impl Run {
+    pub(crate) fn base_scene(config: &RunConfig) -> SceneReset {
+        match &config.base_blend {
+            Some(path) => SceneReset::Blend {
+                path: path.to_string_lossy().into_owned(),
+            },
+            None => SceneReset::Factory,
+        }
+    }
+
+    pub(crate) fn tool_context(
+        config: &RunConfig,
+        prompts: &Prompts,
+        provider: &Arc<dyn Provider>,
+        blender: &Arc<dyn BlenderTransport>,
+    ) -> ToolContext {
+        let translator = ProviderTranslator::new(Arc::clone(provider), prompts.investigate.clone());
+        ToolContext::new(
+            Arc::clone(blender),
+            config.render.settings(),
+            Self::base_scene(config),
+        )
+        .with_translator(Arc::new(translator))
+    }
+
+    pub(crate) fn memory_config(config: &RunConfig) -> MemoryConfig {
+        MemoryConfig {
+            window: config.memory_window,
+            budget_bytes: config.memory_budget_bytes,
+        }
+    }
+
+    /// The first user message: task and target, always in the context.
+    pub(crate) fn anchor(config: &RunConfig, target: Option<&ImageData>) -> ChatMessage {
+        let mut content = vec![ContentPart::text(format!("Task: {}", config.task))];
+        if let Some(image) = target {
+            content.push(ContentPart::text("Target image:"));
+            content.push(ContentPart::Image {
+                image: image.clone(),
+                label: Some("target".to_owned()),
+            });
+        }
+        ChatMessage::user(content)
+    }
+
+    pub(crate) fn emit(&mut self, event: RunEvent) -> Result<(), Interrupt> {
+        let timed = self
+            .log
+            .append(event)
+            .map_err(|err| Interrupt::Fatal(format!("cannot write the event log: {err}")))?;
+        // A front end that stopped listening does not stop the run.
+        let _ = self.events.send(timed);
+        Ok(())
+    }
+
+    /// Awaits `work` unless the user cancels first.
+    pub(crate) async fn cancellable<T>(
+        &self,
+        work: impl Future<Output = T>,
+    ) -> Result<T, Interrupt> {
+        until_cancelled(&self.cancel, work).await
+    }
+
+    pub(crate) async fn call_model(
+        &mut self,
+        index: u32,
+        role: ModelRole,
+        request: ModelRequest,
+        tally: &mut Tally,
+    ) -> Result<ModelResponse, Interrupt> {
+        let provider = Arc::clone(&self.provider);
+        let started = Instant::now();
+        let response = self
+            .cancellable(async move { provider.complete(&request).await })
+            .await?
+            .map_err(|err| Interrupt::Fatal(format!("model call failed: {err}")))?;
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        tally.usage += response.usage;
+        self.emit(RunEvent::ModelCalled {
+            index,
+            role,
+            latency_ms,
+            usage: response.usage,
+        })?;
+        Ok(response)
+    }
+
+    fn request(&self, system: &str, messages: Vec<ChatMessage>) -> ModelRequest {
+        let mut request = ModelRequest::new(system, messages);
+        request.max_tokens = self.config.max_tokens;
+        request
+    }
+
+    fn memory_text(&self) -> String {
+        let block = self.memory.context_block();
+        if block.trim().is_empty() {
+            "Memory: none yet; this is the first iteration.".to_owned()
+        } else {
+            format!("Memory of recent iterations (oldest first):\n{block}")
+        }
+    }
+
+    fn anchor_message(&self) -> ChatMessage {
+        self.memory
+            .anchor()
+            .cloned()
+            .unwrap_or_else(|| Self::anchor(&self.config, self.target.as_ref()))
+    }
+
+    pub(crate) async fn run(mut self) -> Result<RunOutcome, CoreError> {
+        let mut recorded = self.first_index.saturating_sub(1);
+        let stop = match self.iterate(&mut recorded).await {
+            Ok(stop) => stop,
+            Err(Interrupt::Cancelled) => StopReason::Cancelled,
+            Err(Interrupt::Fatal(message)) => StopReason::Failed { message },
+        };
+        if let Err(err) = self.save_final_scene().await {
+            let _ = self.emit(RunEvent::Warning {
+                message: format!("final scene not saved: {}", interrupt_text(&err)),
+            });
+        }
+        let finished = RunEvent::RunFinished {
+            stop: stop.clone(),
+            iterations: recorded,
+        };
+        if let Err(err) = self.emit(finished) {
+            return Err(CoreError::Config(interrupt_text(&err)));
+        }
+        Ok(RunOutcome {
+            stop,
+            iterations: recorded,
+            folder: self.folder.root().to_path_buf(),
+            final_code: self.final_code.clone(),
+        })
+    }
+
+    async fn iterate(&mut self, recorded: &mut u32) -> Result<StopReason, Interrupt> {
+        for index in self.first_index..=self.config.max_iterations {
+            let record = self.iteration(index).await?;
+            let accepted = record.feedback.as_ref().is_some_and(|f| f.accepted);
+            self.memory.push(record.clone());
+            *recorded = index;
+            self.emit(RunEvent::IterationFinished {
+                record: Box::new(record),
+            })?;
+            if accepted {
+                return Ok(StopReason::Accepted);
+            }
+        }
+        Ok(StopReason::MaxIterations)
+    }
+
+    async fn iteration(&mut self, index: u32) -> Result<IterationRecord, Interrupt> {
+        let started = Instant::now();
+        let mut tally = Tally::default();
+        self.emit(RunEvent::IterationStarted { index })?;
+        self.tools.reset_view();
+
+        let generation_started = Instant::now();
+        let plan = if self.config.plan_each_iteration {
+            let plan = self.plan(index, &mut tally).await?;
+            self.emit(RunEvent::PlanProduced {
+                index,
+                plan: plan.clone(),
+            })?;
+            Some(plan)
+        } else {
+            None
+        };
+        let mut conversation = vec![
+            self.anchor_message(),
+            ChatMessage::user_text(format!(
+                "{}\n\nPlan for iteration {index}:\n{}\n\nWrite the whole scene program.",
+                self.memory_text(),
+                plan.as_deref()
+                    .unwrap_or("(no separate plan: decide the edits yourself)")
+            )),
+        ];
+        let answer = self
+            .call_model(
+                index,
+                ModelRole::Generator,
+                self.request(&self.prompts.generator.clone(), conversation.clone()),
+                &mut tally,
+            )
+            .await?;
+        let mut thoughts = format!(
+            "# Iteration {index}\n\n## Plan\n\n{}\n\n## Answer\n\n{}\n",
+            plan.clone().unwrap_or_default(),
+            answer.text
+        );
+        tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
+
+        let attempt = self
+            .attempt_with_fast_retry(index, &mut conversation, answer, &mut thoughts, &mut tally)
+            .await?;
+        self.folder.write_generator_thought(index, &thoughts)?;
+        if let Some(code) = &attempt.code {
+            self.folder.write_code(index, code)?;
+        }
+
+        let (feedback, render_ids) = match attempt.failure {
+            Some(FailureClass::E0) | Some(FailureClass::E2) => {
+                // Nothing new to look at: the program never ran.
+                let feedback = Feedback {
+                    visual_differences: vec![format!(
+                        "iteration {index} produced no scene: {}",
+                        attempt
+                            .failure
+                            .map(FailureClass::describe)
+                            .unwrap_or_default()
+                    )],
+                    suggestions: vec![
+                        "answer with one fenced ```python block holding the whole program"
+                            .to_owned(),
+                    ],
+                    accepted: false,
+                };
+                (feedback, Vec::new())
+            }
+            _ => {
+                let verification_started = Instant::now();
+                let verdict: Verdict = verify(self, index, &attempt.result, &mut tally).await?;
+                tally.timings.verification_ms +=
+                    verification_started.elapsed().as_secs_f64() * 1000.0;
+                self.folder
+                    .write_verifier_thought(index, &verdict.thoughts)?;
+                if attempt.failure.is_none() {
+                    self.final_code = attempt.code.clone();
+                }
+                (verdict.feedback, verdict.render_ids)
+            }
+        };
+        self.emit(RunEvent::FeedbackProduced {
+            index,
+            feedback: feedback.clone(),
+        })?;
+        let feedback = Some(feedback);
+        self.write_scores()?;
+        tally.timings.total_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(IterationRecord {
+            index,
+            plan,
+            code: attempt.code.unwrap_or_default(),
+            execution: attempt.result,
+            feedback,
+            retry_count: attempt.retries,
+            failure: attempt.failure,
+            retry_errors: attempt.retry_errors,
+            render_ids,
+            timings: tally.timings,
+            usage: tally.usage,
+        })
+    }
+
+    async fn plan(&mut self, index: u32, tally: &mut Tally) -> Result<String, Interrupt> {
+        let messages = vec![
+            self.anchor_message(),
+            ChatMessage::user_text(format!(
+                "{}\n\nWrite the plan for iteration {index}.",
+                self.memory_text()
+            )),
+        ];
+        let request = self.request(&self.prompts.plan.clone(), messages);
+        Ok(self
+            .call_model(index, ModelRole::Generator, request, tally)
+            .await?
+            .text
+            .trim()
+            .to_owned())
+    }
+
+    /// Runs the generator's program; on E1/E2 asks for a fix with seed 002's prompt, at most
+    /// `max_fast_retries` times. Retries are not iterations: only the last attempt is kept.
+    async fn attempt_with_fast_retry(
+        &mut self,
+        index: u32,
+        conversation: &mut Vec<ChatMessage>,
+        mut answer: ModelResponse,
+        thoughts: &mut String,
+        tally: &mut Tally,
+    ) -> Result<Attempt, Interrupt> {
+        let mut retry_errors = Vec::new();
+        let mut attempt_number = 0;
+        loop {
+            let code = first_python_block(&answer.text);
+            let (result, failure, error_message) = match &code {
+                None => (
+                    ExecutionResult::default(),
+                    Some(FailureClass::E2),
+                    "Your answer contained no fenced ```python code block.".to_owned(),
+                ),
+                Some(code) => {
+                    self.emit(RunEvent::CodeProduced {
+                        index,
+                        attempt: attempt_number,
+                        code: code.clone(),
+                    })?;
+                    let result = self.execute(code, tally).await?;
+                    match result {
+                        Executed::Ran(result) => {
+                            let failure = (!result.succeeded()).then_some(FailureClass::E1);
+                            let message = describe_execution(&result);
+                            (result, failure, message)
+                        }
+                        Executed::WorkerLost(message) => {
+                            (ExecutionResult::default(), Some(FailureClass::E0), message)
+                        }
+                    }
+                }
+            };
+            self.emit(RunEvent::ExecutionFinished {
+                index,
+                attempt: attempt_number,
+                result: result.clone(),
+                failure,
+            })?;
+            let retryable = failure.is_some_and(FailureClass::is_fast_retryable);
+            if !retryable || attempt_number >= self.config.max_fast_retries {
+                return Ok(Attempt {
+                    code,
+                    result,
+                    failure,
+                    retries: attempt_number,
+                    retry_errors,
+                });
+            }
+            let failure = failure.unwrap_or(FailureClass::E1);
+            let summary = first_line(&error_message);
+            retry_errors.push(format!("{failure}: {summary}"));
+            self.emit(RunEvent::FastRetry {
+                index,
+                attempt: attempt_number + 1,
+                failure,
+                error: summary,
+            })?;
+            let generation_started = Instant::now();
+            conversation.push(ChatMessage::assistant(vec![ContentPart::text(
+                answer.text.clone(),
+            )]));
+            conversation.push(ChatMessage::user_text(fill(
+                &self.prompts.fast_fix,
+                &[("error_message", error_message.clone())],
+            )));
+            answer = self
+                .call_model(
+                    index,
+                    ModelRole::FastFix,
+                    self.request(&self.prompts.generator.clone(), conversation.clone()),
+                    tally,
+                )
+                .await?;
+            tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
+            thoughts.push_str(&format!(
+                "\n## Fast retry {}\n\n{}\n",
+                attempt_number + 1,
+                answer.text
+            ));
+            attempt_number += 1;
+        }
+    }
+
+    /// Executes a program on the reloaded base scene. A worker lost and restarted gets the
+    /// same program once more (an infrastructure hiccup is not the program's fault); a worker
+    /// that cannot be restarted stops the run.
+    async fn execute(&mut self, code: &str, tally: &mut Tally) -> Result<Executed, Interrupt> {
+        let mut lost_once = false;
+        loop {
+            let blender = Arc::clone(&self.blender);
+            let reset = Self::base_scene(&self.config);
+            let started = Instant::now();
+            let outcome = self
+                .cancellable(async move { blender.execute(code, Some(reset), None).await })
+                .await?;
+            tally.timings.execution_ms += started.elapsed().as_secs_f64() * 1000.0;
+            match outcome {
+                Ok(result) => return Ok(Executed::Ran(result)),
+                Err(TransportError::Lost {
+                    reason,
+                    recovery: recovery @ Recovery::Restarted { .. },
+                    ..
+                }) => {
+                    let message = format!("Blender worker lost ({reason}); {recovery}");
+                    self.emit(RunEvent::WorkerRestarted {
+                        reason: message.clone(),
+                    })?;
+                    if lost_once {
+                        return Ok(Executed::WorkerLost(message));
+                    }
+                    lost_once = true;
+                }
+                Err(err) => return Err(Interrupt::Fatal(format!("Blender failed: {err}"))),
+            }
+        }
+    }
+
+    /// With a target image: renders the scene camera at the target's size and scores it.
+    pub(crate) async fn score_against_target(
+        &mut self,
+        index: u32,
+    ) -> Result<Option<(String, ImageData)>, Interrupt> {
+        let Some(target) = self.target.clone() else {
+            return Ok(None);
+        };
+        let info = self
+            .blender
+            .scene_info(0, 1)
+            .await
+            .map_err(blender_interrupt)?;
+        let Some(camera) = info.active_camera else {
+            self.emit(RunEvent::Warning {
+                message: format!("iteration {index}: the scene has no camera, so it cannot be scored against the target"),
+            })?;
+            return Ok(None);
+        };
+        let (width, height) =
+            image_size(&target.data).map_err(|err| Interrupt::Fatal(err.to_string()))?;
+        let request = RenderRequest {
+            camera: Some(camera.clone()),
+            pose: None,
+            engine: self.config.render.engine,
+            width,
+            height,
+            samples: self
+                .config
+                .render
+                .samples
+                .or(match self.config.render.engine {
+                    RenderEngine::Cycles => Some(16),
+                    _ => None,
+                }),
+        };
+        let blender = Arc::clone(&self.blender);
+        let output = self
+            .cancellable(async move { blender.render(request, None).await })
+            .await?
+            .map_err(blender_interrupt)?;
+        let render_id = self
+            .folder
+            .write_render(index, "camera", &output.image.data)?;
+        self.emit(RunEvent::RenderProduced {
+            index,
+            render_id: render_id.clone(),
+            view: format!("camera:{camera}"),
+            width: output.width,
+            height: output.height,
+            render_ms: output.render_ms,
+        })?;
+        match photometric_loss(&output.image.data, &target.data) {
+            Ok(loss) => self.scores.record(index, &camera, loss),
+            Err(err) => self.emit(RunEvent::Warning {
+                message: format!("iteration {index}: photometric loss not computed: {err}"),
+            })?,
+        }
+        Ok(Some((render_id, output.image)))
+    }
+
+    fn write_scores(&mut self) -> Result<(), Interrupt> {
+        if self.target.is_some() {
+            self.folder
+                .write_json(crate::folder::SCORES_FILE, &self.scores)?;
+        }
+        Ok(())
+    }
+
+    /// Re-runs the last good program on the base scene and saves it as `final.blend`.
+    async fn save_final_scene(&mut self) -> Result<(), Interrupt> {
+        let Some(code) = self.final_code.clone() else {
+            return Ok(());
+        };
+        let reset = Self::base_scene(&self.config);
+        let result = self
+            .blender
+            .execute(&code, Some(reset), None)
+            .await
+            .map_err(blender_interrupt)?;
+        if !result.succeeded() {
+            return Err(Interrupt::Fatal(
+                "the final program no longer runs".to_owned(),
+            ));
+        }
+        let path = self
+            .folder
+            .final_blend_path()
+            .to_string_lossy()
+            .into_owned();
+        self.blender
+            .save_blend(&path)
+            .await
+            .map_err(blender_interrupt)?;
+        Ok(())
+    }
+}
+
+pub(crate) struct Attempt {
+    code: Option<String>,
+    result: ExecutionResult,
+    failure: Option<FailureClass>,
+    retries: u32,
+    retry_errors: Vec<String>,
+}
+
+enum Executed {
+    Ran(ExecutionResult),
+    WorkerLost(String),
+}
+
+/// Awaits `work` unless `cancel` turns true first.
+pub(crate) async fn until_cancelled<T>(
+    cancel: &watch::Receiver<bool>,
+    work: impl Future<Output = T>,
+) -> Result<T, Interrupt> {
+    if *cancel.borrow() {
+        return Err(Interrupt::Cancelled);
+    }
+    let mut cancel = cancel.clone();
+    tokio::pin!(work);
+    let cancelled = tokio::select! {
+        biased;
+        // `is_ok` drops the borrow guard at once; it must not live across an await.
+        changed = cancel.wait_for(|cancelled| *cancelled) => changed.is_ok(),
+        output = &mut work => return Ok(output),
+    };
+    if cancelled {
+        Err(Interrupt::Cancelled)
+    } else {
+        // The handle was dropped without cancelling: nobody can cancel any more.
+        Ok(work.await)
+    }
+}
+
+pub(crate) fn blender_interrupt(err: TransportError) -> Interrupt {
+    match ToolError::from(err) {
+        ToolError::Recoverable(message) | ToolError::Fatal(message) => {
+            Interrupt::Fatal(format!("Blender failed: {message}"))
+        }
+    }
+}
+
+pub(crate) fn interrupt_text(interrupt: &Interrupt) -> String {
+    match interrupt {
+        Interrupt::Cancelled => "cancelled".to_owned(),
+        Interrupt::Fatal(message) => message.clone(),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(300).collect()
+}

@@ -1,0 +1,167 @@
+//! Seed 002's four tests, plus the format failure (E2), on real Blender.
+
+use viga_protocol::event::{RunEvent, StopReason};
+use viga_protocol::iteration::{FailureClass, IterationRecord};
+
+use super::{GOOD_CODE, blender, code, config, provider, text, verdict};
+
+async fn run_one_iteration(
+    turns: Vec<serde_json::Value>,
+) -> (IterationRecord, Vec<RunEvent>, tempfile::TempDir) {
+    let output = tempfile::tempdir().unwrap();
+    let provider = provider(turns);
+    let mut handle =
+        viga_core::start(config(1), provider.clone(), blender().await, output.path()).unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = handle.next_event().await {
+        events.push(event.event);
+    }
+    let outcome = handle.wait().await.unwrap();
+    assert!(
+        !matches!(outcome.stop, StopReason::Failed { .. }),
+        "{:?}",
+        outcome.stop
+    );
+    let record = events
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::IterationFinished { record } => Some((**record).clone()),
+            _ => None,
+        })
+        .expect("one iteration finished");
+    (record, events, output)
+}
+
+fn fast_retries(events: &[RunEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, RunEvent::FastRetry { .. }))
+        .count()
+}
+
+#[tokio::test]
+async fn test_fast_retry_fixes_syntax_error() {
+    let (record, events, _dir) = run_one_iteration(vec![
+        text("1. add a crate"),
+        code("import bpy\nbpy.ops.mesh.primitive_cube_add(size=2\n"),
+        code(GOOD_CODE),
+        verdict(false),
+    ])
+    .await;
+    assert_eq!(record.retry_count, 1);
+    assert_eq!(record.failure, None, "the fixed program ran");
+    assert_eq!(record.code, GOOD_CODE);
+    assert_eq!(record.retry_errors.len(), 1);
+    assert!(
+        record.retry_errors[0].starts_with("E1: The program failed: SyntaxError"),
+        "{:?}",
+        record.retry_errors
+    );
+    assert_eq!(fast_retries(&events), 1);
+}
+
+#[tokio::test]
+async fn test_fast_retry_gives_up_after_max() {
+    let broken =
+        code("import bpy\nbpy.ops.mesh.primitive_cube_add()\nraise RuntimeError('still broken')\n");
+    let (record, events, _dir) = run_one_iteration(vec![
+        text("plan"),
+        broken.clone(),
+        broken.clone(),
+        broken.clone(),
+        broken,
+        verdict(false),
+    ])
+    .await;
+    assert_eq!(
+        record.retry_count, 3,
+        "three fast retries after the first attempt"
+    );
+    assert_eq!(record.failure, Some(FailureClass::E1));
+    assert_eq!(fast_retries(&events), 3);
+    assert!(
+        record.feedback.is_some(),
+        "after giving up, the verifier still runs (seed 002)"
+    );
+    assert_eq!(
+        record.execution.error.as_ref().unwrap().error_type,
+        "RuntimeError"
+    );
+}
+
+#[tokio::test]
+async fn test_fast_retry_does_not_trigger_on_success() {
+    let (record, events, _dir) =
+        run_one_iteration(vec![text("plan"), code(GOOD_CODE), verdict(true)]).await;
+    assert_eq!((record.retry_count, record.failure), (0, None));
+    assert_eq!(fast_retries(&events), 0);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        RunEvent::RunFinished {
+            stop: StopReason::Accepted,
+            ..
+        }
+    )));
+}
+
+#[tokio::test]
+async fn test_fast_retry_count_is_recorded() {
+    let output_and_record = run_one_iteration(vec![
+        text("plan"),
+        code("x = undefined_one\n"),
+        text("I think the scene is fine as it is."),
+        code(GOOD_CODE),
+        verdict(false),
+    ])
+    .await;
+    let (record, events, output) = output_and_record;
+    assert_eq!(record.retry_count, 2);
+    assert_eq!(record.retry_errors.len(), 2);
+    assert!(
+        record.retry_errors[1].starts_with("E2:"),
+        "prose instead of code is a format failure: {:?}",
+        record.retry_errors
+    );
+    // Retries are not iterations: one IterationFinished, and the memory/log holds one record.
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, RunEvent::IterationFinished { .. }))
+            .count(),
+        1
+    );
+    let folder = std::fs::read_dir(output.path().join("scene"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("a-crate-on-the-floor");
+    let log = viga_memory::read_run_log(&folder.join("events.jsonl")).unwrap();
+    let records = viga_memory::iterations_in(&log.events);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].retry_count, 2);
+}
+
+#[tokio::test]
+async fn prose_only_every_time_is_an_e2_iteration_without_verification() {
+    let prose = text("I would put a crate there.");
+    let (record, events, _dir) = run_one_iteration(vec![
+        text("plan"),
+        prose.clone(),
+        prose.clone(),
+        prose.clone(),
+        prose,
+    ])
+    .await;
+    assert_eq!(
+        (record.failure, record.retry_count),
+        (Some(FailureClass::E2), 3)
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, RunEvent::RenderProduced { .. })),
+        "nothing ran, nothing to render"
+    );
+}

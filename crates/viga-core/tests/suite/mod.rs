@@ -1,0 +1,65 @@
+mod fast_retry;
+mod lifecycle;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
+use viga_core::{RenderConfig, RunConfig};
+use viga_protocol::bridge::RenderEngine;
+use viga_provider::ScriptedProvider;
+use viga_provider::scripted::Script;
+
+pub(crate) const GOOD_CODE: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2, location=(0, 0, 1))\nbpy.context.object.name = 'Crate'\n";
+
+pub(crate) async fn blender() -> Arc<dyn BlenderTransport> {
+    Arc::new(
+        Worker::start(WorkerConfig::new(locate().unwrap()))
+            .await
+            .unwrap(),
+    )
+}
+
+pub(crate) fn config(max_iterations: u32) -> RunConfig {
+    let mut config = RunConfig::new("a crate on the floor");
+    config.max_iterations = max_iterations;
+    config.plan_each_iteration = true;
+    config.render = RenderConfig {
+        engine: RenderEngine::Workbench,
+        width: 48,
+        height: 48,
+        samples: None,
+    };
+    config.provider = "scripted".into();
+    config.model = "test".into();
+    config
+}
+
+pub(crate) fn text(text: &str) -> Value {
+    json!({"response": {"text": text, "finish_reason": "stop"}})
+}
+
+pub(crate) fn code(code: &str) -> Value {
+    text(&format!("Here is the program.\n```python\n{code}```\n"))
+}
+
+pub(crate) fn verdict(accepted: bool) -> Value {
+    json!({
+        "expect": {"system_contains": "verifier", "tools_include": ["end_process"], "min_images": 1},
+        "response": {
+            "text": "",
+            "tool_calls": [{"id": "v1", "name": "end_process", "arguments": {
+                "visual_differences": if accepted { vec![] } else { vec!["the crate is too small"] },
+                "suggestions": if accepted { vec![] } else { vec!["make it bigger"] },
+                "accepted": accepted
+            }}],
+            "finish_reason": "tool_calls"
+        }
+    })
+}
+
+pub(crate) fn provider(turns: Vec<Value>) -> Arc<ScriptedProvider> {
+    let script: Script =
+        serde_json::from_value(json!({"description": "test", "turns": turns})).unwrap();
+    Arc::new(ScriptedProvider::new("scripted:test", script))
+}
