@@ -1,33 +1,80 @@
-//! `cargo xtask demo`: build a small scene in real Blender and render it.
+//! `cargo xtask demo`: the whole loop offline on real Blender. It renders the target picture
+//! from `fixtures/sessions/demo_goal.py`, then runs `viga run` with the scripted provider
+//! replaying `fixtures/sessions/demo.json` (labelled as scripted everywhere it shows), which
+//! leaves a run folder with its HTML report.
 
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use viga_blender::BlenderLauncher;
 use viga_blender::oneshot::run_script;
 
-const SCENE_SCRIPT: &str = include_str!("demo_scene.py");
+const GOAL_SCENE: &str = include_str!("../../fixtures/sessions/demo_goal.py");
+const TASK: &str = "a red crate on a grey floor, lit by the sun, seen by Camera1";
+
+/// Renders the goal scene from Camera1 to the path given after `--`.
+const RENDER_GOAL: &str = "
+import json, sys
+bpy.context.scene.render.engine = 'BLENDER_WORKBENCH'
+bpy.context.scene.render.resolution_x = 256
+bpy.context.scene.render.resolution_y = 256
+bpy.context.scene.render.resolution_percentage = 100
+bpy.context.scene.render.image_settings.color_mode = 'RGB'
+bpy.context.scene.render.filepath = sys.argv[sys.argv.index('--') + 1]
+bpy.ops.render.render(write_still=True)
+print('VIGA_RESULT:' + json.dumps({'target': bpy.context.scene.render.filepath}))
+";
 
 pub fn run(launcher: BlenderLauncher) -> Result<()> {
-    let out_dir = crate::setup::workspace_root().join("output").join("demo");
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("could not create {}", out_dir.display()))?;
-    let image = out_dir.join("scene.png");
+    let root = crate::setup::workspace_root();
+    let demo_dir = root.join("output").join("demo");
+    std::fs::create_dir_all(&demo_dir)
+        .with_context(|| format!("could not create {}", demo_dir.display()))?;
+    let target = demo_dir.join("target.png");
+    let script = format!(
+        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n{GOAL_SCENE}\n{RENDER_GOAL}"
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    let result = runtime.block_on(run_script(
+    runtime.block_on(run_script(
         &launcher,
-        SCENE_SCRIPT,
-        &[image.clone().into_os_string()],
+        &script,
+        &[target.clone().into_os_string()],
         Duration::from_secs(300),
     ))?;
+    println!("demo: target picture rendered to {}", target.display());
+    println!("demo: running the loop with the SCRIPTED provider (replayed answers, no model)\n");
+
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "viga",
+            "--",
+            "run",
+            "--task",
+            TASK,
+        ])
+        .arg("--target")
+        .arg(&target)
+        .args(["--provider", "scripted", "--script"])
+        .arg(root.join("fixtures/sessions/demo.json"))
+        .args(["--max-iterations", "3", "--resolution", "256", "--output"])
+        .arg(demo_dir.join("runs"))
+        .status()
+        .context("could not run `viga run`")?;
+    if !status.success() {
+        bail!("the demo run failed ({status})");
+    }
     println!(
-        "demo: Blender {} built {} and rendered {}",
-        result["blender"].as_str().unwrap_or("?"),
-        result["objects"],
-        image.display()
+        "\nWith a real model: export OPENAI_API_KEY=...; cargo run -p viga -- run --task \"{TASK}\" --target {} --provider openai --model gpt-4o",
+        target.display()
     );
     Ok(())
 }

@@ -29,6 +29,7 @@ mod config;
 mod extract;
 pub mod folder;
 mod prompts;
+pub mod report;
 mod run;
 mod scores;
 mod translate;

@@ -96,9 +96,7 @@ impl Memory {
     }
 
     /// The kept iterations, oldest first.
-    pub fn recent(
-        &self,
-    ) -> impl DoubleEndedIterator<Item = &IterationRecord> + ExactSizeIterator {
+    pub fn recent(&self) -> impl DoubleEndedIterator<Item = &IterationRecord> + ExactSizeIterator {
         self.kept.iter()
     }
 

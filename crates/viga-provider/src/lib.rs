@@ -4,10 +4,30 @@
 //!
 //! **Owns:** the [`Provider`] trait and its request/response model ([`ModelRequest`],
 //! [`ModelResponse`], [`StreamEvent`]); error classification with advice for the user
-//! ([`ProviderError`]); the [`ScriptedProvider`] that replays a file of responses for tests
-//! and the offline demo.
+//! ([`ProviderError`]); the HTTP adapters for OpenAI Chat Completions, Anthropic Messages,
+//! Gemini and OpenAI-compatible servers, with retries, streaming and image downscaling; their
+//! configuration ([`ProviderConfig`], [`build_provider`]); the [`ScriptedProvider`] that
+//! replays a file of responses for tests and the offline demo.
 //!
 //! **Must not:** touch Blender, the loop or the run folder. It knows messages, not scenes.
+//! API keys come from environment variables only and are never logged.
+//!
+//! ## Choosing a provider
+//!
+//! ```
+//! use viga_provider::{ProviderConfig, ProviderKind, build_provider_with_env};
+//!
+//! let config: ProviderConfig = serde_json::from_value(serde_json::json!({
+//!     "kind": "openai_compatible",
+//!     "model": "qwen2.5vl:7b",
+//!     "base_url": "http://localhost:11434/v1",
+//! })).unwrap();
+//! assert_eq!(config.kind, ProviderKind::OpenAiCompatible);
+//! assert_eq!(config.images.max_side, 1024);
+//! // `build_provider` reads keys from the process environment; this one needs none.
+//! let provider = build_provider_with_env(&config, |_| None).unwrap();
+//! assert_eq!((provider.name(), provider.model()), ("openai_compatible", "qwen2.5vl:7b"));
+//! ```
 //!
 //! ## Adding a provider downstream
 //!
@@ -40,13 +60,28 @@
 //! # });
 //! ```
 
+mod anthropic;
+mod assemble;
+pub mod config;
 mod error;
+mod gemini;
+mod http;
+mod images;
+mod openai;
 mod request;
+mod retry;
 pub mod scripted;
+mod sse;
 mod stream;
+mod wire;
 
+pub use config::{
+    ProviderConfig, ProviderKind, Secret, Timeouts, build_provider, build_provider_with_env,
+};
 pub use error::{ErrorKind, ProviderError};
+pub use images::{ImageEncoding, ImageLimits};
 pub use request::{FinishReason, ModelRequest, ModelResponse, ResponseFormat};
+pub use retry::RetryPolicy;
 pub use scripted::ScriptedProvider;
 pub use stream::{ResponseStream, StreamEvent};
 

@@ -1,0 +1,157 @@
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::{Args, Parser, Subcommand};
+use viga_core::{RenderConfig, RunConfig};
+use viga_protocol::bridge::RenderEngine;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "viga",
+    version,
+    about = "Vision-as-inverse-graphics agent: a model writes Blender Python until the scene matches the target"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a run.
+    Run(RunArgs),
+    /// Continue a stopped or killed run at its next iteration.
+    Resume {
+        /// The run folder (output/<mode>/<timestamp>/<task>).
+        run: PathBuf,
+        #[command(flatten)]
+        provider: ProviderArgs,
+        /// Raise the iteration budget.
+        #[arg(long)]
+        max_iterations: Option<u32>,
+    },
+    /// Write the run's HTML report (report.html in the run folder unless --out is given).
+    Report {
+        run: PathBuf,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Check that Blender and the provider keys are reachable.
+    Doctor,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProviderArgs {
+    /// openai, anthropic, gemini, openai_compatible or scripted (default: openai; resume:
+    /// the run's own).
+    #[arg(long)]
+    pub provider: Option<String>,
+    #[arg(long)]
+    pub model: Option<String>,
+    /// API base URL, for openai_compatible (Ollama: http://localhost:11434/v1).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key (keys are never passed as flags).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// A provider config file (JSON); overrides the flags above.
+    #[arg(long)]
+    pub provider_config: Option<PathBuf>,
+    /// The script file of the scripted provider.
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What the scene should be.
+    #[arg(long)]
+    pub task: String,
+    /// A picture of the wanted scene (PNG or JPEG).
+    #[arg(long)]
+    pub target: Option<PathBuf>,
+    /// The .blend every program starts from (default: an empty scene).
+    #[arg(long = "base")]
+    pub base: Option<PathBuf>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    #[arg(long, default_value_t = 10)]
+    pub max_iterations: u32,
+    /// L: how many recent iterations the memory keeps.
+    #[arg(long, default_value_t = 3)]
+    pub memory: usize,
+    /// workbench, cycles or eevee.
+    #[arg(long, default_value = "workbench")]
+    pub engine: String,
+    /// Render size: N (square) or WxH.
+    #[arg(long, default_value = "512")]
+    pub resolution: String,
+    #[arg(long)]
+    pub samples: Option<u32>,
+    /// Where run folders go.
+    #[arg(long, default_value = "output")]
+    pub output: PathBuf,
+    /// A folder of prompt files replacing the defaults by name.
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Skip the separate plan call each iteration.
+    #[arg(long)]
+    pub no_plan: bool,
+}
+
+impl RunArgs {
+    pub fn run_config(&self) -> Result<RunConfig> {
+        let mut config = RunConfig::new(self.task.clone());
+        config.target.clone_from(&self.target);
+        config.base_blend.clone_from(&self.base);
+        config.max_iterations = self.max_iterations;
+        config.memory_window = self.memory;
+        config.prompts_dir.clone_from(&self.prompts);
+        config.plan_each_iteration = !self.no_plan;
+        let engine = match self.engine.to_ascii_lowercase().as_str() {
+            "workbench" => RenderEngine::Workbench,
+            "cycles" => RenderEngine::Cycles,
+            "eevee" => RenderEngine::Eevee,
+            other => bail!("unknown engine {other:?}; use workbench, cycles or eevee"),
+        };
+        let (width, height) = parse_resolution(&self.resolution)?;
+        config.render = RenderConfig {
+            engine,
+            width,
+            height,
+            samples: self.samples,
+        };
+        Ok(config)
+    }
+}
+
+fn parse_resolution(text: &str) -> Result<(u32, u32)> {
+    let parse = |part: &str| {
+        part.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|v| (1..=8192).contains(v))
+    };
+    let parsed = match text.split_once(['x', 'X']) {
+        Some((w, h)) => parse(w).zip(parse(h)),
+        None => parse(text).map(|side| (side, side)),
+    };
+    match parsed {
+        Some(size) => Ok(size),
+        None => bail!("resolution {text:?} is not N or WxH with sides from 1 to 8192"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_resolution;
+
+    #[test]
+    fn resolutions() {
+        assert_eq!(parse_resolution("256").unwrap(), (256, 256));
+        assert_eq!(parse_resolution("320x240").unwrap(), (320, 240));
+        for bad in ["0", "abc", "10x", "9000", "-5"] {
+            assert!(parse_resolution(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! One self-contained HTML page per run: the target beside each iteration's renders, the
+//! plan, the code's diff against the previous iteration, the verifier's feedback and the
+//! metrics. Images are inlined, so the page works offline and can be mailed around.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use base64::Engine as _;
+use viga_memory::{iterations_in, read_run_log};
+use viga_protocol::event::RunEvent;
+use viga_protocol::iteration::IterationRecord;
+
+use crate::CoreError;
+use crate::folder::{RunFolder, SCORES_FILE};
+use crate::scores::Scores;
+
+/// Builds the report of a run folder.
+pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
+    let folder = RunFolder::open(run_folder)?;
+    let config = folder.read_args()?;
+    let log = read_run_log(&folder.events_path()).map_err(|err| CoreError::Log(err.to_string()))?;
+    let records = iterations_in(&log.events);
+    let scores: Option<Scores> = std::fs::read_to_string(folder.root().join(SCORES_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let stop = log.events.iter().rev().find_map(|e| match &e.event {
+        RunEvent::RunFinished { stop, .. } => Some(format!("{stop:?}")),
+        _ => None,
+    });
+    let target = image_tag(&folder.target_path(), "target");
+    let scripted = config.provider == "scripted";
+
+    let mut html = String::with_capacity(64 * 1024);
+    html.push_str(HEAD);
+    let _ = write!(html, "<h1>viga run: {}</h1>", escape(&config.task));
+    if scripted {
+        html.push_str("<p class=\"scripted\">SCRIPTED PROVIDER: every model answer in this run was replayed from a script file, not produced by a model.</p>");
+    }
+    let _ = write!(
+        html,
+        "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
+         <tr><th>iterations</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
+         <tr><th>render</th><td>{:?} {}x{}</td><th>memory window</th><td>{}</td></tr></table>",
+        escape(&config.provider),
+        escape(&config.model),
+        records.len(),
+        config.max_iterations,
+        escape(stop.as_deref().unwrap_or("still running or killed")),
+        config.render.engine,
+        config.render.width,
+        config.render.height,
+        config.memory_window
+    );
+    if log.truncated_tail {
+        html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
+    }
+    let mut previous_code = String::new();
+    for record in &records {
+        iteration_section(
+            &mut html,
+            &folder,
+            record,
+            &previous_code,
+            target.as_deref(),
+            scores.as_ref(),
+        );
+        if !record.code.is_empty() {
+            previous_code.clone_from(&record.code);
+        }
+    }
+    html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+fn iteration_section(
+    html: &mut String,
+    folder: &RunFolder,
+    record: &IterationRecord,
+    previous_code: &str,
+    target: Option<&str>,
+    scores: Option<&Scores>,
+) {
+    let _ = write!(html, "<section><h2>Iteration {}</h2>", record.index);
+    let loss = scores
+        .and_then(|s| s.iterations.iter().find(|i| i.index == record.index))
+        .map(|i| format!("photometric loss {:.5}", i.mean));
+    let status = match (&record.failure, record.retry_count) {
+        (Some(failure), retries) => {
+            format!("{failure}: {} ({retries} fast retries)", failure.describe())
+        }
+        (None, 0) => "ran first time".to_owned(),
+        (None, retries) => format!("ran after {retries} fast retries"),
+    };
+    let _ = write!(
+        html,
+        "<p class=\"status\">{}{}; {:.1} s; {} input / {} output tokens</p>",
+        escape(&status),
+        loss.map(|l| format!("; {l}")).unwrap_or_default(),
+        record.timings.total_ms / 1000.0,
+        record.usage.input_tokens,
+        record.usage.output_tokens
+    );
+    html.push_str("<div class=\"images\">");
+    if let Some(target) = target {
+        let _ = write!(
+            html,
+            "<figure>{target}<figcaption>target</figcaption></figure>"
+        );
+    }
+    for render_id in &record.render_ids {
+        if let Some(tag) = image_tag(&folder.root().join(render_id), render_id) {
+            let caption = render_id.rsplit('/').next().unwrap_or(render_id);
+            let _ = write!(
+                html,
+                "<figure>{tag}<figcaption>{}</figcaption></figure>",
+                escape(caption)
+            );
+        }
+    }
+    html.push_str("</div>");
+    if let Some(plan) = &record.plan {
+        let _ = write!(html, "<h3>Plan</h3><pre>{}</pre>", escape(plan));
+    }
+    if !record.retry_errors.is_empty() {
+        html.push_str("<h3>Fixed by fast retry</h3><ul>");
+        for error in &record.retry_errors {
+            let _ = write!(html, "<li>{}</li>", escape(error));
+        }
+        html.push_str("</ul>");
+    }
+    let _ = write!(
+        html,
+        "<h3>Code (diff against the previous iteration)</h3><pre class=\"diff\">{}</pre>",
+        diff_html(previous_code, &record.code)
+    );
+    if let Some(error) = &record.execution.error {
+        let _ = write!(
+            html,
+            "<h3>Error</h3><pre class=\"error\">{}</pre>",
+            escape(&error.traceback)
+        );
+    }
+    if let Some(feedback) = &record.feedback {
+        let _ = write!(
+            html,
+            "<h3>Verifier: {}</h3>",
+            if feedback.accepted {
+                "accepted"
+            } else {
+                "not accepted"
+            }
+        );
+        for (title, items) in [
+            ("Differences", &feedback.visual_differences),
+            ("Suggestions", &feedback.suggestions),
+        ] {
+            if !items.is_empty() {
+                let _ = write!(html, "<p>{title}</p><ul>");
+                for item in items {
+                    let _ = write!(html, "<li>{}</li>", escape(item));
+                }
+                html.push_str("</ul>");
+            }
+        }
+    }
+    html.push_str("</section>");
+}
+
+fn image_tag(path: &Path, alt: &str) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+    Some(format!(
+        "<img alt=\"{}\" src=\"data:image/png;base64,{encoded}\">",
+        escape(alt)
+    ))
+}
+
+pub(crate) fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A line diff (longest common subsequence), as HTML with added and removed lines marked.
+pub(crate) fn diff_html(before: &str, after: &str) -> String {
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&str> = after.lines().collect();
+    // lengths[i][j]: LCS length of old[i..] and new[j..].
+    let mut lengths = vec![vec![0u32; new.len() + 1]; old.len() + 1];
+    for i in (0..old.len()).rev() {
+        for j in (0..new.len()).rev() {
+            lengths[i][j] = if old[i] == new[j] {
+                lengths[i + 1][j + 1] + 1
+            } else {
+                lengths[i + 1][j].max(lengths[i][j + 1])
+            };
+        }
+    }
+    let mut out = String::new();
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        if i < old.len() && j < new.len() && old[i] == new[j] {
+            let _ = writeln!(out, "  {}", escape(old[i]));
+            i += 1;
+            j += 1;
+        } else if j < new.len() && (i == old.len() || lengths[i][j + 1] >= lengths[i + 1][j]) {
+            let _ = writeln!(out, "<ins>+ {}</ins>", escape(new[j]));
+            j += 1;
+        } else {
+            let _ = writeln!(out, "<del>- {}</del>", escape(old[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>viga run report</title><style>\
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}\
+section{border-top:1px solid #ccc;margin-top:2em}\
+.images{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0}img{max-width:280px;border:1px solid #999}\
+figcaption{font-size:12px;color:#555}pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\
+ins{background:#dfd;text-decoration:none;display:block}del{background:#fdd;text-decoration:none;display:block}\
+.scripted{background:#fe8;padding:8px;font-weight:bold}.warn{background:#fdb;padding:8px}.error{background:#fee}\
+.facts td,.facts th{padding:2px 10px;text-align:left}</style></head><body>";
+
+#[cfg(test)]
+mod tests {
+    use super::{diff_html, escape};
+
+    #[test]
+    fn diffs_mark_added_and_removed_lines() {
+        let diff = diff_html("a\nb\nc\n", "a\nB\nc\nd\n");
+        assert_eq!(
+            diff,
+            "  a\n<ins>+ B</ins>\n<del>- b</del>\n  c\n<ins>+ d</ins>\n"
+        );
+        assert_eq!(diff_html("", "x"), "<ins>+ x</ins>\n");
+    }
+
+    #[test]
+    fn html_is_escaped() {
+        assert_eq!(escape("<b>\"&\""), "&lt;b&gt;&quot;&amp;&quot;");
+    }
+}
