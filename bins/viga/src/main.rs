@@ -117,6 +117,8 @@ async fn resume(
     args: ProviderArgs,
     max_iterations: Option<u32>,
 ) -> Result<std::process::ExitCode> {
+    // Checked first, so a wrong path is reported as such, not as a provider problem.
+    viga_core::RunFolder::open(folder)?;
     let saved = std::fs::read_to_string(folder.join(PROVIDER_FILE))
         .ok()
         .and_then(|text| serde_json::from_str::<ProviderConfig>(&text).ok());

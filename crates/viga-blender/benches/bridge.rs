@@ -95,6 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let request = RenderRequest {
                 camera: None,
                 pose: None,
+                output_path: None,
                 engine,
                 width: 256,
                 height: 256,

@@ -423,8 +423,14 @@ def cmd_render(args):
         scene.cycles.device = args.get("device", "CPU")
     elif engine_name == "EEVEE" and args.get("samples") is not None:
         scene.eevee.taa_render_samples = int(args["samples"])
-    handle, path = tempfile.mkstemp(prefix="viga-render-", suffix=".png")
-    os.close(handle)
+    # With output_path (a client sharing this machine's filesystem), the PNG stays on disk and
+    # only its path travels; otherwise it goes inline as base64.
+    output_path = args.get("output_path")
+    if output_path:
+        path = output_path
+    else:
+        handle, path = tempfile.mkstemp(prefix="viga-render-", suffix=".png")
+        os.close(handle)
     camera_name = scene.camera.name
     try:
         render.filepath = path
@@ -432,16 +438,24 @@ def cmd_render(args):
         with contextlib.redirect_stdout(io.StringIO()):
             bpy.ops.render.render(write_still=True)
         render_ms = (time.perf_counter() - started) * 1000.0
-        with open(path, "rb") as handle_png:
-            png = handle_png.read()
+        png = None
+        if not output_path:
+            with open(path, "rb") as handle_png:
+                png = handle_png.read()
     finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
+        if not output_path:
+            with contextlib.suppress(OSError):
+                os.remove(path)
         scene.camera = previous_camera
         if temporary is not None:
             bpy.data.objects.remove(temporary, do_unlink=True)
+    delivered = (
+        {"path": output_path}
+        if output_path
+        else {"image": {"media_type": "image/png", "data": base64.b64encode(png).decode("ascii")}}
+    )
     return {
-        "image": {"media_type": "image/png", "data": base64.b64encode(png).decode("ascii")},
+        **delivered,
         "width": width,
         "height": height,
         "engine": engine_name,
@@ -540,7 +554,15 @@ COMMANDS = {
 
 
 def dispatch(request):
-    """Runs one request on the calling (main) thread and returns its reply."""
+    """Runs one request on the calling (main) thread and returns its reply, with the time
+    Blender spent on it (`elapsed_ms`), so clients can tell Blender's work from their own."""
+    started = time.perf_counter()
+    reply = dispatch_timed(request)
+    reply["elapsed_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
+    return reply
+
+
+def dispatch_timed(request):
     if "__garbage__" in request:
         return error_reply(None, "bad_frame", "frame is not valid JSON: %s" % request["__garbage__"])
     if not isinstance(request, dict):

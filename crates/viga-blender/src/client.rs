@@ -1,6 +1,8 @@
 //! The framed TCP client: one connection to one bridge, requests answered in order.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -47,6 +49,8 @@ pub struct FramedClient {
     hello: HelloInfo,
     address: SocketAddr,
     default_timeout: Duration,
+    /// Microseconds Blender reported spending on this client's requests.
+    busy_us: Arc<AtomicU64>,
 }
 
 impl FramedClient {
@@ -77,12 +81,17 @@ impl FramedClient {
             token: Secret(token.to_owned()),
             protocol_version: PROTOCOL_VERSION,
         };
-        let result = exchange(&mut connection, hello, handshake_timeout)
-            .await
-            .map_err(|err| match err {
-                CallError::Fault(fault) => TransportError::Handshake(fault.message),
-                other => TransportError::Handshake(other.to_string()),
-            })?;
+        let result = exchange(
+            &mut connection,
+            hello,
+            handshake_timeout,
+            &AtomicU64::new(0),
+        )
+        .await
+        .map_err(|err| match err {
+            CallError::Fault(fault) => TransportError::Handshake(fault.message),
+            other => TransportError::Handshake(other.to_string()),
+        })?;
         let hello: HelloInfo = serde_json::from_value(result)
             .map_err(|err| TransportError::Handshake(format!("unreadable hello reply: {err}")))?;
         if hello.protocol_version != PROTOCOL_VERSION {
@@ -96,7 +105,20 @@ impl FramedClient {
             hello,
             address,
             default_timeout,
+            busy_us: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Adds Blender's reported busy time to `counter` (shared across a worker's restarts)
+    /// instead of this client's own.
+    pub fn sharing_busy_counter(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.busy_us = counter;
+        self
+    }
+
+    /// Total time Blender reported spending on requests.
+    pub fn blender_busy(&self) -> Duration {
+        Duration::from_micros(self.busy_us.load(Ordering::Relaxed))
     }
 
     pub fn hello(&self) -> &HelloInfo {
@@ -114,6 +136,7 @@ impl FramedClient {
             &mut connection,
             command,
             timeout.unwrap_or(self.default_timeout),
+            &self.busy_us,
         )
         .await
     }
@@ -123,6 +146,7 @@ async fn exchange(
     connection: &mut Connection,
     command: BridgeCommand,
     timeout: Duration,
+    busy_us: &AtomicU64,
 ) -> Result<Value, CallError> {
     if let Some(why) = &connection.poisoned {
         return Err(CallError::Poisoned(why.clone()));
@@ -137,7 +161,7 @@ async fn exchange(
     let outcome = match tokio::time::timeout(timeout, round_trip).await {
         Err(_) => Err(CallError::Timeout(timeout)),
         Ok(Err(err)) => Err(CallError::Frame(err)),
-        Ok(Ok(bytes)) => decode_reply(id, &bytes),
+        Ok(Ok(bytes)) => decode_reply(id, &bytes, busy_us),
     };
     if let Err(err) = &outcome
         && !matches!(err, CallError::Fault(_))
@@ -147,11 +171,14 @@ async fn exchange(
     outcome
 }
 
-fn decode_reply(id: u64, bytes: &[u8]) -> Result<Value, CallError> {
+fn decode_reply(id: u64, bytes: &[u8], busy_us: &AtomicU64) -> Result<Value, CallError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|err| CallError::Malformed(format!("reply is not UTF-8: {err}")))?;
     let reply: BridgeReply =
         viga_protocol::parse_json(text).map_err(|err| CallError::Malformed(err.to_string()))?;
+    if let Some(elapsed_ms) = reply.elapsed_ms.filter(|ms| ms.is_finite() && *ms >= 0.0) {
+        busy_us.fetch_add((elapsed_ms * 1000.0) as u64, Ordering::Relaxed);
+    }
     if let Some(fault) = reply.error {
         return Err(CallError::Fault(fault));
     }

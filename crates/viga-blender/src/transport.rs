@@ -1,7 +1,8 @@
 //! The transport trait every way of reaching Blender implements, and the typed commands
 //! built on it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -9,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use viga_protocol::bridge::{
     BlendFile, BridgeCommand, CameraPose, CameraState, FaultKind, FrameRequest, FrameState,
-    Keyframes, RenderOutput, RenderRequest, SceneInfo, SceneReset, VisibilityChange,
+    Keyframes, RenderOutput, RenderReply, RenderRequest, SceneInfo, SceneReset, VisibilityChange,
 };
 use viga_protocol::iteration::{ExecutionResult, FailureClass};
 
@@ -118,6 +119,12 @@ pub trait BlenderTransport: Send + Sync {
 
     /// A short description for logs.
     fn describe(&self) -> String;
+
+    /// A folder this process and Blender both see, when Blender runs on this machine: large
+    /// results (renders) are then passed as files instead of inline base64.
+    fn shared_folder(&self) -> Option<&Path> {
+        None
+    }
 }
 
 fn decode<T: DeserializeOwned>(command: &'static str, value: Value) -> Result<T, TransportError> {
@@ -163,10 +170,50 @@ pub trait BlenderCommands: BlenderTransport {
 
     async fn render(
         &self,
-        request: RenderRequest,
+        mut request: RenderRequest,
         timeout: Option<Duration>,
     ) -> Result<RenderOutput, TransportError> {
-        typed(self, BridgeCommand::Render(request), timeout).await
+        let file = self.shared_folder().map(|folder| {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            folder.join(format!(
+                "render-{}.png",
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ))
+        });
+        if request.output_path.is_none() {
+            request.output_path = file
+                .as_ref()
+                .map(|path| path.to_string_lossy().into_owned());
+        }
+        let reply: RenderReply = typed(self, BridgeCommand::Render(request), timeout).await?;
+        let image = match (reply.image, reply.path) {
+            (Some(image), _) => image,
+            (None, Some(path)) => {
+                let data = std::fs::read(&path).map_err(|err| TransportError::MalformedReply {
+                    command: "render",
+                    message: format!("the render file {path} cannot be read: {err}"),
+                })?;
+                if file.as_deref() == Some(Path::new(&path)) {
+                    // Our scratch file: read once, then gone.
+                    let _ = std::fs::remove_file(&path);
+                }
+                viga_protocol::message::ImageData::png(data)
+            }
+            (None, None) => {
+                return Err(TransportError::MalformedReply {
+                    command: "render",
+                    message: "the reply has neither an image nor a path".to_owned(),
+                });
+            }
+        };
+        Ok(RenderOutput {
+            image,
+            width: reply.width,
+            height: reply.height,
+            engine: reply.engine,
+            camera: reply.camera,
+            render_ms: reply.render_ms,
+        })
     }
 
     async fn set_camera(&self, pose: CameraPose) -> Result<CameraState, TransportError> {

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 
@@ -75,6 +75,8 @@ pub struct Worker {
     state_dir: tempfile::TempDir,
     restarts: AtomicU32,
     hello: HelloInfo,
+    /// Microseconds Blender reported busy, over every process this worker ran.
+    busy_us: Arc<AtomicU64>,
 }
 
 impl Worker {
@@ -86,7 +88,8 @@ impl Worker {
             .map_err(|err| {
                 TransportError::Start(format!("could not create the worker's state folder: {err}"))
             })?;
-        let running = spawn(&config).await?;
+        let busy_us = Arc::new(AtomicU64::new(0));
+        let running = spawn(&config, &busy_us).await?;
         let hello = running.client.hello().clone();
         tracing::info!(
             worker = %config.name,
@@ -103,7 +106,14 @@ impl Worker {
             state_dir,
             restarts: AtomicU32::new(0),
             hello,
+            busy_us,
         })
+    }
+
+    /// Total time Blender reported spending on this worker's requests (its own work, without
+    /// transport and process overhead).
+    pub fn blender_busy(&self) -> Duration {
+        Duration::from_micros(self.busy_us.load(Ordering::Relaxed))
     }
 
     /// The handshake of the first process (Blender version, capabilities).
@@ -145,7 +155,7 @@ impl Worker {
 
     async fn restart(&self, state: &mut State) -> Recovery {
         self.restarts.fetch_add(1, Ordering::Relaxed);
-        let running = match spawn(&self.config).await {
+        let running = match spawn(&self.config, &self.busy_us).await {
             Ok(running) => running,
             Err(err) => {
                 state.running = None;
@@ -221,6 +231,10 @@ impl BlenderTransport for Worker {
         }
     }
 
+    fn shared_folder(&self) -> Option<&std::path::Path> {
+        Some(self.state_dir.path())
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} ({}, Blender {})",
@@ -258,7 +272,7 @@ struct Ready {
     port: u16,
 }
 
-async fn spawn(config: &WorkerConfig) -> Result<Running, TransportError> {
+async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Running, TransportError> {
     let script = write_bridge_script().map_err(|err| {
         TransportError::Start(format!("could not write the bridge script: {err}"))
     })?;
@@ -331,7 +345,9 @@ async fn spawn(config: &WorkerConfig) -> Result<Running, TransportError> {
         }
     });
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, ready.port));
-    let client = FramedClient::connect(address, &token, config.call_timeout).await?;
+    let client = FramedClient::connect(address, &token, config.call_timeout)
+        .await?
+        .sharing_busy_counter(Arc::clone(busy_us));
     Ok(Running {
         child,
         client,

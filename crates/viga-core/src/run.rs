@@ -494,6 +494,7 @@ impl Run {
         let request = RenderRequest {
             camera: Some(camera.clone()),
             pose: None,
+            output_path: None,
             engine: self.config.render.engine,
             width,
             height,

@@ -157,6 +157,9 @@ pub struct RenderRequest {
     /// Cycles (and EEVEE) samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u32>,
+    /// Write the PNG here instead of sending it inline (for clients on the same machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_path: Option<String>,
 }
 
 /// A camera pose. `look_at` wins over `rotation_euler` when both are given.
@@ -208,6 +211,9 @@ pub struct BridgeReply {
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<BridgeFault>,
+    /// Time Blender spent handling the request, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -328,7 +334,22 @@ pub struct CameraInfo {
     pub lens: f64,
 }
 
-/// A rendered image, inline.
+/// The `render` reply on the wire: the PNG inline, or the path it was written to when the
+/// request named an `output_path`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RenderReply {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageData>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub width: u32,
+    pub height: u32,
+    pub engine: RenderEngine,
+    pub camera: String,
+    pub render_ms: f64,
+}
+
+/// A rendered image, in memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RenderOutput {
     pub image: ImageData,

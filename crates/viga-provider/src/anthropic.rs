@@ -22,8 +22,7 @@ use crate::images::ImageLimits;
 use crate::sse::{self, Decoder, Flow};
 use crate::wire;
 use crate::{
-    FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream,
-    StreamEvent,
+    FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream, StreamEvent,
 };
 
 /// The API version this adapter speaks (the `anthropic-version` header).
@@ -217,11 +216,11 @@ fn wire_message(
                 for (n, data) in result.images.iter().enumerate() {
                     content.push(image(data, format!("{which}, tool image {n}"))?);
                 }
-                let mut block = json!({
-                    "type": "tool_result",
-                    "tool_use_id": result.call_id,
-                    "content": content,
-                });
+                let mut block = json!({"type": "tool_result", "tool_use_id": result.call_id});
+                // `content` is optional; an empty list is better left out.
+                if !content.is_empty() {
+                    block["content"] = json!(content);
+                }
                 if result.is_error {
                     block["is_error"] = json!(true);
                 }

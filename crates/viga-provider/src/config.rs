@@ -232,15 +232,25 @@ pub fn build_provider_with_env(
     let adapter: Adapter = match config.kind {
         ProviderKind::Scripted => return scripted(config),
         ProviderKind::OpenAi => |endpoint, config| {
-            Ok(Arc::new(OpenAiProvider::new(endpoint, config, Flavour::OpenAi)?))
+            Ok(Arc::new(OpenAiProvider::new(
+                endpoint,
+                config,
+                Flavour::OpenAi,
+            )?))
         },
         ProviderKind::OpenAiCompatible => |endpoint, config| {
-            Ok(Arc::new(OpenAiProvider::new(endpoint, config, Flavour::Compatible)?))
+            Ok(Arc::new(OpenAiProvider::new(
+                endpoint,
+                config,
+                Flavour::Compatible,
+            )?))
         },
         ProviderKind::Anthropic => {
             |endpoint, config| Ok(Arc::new(AnthropicProvider::new(endpoint, config)?))
         }
-        ProviderKind::Gemini => |endpoint, config| Ok(Arc::new(GeminiProvider::new(endpoint, config)?)),
+        ProviderKind::Gemini => {
+            |endpoint, config| Ok(Arc::new(GeminiProvider::new(endpoint, config)?))
+        }
     };
     validate(config)?;
     let kind = config.kind;
@@ -354,5 +364,44 @@ pub(crate) mod secs {
                 "{secs} is not a duration: use a non-negative number of seconds"
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_adapter_shows_its_key_in_debug_output() {
+        let key = "sk-do-not-print-me";
+        let endpoint = |kind: ProviderKind| Endpoint {
+            origin: Origin {
+                provider: kind.name(),
+                model: "m".to_owned(),
+                base_url: "https://example.invalid/v1".to_owned(),
+                key_env: "K".to_owned(),
+            },
+            key: Some(Secret::new(key)),
+        };
+        let config = ProviderConfig::new(ProviderKind::OpenAi, "m");
+        let shown = [
+            format!(
+                "{:?}",
+                OpenAiProvider::new(endpoint(ProviderKind::OpenAi), &config, Flavour::OpenAi)
+                    .unwrap()
+            ),
+            format!(
+                "{:?}",
+                AnthropicProvider::new(endpoint(ProviderKind::Anthropic), &config).unwrap()
+            ),
+            format!(
+                "{:?}",
+                GeminiProvider::new(endpoint(ProviderKind::Gemini), &config).unwrap()
+            ),
+        ];
+        for debug in shown {
+            assert!(debug.contains("example.invalid"), "{debug}");
+            assert!(!debug.contains(key), "{debug}");
+        }
     }
 }

@@ -50,7 +50,9 @@ pub enum ProviderError {
     },
     #[error("{provider}: network error: {message}; check the endpoint URL and your connection")]
     Network { provider: String, message: String },
-    #[error("{provider}: {what} timed out after {after:?}")]
+    #[error(
+        "{provider}: {what} timed out after {after:?}; try again, or raise the timeouts in the provider config if the model is this slow"
+    )]
     Timeout {
         provider: String,
         what: String,

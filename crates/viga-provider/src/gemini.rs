@@ -25,8 +25,7 @@ use crate::images::ImageLimits;
 use crate::sse::{self, Decoder, Flow};
 use crate::wire;
 use crate::{
-    FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream,
-    StreamEvent,
+    FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream, StreamEvent,
 };
 
 /// What Gemini needs back about its function calls that our messages cannot carry.

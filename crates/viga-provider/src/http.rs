@@ -95,14 +95,18 @@ impl HttpClient {
         retry: RetryPolicy,
     ) -> Result<Self, ProviderError> {
         install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
             .default_headers(headers)
-            .user_agent(concat!("viga/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| {
-                ProviderError::Config(format!("cannot build the HTTP client: {}", chain(&err)))
-            })?;
+            .user_agent(concat!("viga/", env!("CARGO_PKG_VERSION")));
+        // HTTP(S)_PROXY is honoured, except for a server on this machine (Ollama, vLLM, ...),
+        // which a proxy elsewhere could not reach.
+        if is_loopback(&origin.base_url) {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(|err| {
+            ProviderError::Config(format!("cannot build the HTTP client: {}", chain(&err)))
+        })?;
         Ok(Self {
             client,
             origin,
@@ -246,11 +250,7 @@ impl HttpClient {
         let error = if err.is_connect() {
             ProviderError::Network {
                 provider,
-                message: format!(
-                    "cannot connect to {}: {}",
-                    self.origin.base_url,
-                    chain(err)
-                ),
+                message: format!("cannot connect to {}: {}", self.origin.base_url, chain(err)),
             }
         } else if err.is_timeout() {
             ProviderError::Timeout {
@@ -275,6 +275,20 @@ impl HttpClient {
         }
         .into()
     }
+}
+
+fn is_loopback(url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+    else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>()
+        .map_or(host.eq_ignore_ascii_case("localhost"), |ip| {
+            ip.is_loopback()
+        })
 }
 
 /// reqwest is built with `rustls-no-provider` so that the ring crypto provider replaces the
@@ -486,7 +500,9 @@ fn classify(origin: &Origin, status: u16, body: &[u8]) -> Failure {
         429 if detail.has_code("insufficient_quota") => ProviderError::BadRequest {
             provider,
             status,
-            message: format!("{message} (the account's quota is used up: check its plan and billing)"),
+            message: format!(
+                "{message} (the account's quota is used up: check its plan and billing)"
+            ),
         },
         429 => ProviderError::RateLimited {
             provider,
@@ -578,19 +594,59 @@ mod tests {
         let cases = [
             (401, r#"{"error":{"message":"Incorrect API key"}}"#, Auth),
             (403, "forbidden", Auth),
-            (400, r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}"#, Auth),
-            (429, r#"{"error":{"message":"slow down","type":"requests"}}"#, RateLimit),
-            (429, r#"{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}"#, BadRequest),
-            (400, r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","code":"context_length_exceeded"}}"#, ContextTooLong),
-            (400, r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#, ContextTooLong),
-            (400, r#"{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#, ContextTooLong),
-            (400, r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#, ContextTooLong),
-            (413, r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}"#, ContextTooLong),
-            (400, r#"{"error":{"message":"Invalid value for 'tool_choice'"}}"#, BadRequest),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}"#,
+                Auth,
+            ),
+            (
+                429,
+                r#"{"error":{"message":"slow down","type":"requests"}}"#,
+                RateLimit,
+            ),
+            (
+                429,
+                r#"{"error":{"message":"You exceeded your current quota","code":"insufficient_quota"}}"#,
+                BadRequest,
+            ),
+            (
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","code":"context_length_exceeded"}}"#,
+                ContextTooLong,
+            ),
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+                ContextTooLong,
+            ),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#,
+                ContextTooLong,
+            ),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#,
+                ContextTooLong,
+            ),
+            (
+                413,
+                r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}"#,
+                ContextTooLong,
+            ),
+            (
+                400,
+                r#"{"error":{"message":"Invalid value for 'tool_choice'"}}"#,
+                BadRequest,
+            ),
             (404, r#"{"error":"model 'llava' not found"}"#, BadRequest),
             (422, r#"{"detail":[{"msg":"field required"}]}"#, BadRequest),
             (500, "<html>oops</html>", Server),
-            (529, r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, Server),
+            (
+                529,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                Server,
+            ),
         ];
         for (status, body, kind) in cases {
             assert_eq!(kind_of(status, body), kind, "HTTP {status}: {body}");
@@ -612,7 +668,8 @@ mod tests {
 
     #[test]
     fn gemini_retry_info_becomes_retry_after() {
-        let body = br#"{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED",
+        let body =
+            br#"{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED",
             "details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36s"}]}}"#;
         let failure = classify(&origin(), 429, body);
         assert_eq!(failure.retry_after, Some(Duration::from_secs(36)));
@@ -646,11 +703,30 @@ mod tests {
             stream_error(&origin(), &overloaded).kind(),
             crate::ErrorKind::Server
         );
-        let limited = serde_json::json!({"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"});
+        let limited =
+            serde_json::json!({"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"});
         assert_eq!(
             stream_error(&origin(), &limited).kind(),
             crate::ErrorKind::RateLimit
         );
+    }
+
+    #[test]
+    fn only_servers_on_this_machine_bypass_proxies() {
+        for local in [
+            "http://localhost:11434/v1",
+            "http://127.0.0.1:8000",
+            "http://[::1]:1234/v1",
+        ] {
+            assert!(is_loopback(local), "{local}");
+        }
+        for remote in [
+            "https://api.openai.com/v1",
+            "http://192.168.1.5:11434",
+            "not a url",
+        ] {
+            assert!(!is_loopback(remote), "{remote}");
+        }
     }
 
     #[test]

@@ -135,8 +135,11 @@ fn encode(image: &DynamicImage, limits: &ImageLimits) -> Result<ImageData, Strin
     let mut data = Vec::new();
     let result = match limits.format {
         ImageEncoding::Png => image.write_with_encoder(PngEncoder::new(&mut data)),
-        ImageEncoding::Jpeg => DynamicImage::ImageRgb8(flatten_onto_white(image))
-            .write_with_encoder(JpegEncoder::new_with_quality(&mut data, limits.jpeg_quality)),
+        ImageEncoding::Jpeg => {
+            DynamicImage::ImageRgb8(flatten_onto_white(image)).write_with_encoder(
+                JpegEncoder::new_with_quality(&mut data, limits.jpeg_quality),
+            )
+        }
     };
     result.map_err(|err| format!("cannot encode the image as {:?}: {err}", limits.format))?;
     Ok(ImageData {
@@ -187,13 +190,20 @@ mod tests {
 
     #[test]
     fn large_images_shrink_to_the_max_side_keeping_the_aspect_ratio() {
-        let original = png(2048, 1536);
+        let original = png(1280, 960);
         let before = original.clone();
         let wire = for_wire(&original, &ImageLimits::default()).unwrap();
         assert_eq!(wire.media_type, "image/png");
         assert_eq!(decode(&wire).dimensions(), (1024, 768));
         assert_eq!(original, before, "the caller's image is untouched");
-        let tall = for_wire(&png(300, 900), &ImageLimits { max_side: 90, ..ImageLimits::default() }).unwrap();
+        let tall = for_wire(
+            &png(300, 900),
+            &ImageLimits {
+                max_side: 90,
+                ..ImageLimits::default()
+            },
+        )
+        .unwrap();
         assert_eq!(decode(&tall).dimensions(), (30, 90));
     }
 
@@ -235,15 +245,29 @@ mod tests {
             &ImageLimits::default(),
         )
         .unwrap_err();
-        assert!(err.contains("image/webp") && err.contains("neither PNG nor JPEG"), "{err}");
+        assert!(
+            err.contains("image/webp") && err.contains("neither PNG nor JPEG"),
+            "{err}"
+        );
     }
 
     #[test]
     fn limits_are_validated() {
-        let tiny = ImageLimits { max_side: 2, ..ImageLimits::default() };
+        let tiny = ImageLimits {
+            max_side: 2,
+            ..ImageLimits::default()
+        };
         assert!(tiny.validate().unwrap_err().contains("max_side"));
-        let zero_quality = ImageLimits { jpeg_quality: 0, ..ImageLimits::default() };
-        assert!(zero_quality.validate().unwrap_err().contains("jpeg_quality"));
+        let zero_quality = ImageLimits {
+            jpeg_quality: 0,
+            ..ImageLimits::default()
+        };
+        assert!(
+            zero_quality
+                .validate()
+                .unwrap_err()
+                .contains("jpeg_quality")
+        );
         ImageLimits::default().validate().unwrap();
     }
 }

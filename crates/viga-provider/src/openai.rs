@@ -21,8 +21,7 @@ use crate::images::ImageLimits;
 use crate::sse::{self, Decoder, Flow};
 use crate::wire;
 use crate::{
-    FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream,
-    StreamEvent,
+    FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream, StreamEvent,
 };
 
 /// OpenAI itself, or a server that copies its API.

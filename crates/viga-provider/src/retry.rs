@@ -75,7 +75,9 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_the_cap_and_jitter_stays_in_the_upper_half() {
         let policy = policy();
-        let full: Vec<_> = (1..=6).map(|retry| policy.delay(retry, None, 1.0)).collect();
+        let full: Vec<_> = (1..=6)
+            .map(|retry| policy.delay(retry, None, 1.0))
+            .collect();
         let millis: Vec<_> = full.iter().map(Duration::as_millis).collect();
         assert_eq!(millis, [100, 200, 400, 800, 1000, 1000]);
         assert_eq!(

@@ -57,7 +57,7 @@ pub(crate) fn spawn(
 }
 
 /// Feeds `bytes` through `decoder` into `sender`, ending with `Completed` or an error.
-pub(crate) async fn pump<S, B, E>(
+async fn pump<S, B, E>(
     bytes: S,
     context: StreamContext,
     decoder: impl Decoder,

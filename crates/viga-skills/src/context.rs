@@ -124,6 +124,7 @@ impl ToolContext {
             width: self.render.width,
             height: self.render.height,
             samples: self.render.samples,
+            output_path: None,
         };
         let output = self
             .blender

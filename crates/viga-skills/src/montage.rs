@@ -3,6 +3,7 @@
 
 use std::io::Cursor;
 
+use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
 use image::{ImageFormat, Rgb, RgbImage};
 use viga_protocol::message::ImageData;
 
@@ -25,32 +26,44 @@ pub struct View {
 
 /// Lays the views out in a near-square grid, each under a label strip, and encodes a PNG.
 pub fn montage(views: &[View]) -> Result<ImageData, ToolError> {
+    let decoded = views
+        .iter()
+        .map(|view| decode_view(&view.label, &view.png).map(|image| (view.label.clone(), image)))
+        .collect::<Result<Vec<_>, _>>()?;
+    compose(&decoded)
+}
+
+/// Decodes one view's PNG (callers may do this as each render arrives, off the critical path).
+pub fn decode_view(label: &str, png: &[u8]) -> Result<RgbImage, ToolError> {
+    image::load_from_memory_with_format(png, ImageFormat::Png)
+        .map(|image| image.to_rgb8())
+        .map_err(|err| ToolError::Fatal(format!("render {label:?} is not a readable PNG: {err}")))
+}
+
+/// Lays decoded, labelled views out in a near-square grid and encodes a PNG.
+pub fn compose(views: &[(String, RgbImage)]) -> Result<ImageData, ToolError> {
     if views.is_empty() {
         return Err(ToolError::Fatal(
             "a montage needs at least one view".to_owned(),
         ));
     }
-    let decoded: Vec<RgbImage> = views
+    let tile_width = views
         .iter()
-        .map(|view| {
-            image::load_from_memory_with_format(&view.png, ImageFormat::Png)
-                .map(|image| image.to_rgb8())
-                .map_err(|err| {
-                    ToolError::Fatal(format!(
-                        "render {:?} is not a readable PNG: {err}",
-                        view.label
-                    ))
-                })
-        })
-        .collect::<Result<_, _>>()?;
-    let tile_width = decoded.iter().map(RgbImage::width).max().unwrap_or(1);
-    let tile_height = decoded.iter().map(RgbImage::height).max().unwrap_or(1) + LABEL_HEIGHT;
+        .map(|(_, image)| image.width())
+        .max()
+        .unwrap_or(1);
+    let tile_height = views
+        .iter()
+        .map(|(_, image)| image.height())
+        .max()
+        .unwrap_or(1)
+        + LABEL_HEIGHT;
     let columns = (views.len() as f64).sqrt().ceil() as u32;
     let rows = (views.len() as u32).div_ceil(columns);
     let width = columns * tile_width + (columns + 1) * GAP;
     let height = rows * tile_height + (rows + 1) * GAP;
     let mut canvas = RgbImage::from_pixel(width, height, BACKGROUND);
-    for (index, (view, image)) in views.iter().zip(&decoded).enumerate() {
+    for (index, (label, image)) in views.iter().enumerate() {
         let index = index as u32;
         let left = GAP + (index % columns) * (tile_width + GAP);
         let top = GAP + (index / columns) * (tile_height + GAP);
@@ -58,20 +71,41 @@ pub fn montage(views: &[View]) -> Result<ImageData, ToolError> {
             &mut canvas,
             left + 2 * LABEL_SCALE,
             top + 2 * LABEL_SCALE,
-            &view.label,
+            label,
         );
-        image::imageops::overlay(
-            &mut canvas,
-            image,
-            i64::from(left),
-            i64::from(top + LABEL_HEIGHT),
-        );
+        paste(&mut canvas, image, left, top + LABEL_HEIGHT);
     }
+    // Fast compression: the montage is read once by a model, never archived, and the default
+    // level costs several milliseconds per iteration for a few percent of size.
     let mut png = Vec::new();
+    let encoder = PngEncoder::new_with_quality(
+        Cursor::new(&mut png),
+        CompressionType::Fast,
+        PngFilter::NoFilter,
+    );
     canvas
-        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+        .write_with_encoder(encoder)
         .map_err(|err| ToolError::Fatal(format!("could not encode the montage: {err}")))?;
     Ok(ImageData::png(png))
+}
+
+/// Copies an opaque tile into the canvas row by row (no blending: renders are RGB, and a
+/// per-pixel blend costs milliseconds per montage).
+fn paste(canvas: &mut RgbImage, tile: &RgbImage, left: u32, top: u32) {
+    let canvas_width = canvas.width() as usize;
+    let canvas_height = canvas.height() as usize;
+    let (left, top) = (left as usize, top as usize);
+    let copy_width = (tile.width() as usize).min(canvas_width.saturating_sub(left));
+    let rows = (tile.height() as usize).min(canvas_height.saturating_sub(top));
+    let tile_stride = tile.width() as usize * 3;
+    let canvas_stride = canvas_width * 3;
+    let source = tile.as_raw();
+    let target: &mut [u8] = canvas;
+    for row in 0..rows {
+        let from = row * tile_stride;
+        let to = (top + row) * canvas_stride + left * 3;
+        target[to..to + copy_width * 3].copy_from_slice(&source[from..from + copy_width * 3]);
+    }
 }
 
 fn draw_text(canvas: &mut RgbImage, left: u32, top: u32, text: &str) {

@@ -15,7 +15,7 @@ use viga_protocol::iteration::Feedback;
 use crate::camera::{CanonicalView, VIEW_CAMERA, ViewState, parse_instruction};
 use crate::context::ToolContext;
 use crate::generator::{GetSceneInfo, arguments};
-use crate::montage::{View, montage};
+use crate::montage::{compose, decode_view};
 use crate::registry::{
     CapturedRender, Control, RegistryError, Tool, ToolError, ToolOutput, ToolRegistry,
     parameters_of, parse_arguments,
@@ -148,6 +148,8 @@ pub async fn initialize_viewpoint(
     padding: Option<f64>,
 ) -> Result<ToolOutput, ToolError> {
     let mut renders: Vec<CapturedRender> = Vec::new();
+    // Each view is decoded for the montage while Blender renders the next one.
+    let mut decoding = Vec::new();
     let mut first_state = None;
     let mut framed = Vec::new();
     for view in CanonicalView::INITIAL {
@@ -169,18 +171,23 @@ pub async fn initialize_viewpoint(
         let orbit = ViewState::looking_from(state.location, framing.center);
         first_state.get_or_insert(orbit);
         framed = framing.objects;
-        renders.push(context.render_view(view.name(), Some(orbit.pose())).await?);
+        let render = context.render_view(view.name(), Some(orbit.pose())).await?;
+        let (label, png) = (render.view.clone(), render.output.image.data.clone());
+        decoding.push(tokio::task::spawn_blocking(move || {
+            decode_view(&label, &png).map(|image| (label, image))
+        }));
+        renders.push(render);
     }
     if let Some(state) = first_state {
         context.set_view(state);
     }
-    let views: Vec<View> = renders
-        .iter()
-        .map(|render| View {
-            label: render.view.clone(),
-            png: render.output.image.data.clone(),
-        })
-        .collect();
+    let mut views = Vec::with_capacity(decoding.len());
+    for task in decoding {
+        let decoded = task
+            .await
+            .map_err(|err| ToolError::Fatal(format!("decoding a view failed: {err}")))??;
+        views.push(decoded);
+    }
     Ok(ToolOutput {
         text: format!(
             "Framed {} ({} objects); views: {}.",
@@ -188,7 +195,7 @@ pub async fn initialize_viewpoint(
             framed.len(),
             CanonicalView::INITIAL.map(CanonicalView::name).join(", ")
         ),
-        images: vec![montage(&views)?],
+        images: vec![compose(&views)?],
         renders,
         control: Control::Continue,
     })

@@ -157,3 +157,31 @@ async fn a_silent_client_does_not_block_the_bridge_forever() {
     assert!(started.elapsed() < Duration::from_secs(25));
     drop(silent);
 }
+
+#[tokio::test]
+async fn renders_travel_inline_to_a_client_without_a_shared_folder() {
+    use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
+    let bridge = raw_bridge().await;
+    let client = FramedClient::connect(bridge.address, TOKEN, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let scene = "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.ops.object.camera_add(location=(4, -4, 3), rotation=(1.1, 0, 0.785))\nbpy.context.scene.camera = bpy.context.object\n";
+    assert!(
+        client
+            .execute(scene, Some(SceneReset::Factory), None)
+            .await
+            .unwrap()
+            .succeeded()
+    );
+    let request = RenderRequest {
+        camera: None,
+        pose: None,
+        engine: RenderEngine::Workbench,
+        width: 24,
+        height: 16,
+        samples: None,
+        output_path: None,
+    };
+    let output = client.render(request, None).await.unwrap();
+    assert_eq!(super::png_size(&output.image.data), (24, 16));
+}

@@ -67,6 +67,7 @@ async fn renders_return_pngs_of_the_requested_size() {
         width: 64,
         height: 48,
         samples: None,
+        output_path: None,
     };
     let output = worker.render(workbench, None).await.unwrap();
     assert_eq!(super::png_size(&output.image.data), (64, 48));
@@ -87,6 +88,7 @@ async fn renders_return_pngs_of_the_requested_size() {
         width: 40,
         height: 40,
         samples: Some(2),
+        output_path: None,
     };
     let output = worker
         .render(cycles, Some(Duration::from_secs(120)))
@@ -247,6 +249,7 @@ async fn bad_requests_are_refused_and_the_worker_carries_on() {
         width: 8,
         height: 8,
         samples: None,
+        output_path: None,
     };
     let err = worker.render(no_camera, None).await.unwrap_err();
     assert!(err.to_string().contains("not a camera"), "{err}");

@@ -25,6 +25,10 @@ async fn round_trip_with_handshake_facts() {
         .unwrap();
     assert!(result.succeeded(), "{result:?}");
     assert_eq!(result.stdout, "hello from blender\n");
+    let busy = worker.blender_busy();
+    assert!(busy > Duration::ZERO, "Blender reports the time it worked");
+    worker.ping().await.unwrap();
+    assert!(worker.blender_busy() >= busy);
     worker.shutdown().await;
 }
 

@@ -47,6 +47,7 @@ async fn a_run_writes_its_whole_folder_and_resumes_where_it_stopped() {
                 width: 48,
                 height: 48,
                 samples: None,
+                output_path: None,
             },
             None,
         )

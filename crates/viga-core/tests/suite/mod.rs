@@ -45,7 +45,7 @@ pub(crate) fn code(code: &str) -> Value {
 
 pub(crate) fn verdict(accepted: bool) -> Value {
     json!({
-        "expect": {"system_contains": "verifier", "tools_include": ["end_process"], "min_images": 1},
+        "expect": {"system_contains": "You are the verifier", "tools_include": ["end_process"], "min_images": 1},
         "response": {
             "text": "",
             "tool_calls": [{"id": "v1", "name": "end_process", "arguments": {

@@ -9,8 +9,11 @@ use super::support::{
 
 #[tokio::test]
 async fn the_request_with_images_and_tools_is_sent_as_generate_content() {
-    let server =
-        TestServer::start(vec![Reply::json(200, fixture("gemini/complete_function_call.json"))]).await;
+    let server = TestServer::start(vec![Reply::json(
+        200,
+        fixture("gemini/complete_function_call.json"),
+    )])
+    .await;
     let provider = build(&config(ProviderKind::Gemini, &server.url));
     provider.complete(&conversation()).await.unwrap();
 
@@ -34,21 +37,35 @@ async fn a_function_call_keeps_its_thought_signature_for_the_next_request() {
     let response = provider.complete(&hello()).await.unwrap();
     assert_eq!(response.text, "I'll add the cube first.");
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (2001, 99));
+    assert_eq!(
+        (response.usage.input_tokens, response.usage.output_tokens),
+        (2001, 99)
+    );
     assert_eq!(response.request_id.as_deref(), Some("Yb4naJ7bK-resp"));
     let call = response.tool_calls[0].clone();
     assert_eq!(call.name, "run_script");
-    assert_eq!(call.arguments, json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()"}));
+    assert_eq!(
+        call.arguments,
+        json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()"})
+    );
 
     // The loop sends the call back with its result; Gemini gets the signature and the name.
     let mut follow_up = hello();
-    follow_up.messages.push(ChatMessage::assistant(vec![ContentPart::ToolCall(call.clone())]));
-    follow_up.messages.push(ChatMessage::user(vec![ContentPart::ToolResult(ToolResult {
-        call_id: call.id.clone(),
-        text: "Traceback: NameError".to_owned(),
-        images: vec![],
-        is_error: true,
-    })]));
+    follow_up
+        .messages
+        .push(ChatMessage::assistant(vec![ContentPart::ToolCall(
+            call.clone(),
+        )]));
+    follow_up
+        .messages
+        .push(ChatMessage::user(vec![ContentPart::ToolResult(
+            ToolResult {
+                call_id: call.id.clone(),
+                text: "Traceback: NameError".to_owned(),
+                images: vec![],
+                is_error: true,
+            },
+        )]));
     provider.complete(&follow_up).await.unwrap();
     let contents = server.requests()[1].json()["contents"].clone();
     assert_eq!(
@@ -69,8 +86,11 @@ async fn a_function_call_keeps_its_thought_signature_for_the_next_request() {
 
 #[tokio::test]
 async fn a_stream_of_crlf_separated_chunks_gives_text_calls_and_usage() {
-    let server =
-        TestServer::start(vec![Reply::sse(&fixture("gemini/stream_text_and_call.sse"), 13)]).await;
+    let server = TestServer::start(vec![Reply::sse(
+        &fixture("gemini/stream_text_and_call.sse"),
+        13,
+    )])
+    .await;
     let provider = build(&config(ProviderKind::Gemini, &server.url));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(error.is_none(), "{error:?}");
@@ -83,7 +103,10 @@ async fn a_stream_of_crlf_separated_chunks_gives_text_calls_and_usage() {
         panic!("no Completed: {events:?}");
     };
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (1290, 20));
+    assert_eq!(
+        (response.usage.input_tokens, response.usage.output_tokens),
+        (1290, 20)
+    );
     assert_eq!(response.request_id.as_deref(), Some("strm-gem-1"));
     assert_eq!(
         server.only_request().path,
@@ -93,27 +116,42 @@ async fn a_stream_of_crlf_separated_chunks_gives_text_calls_and_usage() {
 
 #[tokio::test]
 async fn an_invalid_key_is_an_auth_error_naming_the_variable() {
-    let server = TestServer::start(vec![Reply::json(400, fixture("gemini/error_invalid_key.json"))]).await;
+    let server = TestServer::start(vec![Reply::json(
+        400,
+        fixture("gemini/error_invalid_key.json"),
+    )])
+    .await;
     let provider = build(&config(ProviderKind::Gemini, &server.url));
     let err = provider.complete(&hello()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth);
     let message = err.to_string();
-    assert!(message.contains(&format!("${KEY_ENV}")) && message.contains("API key not valid"), "{message}");
+    assert!(
+        message.contains(&format!("${KEY_ENV}")) && message.contains("API key not valid"),
+        "{message}"
+    );
     assert!(!message.contains(KEY), "{message}");
     assert_eq!(server.count(), 1);
 }
 
 #[tokio::test]
 async fn a_tool_result_without_its_call_is_refused_before_sending() {
-    let server = TestServer::start(vec![Reply::json(200, fixture("gemini/complete_function_call.json"))]).await;
+    let server = TestServer::start(vec![Reply::json(
+        200,
+        fixture("gemini/complete_function_call.json"),
+    )])
+    .await;
     let provider = build(&config(ProviderKind::Gemini, &server.url));
     let mut request = hello();
-    request.messages.push(ChatMessage::user(vec![ContentPart::ToolResult(ToolResult {
-        call_id: "call_unknown".to_owned(),
-        text: "ok".to_owned(),
-        images: vec![],
-        is_error: false,
-    })]));
+    request
+        .messages
+        .push(ChatMessage::user(vec![ContentPart::ToolResult(
+            ToolResult {
+                call_id: "call_unknown".to_owned(),
+                text: "ok".to_owned(),
+                images: vec![],
+                is_error: false,
+            },
+        )]));
     let err = provider.complete(&request).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadRequest);
     assert!(err.to_string().contains("call_unknown"), "{err}");
@@ -122,7 +160,11 @@ async fn a_tool_result_without_its_call_is_refused_before_sending() {
 
 #[tokio::test]
 async fn a_response_format_asks_for_json_with_the_schema() {
-    let server = TestServer::start(vec![Reply::json(200, fixture("gemini/complete_function_call.json"))]).await;
+    let server = TestServer::start(vec![Reply::json(
+        200,
+        fixture("gemini/complete_function_call.json"),
+    )])
+    .await;
     let provider = build(&config(ProviderKind::Gemini, &server.url));
     let mut request = hello();
     request.response_format = Some(ResponseFormat {

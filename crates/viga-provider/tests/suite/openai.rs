@@ -8,7 +8,8 @@ use super::support::{
 
 #[tokio::test]
 async fn the_request_with_images_and_tools_is_sent_as_chat_completions() {
-    let server = TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
+    let server =
+        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
     let provider = build(&config(ProviderKind::OpenAi, &server.url));
     let original = conversation();
     let request = original.clone();
@@ -16,8 +17,14 @@ async fn the_request_with_images_and_tools_is_sent_as_chat_completions() {
 
     assert_eq!(request, original, "the caller's request is untouched");
     let sent = server.only_request();
-    assert_eq!((sent.method.as_str(), sent.path.as_str()), ("POST", "/v1/chat/completions"));
-    assert_eq!(sent.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        (sent.method.as_str(), sent.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        sent.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     let mut body = sent.json();
     // 1024x512 and 300x300 shrink to fit 256 pixels.
     assert_eq!(redact_images(&mut body), [(256, 128), (256, 256)]);
@@ -32,9 +39,16 @@ async fn a_text_answer_carries_usage_finish_reason_and_request_id() {
     .await;
     let provider = build(&config(ProviderKind::OpenAi, &server.url));
     let response = provider.complete(&hello()).await.unwrap();
-    assert!(response.text.starts_with("```python\nimport bpy"), "{}", response.text);
+    assert!(
+        response.text.starts_with("```python\nimport bpy"),
+        "{}",
+        response.text
+    );
     assert_eq!(response.finish_reason, FinishReason::Stop);
-    assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (1017, 23));
+    assert_eq!(
+        (response.usage.input_tokens, response.usage.output_tokens),
+        (1017, 23)
+    );
     assert_eq!(response.request_id.as_deref(), Some("req_abc123"));
     assert!(response.tool_calls.is_empty());
     let body = server.only_request().json();
@@ -44,7 +58,11 @@ async fn a_text_answer_carries_usage_finish_reason_and_request_id() {
 
 #[tokio::test]
 async fn tool_calls_in_a_whole_answer_are_parsed() {
-    let server = TestServer::start(vec![Reply::json(200, fixture("openai/complete_tool_call.json"))]).await;
+    let server = TestServer::start(vec![Reply::json(
+        200,
+        fixture("openai/complete_tool_call.json"),
+    )])
+    .await;
     let provider = build(&config(ProviderKind::OpenAi, &server.url));
     let response = provider.complete(&hello()).await.unwrap();
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
@@ -57,7 +75,11 @@ async fn tool_calls_in_a_whole_answer_are_parsed() {
     assert_eq!(
         calls,
         [
-            ("call_Xy12", "run_script", json!({"code": "import bpy\nbpy.ops.mesh.primitive_uv_sphere_add()"})),
+            (
+                "call_Xy12",
+                "run_script",
+                json!({"code": "import bpy\nbpy.ops.mesh.primitive_uv_sphere_add()"})
+            ),
             ("call_Xy13", "render_view", json!({"view": "front"})),
         ]
     );
@@ -68,7 +90,8 @@ async fn tool_calls_in_a_whole_answer_are_parsed() {
 #[tokio::test]
 async fn a_streamed_tool_call_split_across_many_chunks_is_assembled() {
     // 7-byte chunks: events, lines and JSON strings all straddle chunk boundaries.
-    let server = TestServer::start(vec![Reply::sse(&fixture("openai/stream_tool_call.sse"), 7)]).await;
+    let server =
+        TestServer::start(vec![Reply::sse(&fixture("openai/stream_tool_call.sse"), 7)]).await;
     let provider = build(&config(ProviderKind::OpenAi, &server.url));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(error.is_none(), "{error:?}");
@@ -81,7 +104,10 @@ async fn a_streamed_tool_call_split_across_many_chunks_is_assembled() {
         })
         .collect();
     assert_eq!(calls.len(), 2);
-    assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("call_abc", "run_script"));
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].name.as_str()),
+        ("call_abc", "run_script")
+    );
     assert_eq!(
         calls[0].arguments,
         json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2)"})
@@ -92,7 +118,10 @@ async fn a_streamed_tool_call_split_across_many_chunks_is_assembled() {
     };
     assert_eq!(response.tool_calls, calls);
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (812, 47));
+    assert_eq!(
+        (response.usage.input_tokens, response.usage.output_tokens),
+        (812, 47)
+    );
     let body = server.only_request().json();
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
@@ -123,11 +152,15 @@ async fn streamed_text_arrives_as_deltas_then_completes() {
 
 #[tokio::test]
 async fn a_compatible_server_gets_max_tokens_and_no_key_unless_one_is_named() {
-    let server = TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
+    let server =
+        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
     let mut keyless = config(ProviderKind::OpenAiCompatible, &server.url);
     keyless.api_key_env = None;
     let provider = build(&keyless);
-    assert_eq!((provider.name(), provider.model()), ("openai_compatible", "qwen2.5vl:7b"));
+    assert_eq!(
+        (provider.name(), provider.model()),
+        ("openai_compatible", "qwen2.5vl:7b")
+    );
     provider.complete(&hello()).await.unwrap();
     let sent = server.only_request();
     assert_eq!(sent.path, "/v1/chat/completions");
@@ -136,7 +169,8 @@ async fn a_compatible_server_gets_max_tokens_and_no_key_unless_one_is_named() {
     assert_eq!(body["max_tokens"], 4096);
     assert!(body.get("max_completion_tokens").is_none());
 
-    let keyed = TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
+    let keyed =
+        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
     build(&config(ProviderKind::OpenAiCompatible, &keyed.url))
         .complete(&hello())
         .await
@@ -149,7 +183,8 @@ async fn a_compatible_server_gets_max_tokens_and_no_key_unless_one_is_named() {
 
 #[tokio::test]
 async fn a_response_format_is_sent_as_a_json_schema() {
-    let server = TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
+    let server =
+        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
     let provider = build(&config(ProviderKind::OpenAi, &server.url));
     let mut request = hello();
     request.response_format = Some(ResponseFormat {
@@ -168,11 +203,18 @@ async fn a_response_format_is_sent_as_a_json_schema() {
 
 #[tokio::test]
 async fn context_length_exceeded_is_reported_as_such_and_not_retried() {
-    let server = TestServer::start(vec![Reply::json(400, fixture("openai/error_context_length.json"))]).await;
+    let server = TestServer::start(vec![Reply::json(
+        400,
+        fixture("openai/error_context_length.json"),
+    )])
+    .await;
     let provider = build(&config(ProviderKind::OpenAi, &server.url));
     let err = provider.complete(&hello()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ContextTooLong);
-    assert!(err.to_string().contains("maximum context length is 128000"), "{err}");
+    assert!(
+        err.to_string().contains("maximum context length is 128000"),
+        "{err}"
+    );
     assert!(err.to_string().contains("lower the memory window"), "{err}");
     assert_eq!(server.count(), 1);
 }

@@ -96,7 +96,10 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(replies: Vec<Reply>) -> Self {
-        assert!(!replies.is_empty(), "a test server needs at least one reply");
+        assert!(
+            !replies.is_empty(),
+            "a test server needs at least one reply"
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -183,7 +186,10 @@ async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
 /// Writes the reply; `Connection: close` keeps the client from reusing a connection that
 /// the next scripted reply may treat differently.
 async fn write_reply(socket: &mut TcpStream, reply: Reply) {
-    let mut head = format!("HTTP/1.1 {} Scripted\r\nconnection: close\r\n", reply.status);
+    let mut head = format!(
+        "HTTP/1.1 {} Scripted\r\nconnection: close\r\n",
+        reply.status
+    );
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -213,11 +219,9 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) {
                     Step::Hang => {
                         // Bounded, so a client that never gives up cannot keep the task alive.
                         let mut sink = [0u8; 64];
-                        let _ = tokio::time::timeout(
-                            Duration::from_secs(30),
-                            socket.read(&mut sink),
-                        )
-                        .await;
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(30), socket.read(&mut sink))
+                                .await;
                         return;
                     }
                     Step::Cut => return,

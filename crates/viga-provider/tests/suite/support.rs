@@ -12,8 +12,8 @@ use viga_protocol::message::{
     ChatMessage, ContentPart, ImageData, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
 use viga_provider::{
-    ImageLimits, ModelRequest, Provider, ProviderConfig, ProviderError, ProviderKind,
-    RetryPolicy, StreamEvent, Timeouts, build_provider_with_env,
+    ImageLimits, ModelRequest, Provider, ProviderConfig, ProviderError, ProviderKind, RetryPolicy,
+    StreamEvent, Timeouts, build_provider_with_env,
 };
 
 pub const KEY_ENV: &str = "VIGA_TEST_KEY";
@@ -75,7 +75,10 @@ pub fn png(width: u32, height: u32) -> ImageData {
     });
     let mut data = Vec::new();
     DynamicImage::ImageRgba8(image)
-        .write_to(&mut std::io::Cursor::new(&mut data), image::ImageFormat::Png)
+        .write_to(
+            &mut std::io::Cursor::new(&mut data),
+            image::ImageFormat::Png,
+        )
         .unwrap();
     ImageData::png(data)
 }
@@ -155,7 +158,10 @@ fn redact(value: &mut Value, sizes: &mut Vec<(u32, u32)>) {
         Value::String(text) if text.starts_with("data:image/") => {
             let (head, data) = text.split_once(";base64,").unwrap();
             let media_type = head.trim_start_matches("data:").to_owned();
-            *text = format!("data:{media_type};base64,{}", describe(&media_type, data, sizes));
+            *text = format!(
+                "data:{media_type};base64,{}",
+                describe(&media_type, data, sizes)
+            );
         }
         Value::Object(map) => {
             let media_type = map

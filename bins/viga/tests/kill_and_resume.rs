@@ -1,0 +1,177 @@
+//! Kill `viga run` with SIGKILL in the middle of a run, then `viga resume` it: nothing the
+//! killed process had recorded is lost, and the run continues at the next iteration.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+const CODE: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
+
+fn turn(text: &str) -> serde_json::Value {
+    json!({"response": {"text": text, "finish_reason": "stop"}})
+}
+
+fn verdict(accepted: bool) -> serde_json::Value {
+    json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+        {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": ["more"], "accepted": accepted}}
+    ]}})
+}
+
+fn write_script(dir: &Path, name: &str, turns: Vec<serde_json::Value>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        json!({"description": "test", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
+fn code_turn() -> serde_json::Value {
+    turn(&format!("```python\n{CODE}```"))
+}
+
+#[test]
+fn a_killed_run_resumes_at_the_next_iteration_with_nothing_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    // Iteration 1 completes; iteration 2's code turn is missing, so the process would stop
+    // there with an error, but it is killed before, as soon as iteration 2 starts.
+    let first = write_script(
+        dir.path(),
+        "first.json",
+        vec![turn("plan 1"), code_turn(), verdict(false), turn("plan 2")],
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viga"))
+        .args([
+            "run",
+            "--task",
+            "a cube",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(&first)
+        .args(["--max-iterations", "3", "--resolution", "32", "--output"])
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut folder = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(path) = line.strip_prefix("run folder: ") {
+            folder = Some(PathBuf::from(path));
+        }
+        if line.starts_with("iteration 2/") {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    child.wait().unwrap();
+    let folder = folder.expect("viga printed its run folder");
+    let events = std::fs::read_to_string(folder.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"iteration_finished\""),
+        "iteration 1 was recorded"
+    );
+    assert!(
+        !events.contains("\"run_finished\""),
+        "the killed run never finished"
+    );
+    assert!(folder.join("codes/1.py").is_file());
+
+    let second = write_script(
+        dir.path(),
+        "second.json",
+        vec![turn("plan 2 again"), code_turn(), verdict(true)],
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_viga"))
+        .arg("resume")
+        .arg(&folder)
+        .arg("--script")
+        .arg(&second)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("resuming at iteration 2"), "{stdout}");
+    assert!(
+        stdout.contains("stopped after 2 iterations: the verifier accepted the scene"),
+        "{stdout}"
+    );
+    assert!(folder.join("codes/2.py").is_file() && folder.join("report.html").is_file());
+    let events = std::fs::read_to_string(folder.join("events.jsonl")).unwrap();
+    assert_eq!(events.matches("\"iteration_finished\"").count(), 2);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--task", "x", "--provider", "telepathy"],
+            "unknown provider \"telepathy\"",
+        ),
+        (
+            &[
+                "run",
+                "--task",
+                "x",
+                "--provider",
+                "scripted",
+                "--resolution",
+                "0",
+            ],
+            "resolution \"0\"",
+        ),
+        (
+            &[
+                "run",
+                "--task",
+                "x",
+                "--provider",
+                "scripted",
+                "--engine",
+                "povray",
+            ],
+            "unknown engine",
+        ),
+        (
+            &[
+                "run",
+                "--task",
+                "x",
+                "--provider",
+                "scripted",
+                "--script",
+                "/nonexistent.json",
+            ],
+            "/nonexistent.json",
+        ),
+        (&["resume", "/nonexistent-run"], "not a viga run folder"),
+    ];
+    for (args, expected) in cases {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+        command.args(*args);
+        if args[0] == "run" {
+            command.arg("--output").arg(dir.path());
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no run folder was created"
+    );
+}

@@ -1,0 +1,142 @@
+//! The orchestrator's own cost. 100 iterations against real Blender with an instant model:
+//! wall time minus the model's time minus the time Blender reports working is what the loop
+//! itself costs (prompts, memory, event log, files, montages, scoring). Also peak RSS.
+//!
+//! `cargo bench -p viga-core --bench loop_overhead` (env VIGA_BENCH_ITERATIONS, default 100;
+//! VIGA_BENCH_RESOLUTION, default 512, the render size `viga run` uses).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
+use viga_core::{RenderConfig, RunConfig};
+use viga_protocol::bridge::RenderEngine;
+use viga_protocol::event::RunEvent;
+use viga_protocol::message::ToolCall;
+use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
+
+const PROGRAM: &str = "import bpy
+for i in range(5):
+    bpy.ops.mesh.primitive_cube_add(size=0.5 + 0.1 * i, location=(i - 2.0, 0.0, 0.5))
+    bpy.context.object.name = f'Box{i}'
+bpy.ops.mesh.primitive_plane_add(size=10)
+bpy.ops.object.light_add(type='SUN', location=(3, -3, 5))
+";
+
+/// Answers every role at once, never accepting, so the run uses every iteration.
+struct Instant_;
+
+#[async_trait]
+impl Provider for Instant_ {
+    fn name(&self) -> &str {
+        "instant"
+    }
+    fn model(&self) -> &str {
+        "instant"
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        if request.system.starts_with("You are the verifier") {
+            let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
+            response.tool_calls = vec![ToolCall {
+                id: "v".into(),
+                name: "end_process".into(),
+                arguments: serde_json::json!({"visual_differences": ["the boxes are too far apart"], "suggestions": ["move Box4 to x = 1.5"], "accepted": false}),
+            }];
+            return Ok(response);
+        }
+        if request.system.starts_with("You are the planner") {
+            return Ok(ModelResponse::text_only(
+                "1. five boxes\n2. a floor\n3. a sun",
+                FinishReason::Stop,
+            ));
+        }
+        Ok(ModelResponse::text_only(
+            format!("```python\n{PROGRAM}```"),
+            FinishReason::Stop,
+        ))
+    }
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let iterations: u32 = std::env::var("VIGA_BENCH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let side: u32 = std::env::var("VIGA_BENCH_RESOLUTION")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512);
+    let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
+    let blender: Arc<dyn BlenderTransport> = worker.clone();
+    let output = tempfile::tempdir()?;
+    let mut config = RunConfig::new("five boxes on a floor");
+    config.max_iterations = iterations;
+    config.render = RenderConfig {
+        engine: RenderEngine::Workbench,
+        width: side,
+        height: side,
+        samples: None,
+    };
+    config.provider = "instant".into();
+    let busy_before = worker.blender_busy();
+    let started = Instant::now();
+    let mut handle = viga_core::start(config, Arc::new(Instant_), blender, output.path())?;
+    let mut model = Duration::ZERO;
+    while let Some(event) = handle.next_event().await {
+        if let RunEvent::ModelCalled { latency_ms, .. } = event.event {
+            model += Duration::from_secs_f64(latency_ms / 1000.0);
+        }
+    }
+    let outcome = handle.wait().await?;
+    let wall = started.elapsed();
+    if !matches!(
+        outcome.stop,
+        viga_protocol::event::StopReason::MaxIterations
+    ) {
+        return Err(format!("the run stopped early: {:?}", outcome.stop).into());
+    }
+    let blender_work = worker.blender_busy() - busy_before;
+    let overhead = wall.saturating_sub(model).saturating_sub(blender_work);
+    println!(
+        "| measurement ({} iterations, Workbench {side}x{side}, 4 views + montage each) | value |",
+        outcome.iterations
+    );
+    println!("|---|---|");
+    println!("| wall time | {:.2} s |", wall.as_secs_f64());
+    println!(
+        "| Blender's own reported work | {:.2} s |",
+        blender_work.as_secs_f64()
+    );
+    println!(
+        "| model time (instant provider) | {:.3} s |",
+        model.as_secs_f64()
+    );
+    println!(
+        "| orchestrator overhead (the rest) | {:.3} s |",
+        overhead.as_secs_f64()
+    );
+    println!(
+        "| overhead share of wall time (target < 2%) | {:.2}% |",
+        100.0 * overhead.as_secs_f64() / wall.as_secs_f64()
+    );
+    println!(
+        "| overhead per iteration | {:.1} ms |",
+        overhead.as_secs_f64() * 1000.0 / f64::from(outcome.iterations.max(1))
+    );
+    match peak_rss_mb() {
+        Some(mb) => {
+            println!("| peak RSS of the orchestrator process (target < 64 MB) | {mb:.1} MB |")
+        }
+        None => println!("| peak RSS | unavailable (no /proc) |"),
+    }
+    Ok(())
+}
