@@ -17,13 +17,16 @@ pub(crate) struct Verdict {
     pub thoughts: String,
 }
 
+/// Writes renders to the run folder, announces them, and counts their time.
 fn save_renders(
     run: &mut Run,
     index: u32,
     renders: &[CapturedRender],
     ids: &mut Vec<String>,
+    tally: &mut Tally,
 ) -> Result<(), Interrupt> {
     for render in renders {
+        tally.timings.render_ms += render.output.render_ms;
         let view = format!("{}-{}", render.view, ids.len() + 1);
         let render_id = run
             .folder
@@ -71,12 +74,7 @@ pub(crate) async fn verify(
         until_cancelled(&cancel, initialize_viewpoint(&run.tools, Vec::new(), None)).await?;
     match viewpoint {
         Ok(output) => {
-            save_renders(run, index, &output.renders, &mut render_ids)?;
-            tally.timings.render_ms += output
-                .renders
-                .iter()
-                .map(|r| r.output.render_ms)
-                .sum::<f64>();
+            save_renders(run, index, &output.renders, &mut render_ids, tally)?;
             content.push(ContentPart::text(format!(
                 "The current scene, canonical views. {}",
                 output.text
@@ -137,12 +135,7 @@ pub(crate) async fn verify(
             thoughts.push_str(&format!("\n- tool `{}` {}\n", call.name, call.arguments));
             let (text, images, is_error) = match invoked {
                 Ok(output) => {
-                    save_renders(run, index, &output.renders, &mut render_ids)?;
-                    tally.timings.render_ms += output
-                        .renders
-                        .iter()
-                        .map(|r| r.output.render_ms)
-                        .sum::<f64>();
+                    save_renders(run, index, &output.renders, &mut render_ids, tally)?;
                     if let Control::EndVerification(feedback) = output.control {
                         verdict = Some(feedback);
                     }
