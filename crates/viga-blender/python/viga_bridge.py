@@ -53,7 +53,7 @@ READY_MARKER = "VIGA_BRIDGE_READY "
 CAPABILITIES = [
     "execute", "scene_info", "render", "set_camera", "frame_objects", "set_visibility",
     "set_frame", "list_keyframes", "save_blend", "load_blend", "checkpoint", "restore",
-    "ping", "shutdown",
+    "list_addons", "addon_command", "ping", "shutdown",
 ]
 ENGINES = {"WORKBENCH": "BLENDER_WORKBENCH", "CYCLES": "CYCLES", "EEVEE": "BLENDER_EEVEE"}
 VIEW_CAMERA_NAME = "viga_view_camera"
@@ -536,6 +536,117 @@ def load_blend(args):
     return {"path": path, "objects": len(bpy.data.objects)}
 
 
+# --------------------------------------------------------------------------- add-ons
+#
+# An add-on takes part when it ships `addon_ai.json` (seed 004's manifest) beside its
+# `__init__.py` and exposes `VIGA_COMMANDS = {"tool_name": function}`. viga validates the
+# manifest; the bridge only finds it, and routes commands to the functions on this thread.
+
+ADDON_MANIFEST = "addon_ai.json"
+MAX_SCENE_LINES = 100
+_addons = {}
+
+
+def load_addon_package(folder, name):
+    import importlib.util
+    module_name = "viga_addon_" + "".join(c if c.isalnum() else "_" for c in name)
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    init = os.path.join(folder, name, "__init__.py")
+    spec = importlib.util.spec_from_file_location(module_name, init, submodule_search_locations=[os.path.join(folder, name)])
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load %s" % init)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+        if hasattr(module, "register"):
+            module.register()
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def read_manifest(path):
+    with open(path, "r", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def cmd_list_addons(args):
+    found, problems, candidates = [], [], []
+    import addon_utils
+    for module in addon_utils.modules(refresh=False):
+        module_file = getattr(module, "__file__", None)
+        if module_file:
+            candidates.append((module, os.path.join(os.path.dirname(module_file), ADDON_MANIFEST)))
+    folder = args.get("folder")
+    if folder:
+        if not os.path.isdir(folder):
+            raise BridgeError("not_found", "no add-on folder at %s" % folder)
+        for name in sorted(os.listdir(folder)):
+            manifest_path = os.path.join(folder, name, ADDON_MANIFEST)
+            if not os.path.isfile(manifest_path):
+                continue
+            if not os.path.isfile(os.path.join(folder, name, "__init__.py")):
+                problems.append("%s: has %s but no __init__.py" % (name, ADDON_MANIFEST))
+                continue
+            try:
+                candidates.append((load_addon_package(folder, name), manifest_path))
+            except BaseException as exc:  # noqa: BLE001 - a broken add-on must not stop discovery
+                problems.append("%s: cannot be loaded: %s: %s" % (name, type(exc).__name__, exc))
+    for module, manifest_path in candidates:
+        if not os.path.isfile(manifest_path):
+            continue
+        try:
+            manifest = read_manifest(manifest_path)
+        except (OSError, ValueError) as exc:
+            problems.append("%s: manifest is not readable JSON: %s" % (manifest_path, exc))
+            continue
+        addon_id = manifest.get("addon_info", {}).get("id") if isinstance(manifest, dict) else None
+        if isinstance(addon_id, str):
+            _addons[addon_id] = module
+        found.append({
+            "path": manifest_path,
+            "manifest": manifest,
+            "has_handlers": isinstance(getattr(module, "VIGA_COMMANDS", None), dict),
+        })
+    return {"addons": found, "problems": problems}
+
+
+def scene_lines():
+    lines = []
+    for obj in sorted(bpy.context.scene.objects, key=lambda o: o.name)[:MAX_SCENE_LINES]:
+        lines.append("%s [%s] at (%s)" % (obj.name, obj.type, ", ".join("%.3f" % v for v in obj.location)))
+    extra = len(bpy.context.scene.objects) - MAX_SCENE_LINES
+    if extra > 0:
+        lines.append("... and %d more objects" % extra)
+    return lines
+
+
+def cmd_addon_command(args):
+    addon_id, tool, params = args.get("addon_id"), args.get("tool"), args.get("params")
+    module = _addons.get(addon_id)
+    if module is None:
+        raise BridgeError(
+            "not_found",
+            "no registered add-on %r (registered: %s); list_addons finds add-ons"
+            % (addon_id, ", ".join(sorted(_addons)) or "none"),
+        )
+    handlers = getattr(module, "VIGA_COMMANDS", None) or {}
+    handler = handlers.get(tool)
+    if handler is None:
+        raise BridgeError("not_found", "add-on %r has no command %r (it has: %s)" % (addon_id, tool, ", ".join(sorted(handlers)) or "none"))
+    if not isinstance(params, dict):
+        raise BridgeError("bad_request", "params must be a JSON object")
+    result = handler(**params)
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError):
+        result = repr(result)
+    return {"result": result, "scene": scene_lines()}
+
+
 COMMANDS = {
     "ping": cmd_ping,
     "execute": cmd_execute,
@@ -550,6 +661,8 @@ COMMANDS = {
     "load_blend": load_blend,
     "checkpoint": save_blend,
     "restore": load_blend,
+    "list_addons": cmd_list_addons,
+    "addon_command": cmd_addon_command,
 }
 
 

@@ -92,6 +92,20 @@ pub enum BridgeCommand {
     Restore {
         path: String,
     },
+    /// Discover add-ons that ship an `addon_ai.json` manifest: installed add-ons, and every
+    /// add-on package in `folder` when given (loaded, registered, then listed).
+    ListAddons {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        folder: Option<String>,
+    },
+    /// Run one command of a registered add-on on the main thread; the reply carries the
+    /// command's result and a fresh scene summary.
+    AddonCommand {
+        addon_id: String,
+        /// The add-on's command (its tool name); `command` is taken by the frame's tag.
+        tool: String,
+        params: Value,
+    },
     Shutdown,
 }
 
@@ -113,6 +127,8 @@ impl BridgeCommand {
             Self::LoadBlend { .. } => "load_blend",
             Self::Checkpoint { .. } => "checkpoint",
             Self::Restore { .. } => "restore",
+            Self::ListAddons { .. } => "list_addons",
+            Self::AddonCommand { .. } => "addon_command",
             Self::Shutdown => "shutdown",
         }
     }
@@ -403,6 +419,34 @@ pub struct Keyframes {
     /// Every frame that holds a keyframe, ascending.
     pub frames: Vec<i32>,
     pub objects: BTreeMap<String, Vec<i32>>,
+}
+
+/// An add-on the bridge found: its manifest as written (validated on viga's side) and where
+/// it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiscoveredAddon {
+    /// The manifest file.
+    pub path: String,
+    /// The manifest's JSON, unvalidated: viga validates it and names the add-on and field.
+    pub manifest: Value,
+    /// Whether the add-on exposes command handlers (`VIGA_COMMANDS`).
+    pub has_handlers: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AddonListing {
+    pub addons: Vec<DiscoveredAddon>,
+    /// Add-ons whose files could not be read or loaded, with the reason.
+    #[serde(default)]
+    pub problems: Vec<String>,
+}
+
+/// What an add-on command answered, and the scene after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AddonCommandResult {
+    pub result: Value,
+    /// One line per object after the command: the context the model sees next.
+    pub scene: Vec<String>,
 }
 
 /// A `.blend` saved or opened.

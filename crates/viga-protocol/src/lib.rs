@@ -22,7 +22,9 @@ pub mod manifest;
 pub mod message;
 pub mod validate;
 
-pub use validate::{ProtocolError, ProtocolType, Violation, parse_json, parse_value, schema_of};
+pub use validate::{
+    CompiledSchema, ProtocolError, ProtocolType, Violation, parse_json, parse_value, schema_of,
+};
 
 /// The version of viga's wire protocol: the Geometry Nodes step protocol, the bridge
 /// handshake, presets and run logs all carry it. A document carrying another version is

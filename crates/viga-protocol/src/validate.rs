@@ -280,3 +280,33 @@ macro_rules! plain_protocol_types {
     };
 }
 pub(crate) use plain_protocol_types;
+
+/// A JSON Schema built at run time (an add-on tool's parameters), compiled once and checked
+/// with the same path-and-rule reporting as the derived schemas.
+pub struct CompiledSchema {
+    validator: jsonschema::Validator,
+}
+
+impl fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CompiledSchema")
+    }
+}
+
+impl CompiledSchema {
+    /// Compiles `schema`; the error says why it is not a usable JSON Schema.
+    pub fn compile(schema: &Value) -> Result<Self, String> {
+        jsonschema::validator_for(schema)
+            .map(|validator| Self { validator })
+            .map_err(|err| err.to_string())
+    }
+
+    /// Every rule `value` breaks, with its path; empty when it conforms.
+    pub fn violations(&self, value: &Value) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        for error in self.validator.iter_errors(value) {
+            explain(&error, &mut violations);
+        }
+        violations
+    }
+}

@@ -86,10 +86,10 @@ pub struct MakePlan;
 
 #[async_trait]
 impl Tool for MakePlan {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "make_plan"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Write an explicit high-level plan before editing, so later edits stay consistent with it."
     }
     fn parameters(&self) -> Value {
@@ -140,10 +140,10 @@ pub struct ExecuteCode;
 
 #[async_trait]
 impl Tool for ExecuteCode {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "execute_code"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run the whole scene program in Blender on a freshly reloaded base scene and report stdout, stderr and any exception with its line."
     }
     fn parameters(&self) -> Value {
@@ -168,10 +168,10 @@ pub struct GetSceneInfo;
 
 #[async_trait]
 impl Tool for GetSceneInfo {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "get_scene_info"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Summarise the scene as text: each object's type, location, rotation, scale, size, materials, modifiers, shape keys, lights and cameras. Paginated."
     }
     fn parameters(&self) -> Value {
@@ -196,10 +196,10 @@ pub struct GetBetterAssets;
 
 #[async_trait]
 impl Tool for GetBetterAssets {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "get_better_assets"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Find ready-made 3D assets matching a description, with the Python that imports each into the scene program."
     }
     fn parameters(&self) -> Value {
@@ -250,10 +250,10 @@ pub struct EndGeneration;
 
 #[async_trait]
 impl Tool for EndGeneration {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "end_process"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Signal that the scene matches the target and no further edits are needed."
     }
     fn parameters(&self) -> Value {

@@ -7,12 +7,14 @@
 //! model, [`ToolError::Fatal`] stops the run); the generator's tools ([`generator`]) and the
 //! verifier's ([`verifier`]); camera math and the fast path for camera instructions
 //! ([`camera`]); labelled multi-view montages ([`montage`]); asset sources ([`assets`]);
-//! compact scene summaries ([`scene`]); photometric loss ([`metrics`]).
+//! compact scene summaries ([`scene`]); photometric loss ([`metrics`]); tools generated at run
+//! time from Blender add-on manifests ([`addons`]).
 //!
 //! **Must not:** call a model or own the loop. Where a tool needs a model (a free-form camera
 //! instruction), it asks through a trait ([`context::InstructionTranslator`]) that the loop
 //! implements.
 
+pub mod addons;
 pub mod assets;
 pub mod camera;
 pub mod context;

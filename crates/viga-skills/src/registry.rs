@@ -83,8 +83,8 @@ impl ToolOutput {
 /// A tool the model may call.
 #[async_trait]
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments (derived, never hand-written).
     fn parameters(&self) -> Value;
     async fn invoke(

@@ -121,10 +121,10 @@ pub struct InitializeViewpoint;
 
 #[async_trait]
 impl Tool for InitializeViewpoint {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "initialize_viewpoint"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Frame the joint bounding box of the given objects (all visible meshes by default) and render canonical views (iso, front, right, top) as one labelled montage."
     }
     fn parameters(&self) -> Value {
@@ -206,10 +206,10 @@ pub struct SetCamera;
 
 #[async_trait]
 impl Tool for SetCamera {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "set_camera"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Move the inspection camera to a position (looking at a point, by default the framed objects' centre) and render that view."
     }
     fn parameters(&self) -> Value {
@@ -236,10 +236,10 @@ pub struct Investigate;
 
 #[async_trait]
 impl Tool for Investigate {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "investigate"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Adjust the inspection camera with words (rotate left/right, orbit, zoom in/out, view from top/front/side, move up/down, ...) and render the new view."
     }
     fn parameters(&self) -> Value {
@@ -296,10 +296,10 @@ pub struct SetKeyframe;
 
 #[async_trait]
 impl Tool for SetKeyframe {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "set_keyframe"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Go to a frame of the timeline (to inspect motion in animated scenes) and render the current view there; reports the frames holding keyframes."
     }
     fn parameters(&self) -> Value {
@@ -328,10 +328,10 @@ pub struct SetVisibility;
 
 #[async_trait]
 impl Tool for SetVisibility {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "set_visibility"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Hide or show objects (to reveal occluded content or isolate parts) and render the current view."
     }
     fn parameters(&self) -> Value {
@@ -364,10 +364,10 @@ pub struct EndVerification;
 
 #[async_trait]
 impl Tool for EndVerification {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "end_process"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Finish verification with your verdict: the visual differences from the target, concrete suggestions for the generator, and whether the scene is accepted."
     }
     fn parameters(&self) -> Value {

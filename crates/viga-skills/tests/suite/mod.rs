@@ -1,3 +1,4 @@
+mod addons;
 mod assets;
 mod camera;
 mod montage;
