@@ -38,6 +38,15 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
+    /// Serve Blender's scene tools and add-on tools over MCP on stdin/stdout.
+    Mcp {
+        /// A folder of add-on packages with addon_ai.json manifests to load as well.
+        #[arg(long)]
+        addons: Option<PathBuf>,
+        /// Verifier render size: N (square) or WxH.
+        #[arg(long, default_value = "512")]
+        resolution: String,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -125,7 +134,7 @@ impl RunArgs {
     }
 }
 
-fn parse_resolution(text: &str) -> Result<(u32, u32)> {
+pub fn parse_resolution(text: &str) -> Result<(u32, u32)> {
     let parse = |part: &str| {
         part.trim()
             .parse::<u32>()

@@ -2,6 +2,7 @@
 //! everything else to the library crates.
 
 mod args;
+mod mcp;
 mod progress;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,7 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Doctor => doctor().await,
+        Command::Mcp { addons, resolution } => mcp::serve(addons.as_deref(), &resolution).await,
     }
 }
 
