@@ -38,6 +38,19 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
+    /// Serve add-on commands over WebSocket, one Blender per user (token from
+    /// VIGA_GATEWAY_TOKEN).
+    Gateway {
+        /// Address to listen on; plain WebSocket, so keep it on loopback or behind a TLS proxy.
+        #[arg(long, default_value = "127.0.0.1:8765")]
+        listen: std::net::SocketAddr,
+        /// A folder of add-on packages with addon_ai.json manifests.
+        #[arg(long)]
+        addons: Option<PathBuf>,
+        /// A Blender Python file run when each user's Blender starts.
+        #[arg(long)]
+        setup: Option<PathBuf>,
+    },
     /// Serve Blender's scene tools and add-on tools over MCP on stdin/stdout.
     Mcp {
         /// A folder of add-on packages with addon_ai.json manifests to load as well.

@@ -53,6 +53,11 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
         }
         Command::Doctor => doctor().await,
         Command::Mcp { addons, resolution } => mcp::serve(addons.as_deref(), &resolution).await,
+        Command::Gateway {
+            listen,
+            addons,
+            setup,
+        } => mcp::gateway(listen, addons, setup).await,
     }
 }
 

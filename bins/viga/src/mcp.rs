@@ -1,14 +1,17 @@
 //! `viga mcp`: one warm Blender served over MCP on stdin/stdout. Everything else this
 //! process says goes to stderr, because stdout is the protocol channel.
+//! `viga gateway`: add-on commands over WebSocket, one Blender per user.
 
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use rmcp::ServiceExt as _;
 use viga_blender::{Worker, WorkerConfig, locate};
-use viga_mcp::VigaMcpServer;
 use viga_protocol::bridge::SceneReset;
+use viga_serve::mcp::VigaMcpServer;
+use viga_serve::ws::{Gateway, GatewayConfig};
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
 
@@ -19,11 +22,63 @@ pub async fn serve(addons: Option<&Path>, resolution: &str) -> Result<std::proce
     for problem in discover(&worker, addons, &mut registry).await? {
         eprintln!("viga mcp: add-on skipped: {problem}");
     }
-    eprintln!("viga mcp: Blender {} ready; add-ons: {}", worker.hello().blender_version, registry.ids().join(", "));
-    let render = RenderSettings { width, height, ..RenderSettings::default() };
-    let context = Arc::new(ToolContext::new(Arc::new(worker), render, SceneReset::Factory));
-    let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry))).map_err(anyhow::Error::msg)?;
-    let running = server.serve(rmcp::transport::stdio()).await.context("the MCP handshake failed")?;
-    running.waiting().await.context("the MCP session ended with an error")?;
+    eprintln!(
+        "viga mcp: Blender {} ready; add-ons: {}",
+        worker.hello().blender_version,
+        registry.ids().join(", ")
+    );
+    let render = RenderSettings {
+        width,
+        height,
+        ..RenderSettings::default()
+    };
+    let context = Arc::new(ToolContext::new(
+        Arc::new(worker),
+        render,
+        SceneReset::Factory,
+    ));
+    let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry)))
+        .map_err(anyhow::Error::msg)?;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("the MCP handshake failed")?;
+    running
+        .waiting()
+        .await
+        .context("the MCP session ended with an error")?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The environment variable holding the gateway's shared token.
+const GATEWAY_TOKEN_ENV: &str = "VIGA_GATEWAY_TOKEN";
+
+pub async fn gateway(
+    listen: SocketAddr,
+    addons: Option<PathBuf>,
+    setup: Option<PathBuf>,
+) -> Result<std::process::ExitCode> {
+    let token = std::env::var(GATEWAY_TOKEN_ENV).unwrap_or_default();
+    if token.len() < 16 {
+        bail!(
+            "{GATEWAY_TOKEN_ENV} must hold a shared secret of at least 16 characters; clients send it in their hello"
+        );
+    }
+    let setup_code = match &setup {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let config = GatewayConfig {
+        token,
+        launcher: locate()?,
+        addons_folder: addons,
+        setup_code,
+    };
+    let listener = Gateway::bind(listen).await?;
+    eprintln!("viga gateway: listening on ws://{}", listener.local_addr()?);
+    Gateway::new(config).serve(listener).await;
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -253,6 +253,13 @@ impl AddonRegistry {
         self.addons.keys().map(String::as_str).collect()
     }
 
+    /// Whether `addon_id` is registered and declares the tool `tool`.
+    pub fn provides(&self, addon_id: &str, tool: &str) -> bool {
+        self.addons
+            .get(addon_id)
+            .is_some_and(|manifest| manifest.ai_integration.tools.iter().any(|t| t.name == tool))
+    }
+
     /// Add-ons by priority (highest first), then id.
     fn ordered(&self) -> Vec<&AddonManifest> {
         let mut ordered: Vec<&AddonManifest> = self.addons.values().collect();

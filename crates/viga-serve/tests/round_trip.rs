@@ -9,8 +9,8 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
 use serde_json::{Value, json};
 use viga_blender::{Worker, WorkerConfig, locate};
-use viga_mcp::VigaMcpServer;
 use viga_protocol::bridge::{RenderEngine, SceneReset};
+use viga_serve::mcp::VigaMcpServer;
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
 
@@ -20,25 +20,58 @@ fn arguments(value: Value) -> serde_json::Map<String, Value> {
 
 #[tokio::test]
 async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
-    let worker = Worker::start(WorkerConfig::new(locate().unwrap())).await.unwrap();
+    let worker = Worker::start(WorkerConfig::new(locate().unwrap()))
+        .await
+        .unwrap();
     let mut addons = AddonRegistry::new();
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons");
-    assert!(discover(&worker, Some(&folder), &mut addons).await.unwrap().is_empty());
-    let render = RenderSettings { engine: RenderEngine::Workbench, width: 64, height: 64, ..RenderSettings::default() };
-    let context = Arc::new(ToolContext::new(Arc::new(worker), render, SceneReset::Factory));
+    assert!(
+        discover(&worker, Some(&folder), &mut addons)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let render = RenderSettings {
+        engine: RenderEngine::Workbench,
+        width: 64,
+        height: 64,
+        ..RenderSettings::default()
+    };
+    let context = Arc::new(ToolContext::new(
+        Arc::new(worker),
+        render,
+        SceneReset::Factory,
+    ));
     let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(addons))).unwrap();
 
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
-    let serving = tokio::spawn(async move { server.serve(server_end).await.unwrap().waiting().await });
+    let serving =
+        tokio::spawn(async move { server.serve(server_end).await.unwrap().waiting().await });
     let client = ().serve(client_end).await.unwrap();
 
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    for expected in ["execute_code", "get_scene_info", "initialize_viewpoint", "investigate", "place_object_relative", "paint_object"] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    for expected in [
+        "execute_code",
+        "get_scene_info",
+        "initialize_viewpoint",
+        "investigate",
+        "place_object_relative",
+        "paint_object",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
-    assert!(!names.contains(&"end_process") && !names.contains(&"make_plan"), "loop-only tools are not offered");
-    let placer = tools.iter().find(|t| t.name == "place_object_relative").unwrap();
+    assert!(
+        !names.contains(&"end_process") && !names.contains(&"make_plan"),
+        "loop-only tools are not offered"
+    );
+    let placer = tools
+        .iter()
+        .find(|t| t.name == "place_object_relative")
+        .unwrap();
     assert_eq!(placer.input_schema["properties"]["side"]["enum"][0], "left");
 
     let ran = client
@@ -51,11 +84,16 @@ async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
         ContentBlock::Text(text) => text.text.clone(),
         other => panic!("expected text, got {other:?}"),
     };
-    assert!(text.contains("without errors") && text.contains("built"), "{text}");
+    assert!(
+        text.contains("without errors") && text.contains("built"),
+        "{text}"
+    );
 
     // execute_code ran on a reloaded base scene; the scene now holds its objects.
     let views = client
-        .call_tool(CallToolRequestParams::new("initialize_viewpoint").with_arguments(arguments(json!({}))))
+        .call_tool(
+            CallToolRequestParams::new("initialize_viewpoint").with_arguments(arguments(json!({}))),
+        )
         .await
         .unwrap();
     let image = views.content.iter().find_map(|c| match c {
@@ -67,20 +105,28 @@ async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
     assert!(image.data.len() > 100);
 
     let placed = client
-        .call_tool(CallToolRequestParams::new("place_object_relative").with_arguments(arguments(json!({
-            "object1_name": "Chair", "object2_name": "Table", "side": "left"
-        }))))
+        .call_tool(
+            CallToolRequestParams::new("place_object_relative").with_arguments(arguments(json!({
+                "object1_name": "Chair", "object2_name": "Table", "side": "left"
+            }))),
+        )
         .await
         .unwrap();
     assert_ne!(placed.is_error, Some(true), "{:?}", placed.content);
 
     let wrong = client
-        .call_tool(CallToolRequestParams::new("place_object_relative").with_arguments(arguments(json!({
-            "object1_name": "Chair", "object2_name": "Table", "side": "diagonal"
-        }))))
+        .call_tool(
+            CallToolRequestParams::new("place_object_relative").with_arguments(arguments(json!({
+                "object1_name": "Chair", "object2_name": "Table", "side": "diagonal"
+            }))),
+        )
         .await
         .unwrap();
-    assert_eq!(wrong.is_error, Some(true), "a bad argument is a tool error the model can fix");
+    assert_eq!(
+        wrong.is_error,
+        Some(true),
+        "a bad argument is a tool error the model can fix"
+    );
 
     client.cancel().await.unwrap();
     serving.await.unwrap().unwrap();

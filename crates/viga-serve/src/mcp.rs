@@ -1,22 +1,20 @@
-//! # viga-mcp
-//!
 //! viga's Blender over the Model Context Protocol, so desktop assistants and editors can use
 //! it directly.
 //!
-//! **Owns:** [`VigaMcpServer`], an MCP server (the official `rmcp` SDK) that offers the skill
+//! [`VigaMcpServer`] is an MCP server (the official `rmcp` SDK) that offers the skill
 //! library's scene tools — execute code, scene info, canonical views as one montage, camera
 //! moves, visibility, keyframes, assets — plus the tools of every registered Blender add-on,
 //! with renders returned inline as images.
 //!
-//! **Must not:** let `rmcp` types leak into the other crates: the tools are
-//! `viga_skills::Tool`s, and this crate only translates between them and MCP.
+//! `rmcp` types stay in this module: the tools are `viga_skills::Tool`s, and this module only
+//! translates between them and MCP.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -44,7 +42,9 @@ pub fn scene_tools() -> Result<ToolRegistry, String> {
             continue;
         }
         if let Some(tool) = verifier.get(name) {
-            tools.register(Arc::clone(tool)).map_err(|err| err.to_string())?;
+            tools
+                .register(Arc::clone(tool))
+                .map_err(|err| err.to_string())?;
         }
     }
     Ok(tools)
@@ -59,12 +59,17 @@ pub struct VigaMcpServer {
 
 impl std::fmt::Debug for VigaMcpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VigaMcpServer").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("VigaMcpServer")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
     }
 }
 
 impl VigaMcpServer {
-    pub fn new(context: Arc<ToolContext>, addons: Arc<tokio::sync::RwLock<AddonRegistry>>) -> Result<Self, String> {
+    pub fn new(
+        context: Arc<ToolContext>,
+        addons: Arc<tokio::sync::RwLock<AddonRegistry>>,
+    ) -> Result<Self, String> {
         Ok(Self {
             context,
             base: scene_tools()?,
@@ -87,7 +92,11 @@ fn to_mcp_tool(spec: viga_protocol::message::ToolSpec) -> McpTool {
         Value::Object(map) => map,
         _ => serde_json::Map::new(),
     };
-    McpTool::new(Cow::Owned(spec.name), Cow::Owned(spec.description), Arc::new(schema))
+    McpTool::new(
+        Cow::Owned(spec.name),
+        Cow::Owned(spec.description),
+        Arc::new(schema),
+    )
 }
 
 fn to_result(output: ToolOutput) -> CallToolResult {
@@ -118,7 +127,9 @@ impl ServerHandler for VigaMcpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let tools = self.current_tools().await?;
-        Ok(ListToolsResult::with_all_items(tools.specs().into_iter().map(to_mcp_tool).collect()))
+        Ok(ListToolsResult::with_all_items(
+            tools.specs().into_iter().map(to_mcp_tool).collect(),
+        ))
     }
 
     async fn call_tool(
@@ -131,7 +142,9 @@ impl ServerHandler for VigaMcpServer {
         match tools.invoke(&self.context, &request.name, arguments).await {
             Ok(output) => Ok(to_result(output).into()),
             // The client's model can correct these, so they are tool results, not failures.
-            Err(ToolError::Recoverable(message)) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
+            Err(ToolError::Recoverable(message)) => {
+                Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into())
+            }
             Err(ToolError::Fatal(message)) => Err(McpError::internal_error(message, None)),
         }
     }

@@ -1,0 +1,14 @@
+//! # viga-serve
+//!
+//! viga's servers: the ways other programs reach viga's Blender.
+//!
+//! **Owns:** [`mcp`], an MCP server (official `rmcp` SDK) offering the skill library's scene
+//! tools and every registered add-on's tools, renders inline as images; [`ws`], a WebSocket
+//! gateway for add-on commands (seed 004) with a message id on every message, replayed ids
+//! refused, one isolated Blender per user, and commands only for registered add-ons.
+//!
+//! **Must not:** hold tool logic (tools are `viga_skills::Tool`s) or let `rmcp` and
+//! `tungstenite` types leak into other crates.
+
+pub mod mcp;
+pub mod ws;
