@@ -40,3 +40,71 @@ async fn viga_mcp_serves_blender_over_stdio() {
     }
     client.cancel().await.unwrap();
 }
+
+/// viga driving another Blender MCP server (here a second `viga mcp`) through its transport.
+#[tokio::test]
+async fn the_mcp_client_transport_runs_code_and_refuses_what_it_cannot_do() {
+    use viga_blender::{BlenderCommands as _, TransportError};
+    use viga_protocol::bridge::{FaultKind, RenderEngine, RenderRequest, SceneReset};
+    use viga_serve::mcp_client::{McpToolNames, McpTransport};
+
+    let spawn = || {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_viga"));
+        command.args(["mcp", "--resolution", "32"]);
+        TokioChildProcess::new(command).unwrap()
+    };
+    let err = McpTransport::connect(spawn(), McpToolNames::blender_mcp())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Handshake(m) if m.contains("no \"execute_blender_code\" tool") && m.contains("execute_code")),
+        "{err}"
+    );
+
+    let transport = McpTransport::connect(spawn(), McpToolNames::viga())
+        .await
+        .unwrap();
+    let ran = transport
+        .execute("import bpy\nprint(len(bpy.data.objects))", None, None)
+        .await
+        .unwrap();
+    assert!(
+        ran.succeeded() && ran.stdout.contains("without errors"),
+        "{ran:?}"
+    );
+    let reset = transport
+        .execute("x = 1", Some(SceneReset::Factory), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            reset,
+            TransportError::Refused {
+                kind: FaultKind::BadRequest,
+                ..
+            }
+        ),
+        "{reset}"
+    );
+    let request = RenderRequest {
+        camera: None,
+        pose: None,
+        engine: RenderEngine::Workbench,
+        width: 8,
+        height: 8,
+        samples: None,
+        output_path: None,
+    };
+    let render = transport.render(request, None).await.unwrap_err();
+    assert!(
+        matches!(
+            render,
+            TransportError::Refused {
+                kind: FaultKind::UnknownCommand,
+                ..
+            }
+        ),
+        "{render}"
+    );
+    transport.ping().await.unwrap();
+}

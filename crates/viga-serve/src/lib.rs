@@ -5,10 +5,12 @@
 //! **Owns:** [`mcp`], an MCP server (official `rmcp` SDK) offering the skill library's scene
 //! tools and every registered add-on's tools, renders inline as images; [`ws`], a WebSocket
 //! gateway for add-on commands (seed 004) with a message id on every message, replayed ids
-//! refused, one isolated Blender per user, and commands only for registered add-ons.
+//! refused, one isolated Blender per user, and commands only for registered add-ons;
+//! [`mcp_client`], a Blender transport that drives an existing Blender MCP server.
 //!
 //! **Must not:** hold tool logic (tools are `viga_skills::Tool`s) or let `rmcp` and
 //! `tungstenite` types leak into other crates.
 
 pub mod mcp;
+pub mod mcp_client;
 pub mod ws;

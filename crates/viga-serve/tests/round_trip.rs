@@ -42,7 +42,8 @@ async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
         render,
         SceneReset::Factory,
     ));
-    let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(addons))).unwrap();
+    let addons = Arc::new(tokio::sync::RwLock::new(addons));
+    let server = VigaMcpServer::new(context, Arc::clone(&addons)).unwrap();
 
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let serving =
@@ -126,6 +127,25 @@ async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
         wrong.is_error,
         Some(true),
         "a bad argument is a tool error the model can fix"
+    );
+
+    // Add-ons come and go during a session: the next listing follows.
+    assert!(addons.write().await.unregister("object_placer"));
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name == "place_object_relative"));
+    assert!(tools.iter().any(|t| t.name == "paint_object"));
+    let gone = client
+        .call_tool(
+            CallToolRequestParams::new("place_object_relative").with_arguments(arguments(json!({
+                "object1_name": "Chair", "object2_name": "Table", "side": "left"
+            }))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        gone.is_error,
+        Some(true),
+        "an unregistered add-on's tool is gone"
     );
 
     client.cancel().await.unwrap();
