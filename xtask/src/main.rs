@@ -7,6 +7,7 @@
 //!   Blender and render it.
 
 mod demo;
+mod eval;
 mod setup;
 
 use std::process::Command;
@@ -32,12 +33,16 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         cargo_args: Vec<String>,
     },
+    /// BlenderGym evaluation: `eval blendergym`, `make-mini`, `report`, `merge`, `bench`.
+    #[command(subcommand)]
+    Eval(eval::EvalTask),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Setup => setup::run().map(|_| ()),
         Task::Demo => demo::run(setup::run()?),
+        Task::Eval(task) => eval::run(task, setup::run),
         Task::Test { cargo_args } => {
             setup::run()?;
             cargo(&["test", "--workspace"], &cargo_args)

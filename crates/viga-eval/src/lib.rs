@@ -1,0 +1,81 @@
+//! # viga-eval
+//!
+//! BlenderGym evaluation of viga and of baselines, on real Blender.
+//!
+//! **Owns:** reading the BlenderGym layout ([`layout`]); deterministic shards ([`shard`]);
+//! the metrics: PL exactly as BlenderGym defines it (from `viga_skills::metrics`), Chamfer
+//! distance ([`chamfer`], our documented definition, since the public evaluator has none);
+//! the baselines `noop` and `oracle` and the [`Proposer`] trait other systems plug into; the
+//! runner on a pool of warm workers with resume ([`runner`]); per-instance `scores.json` and
+//! per-task / overall reports beside the published leaderboard ([`report`]).
+//!
+//! **Must not:** invent metrics or fill in a metric it cannot compute (N-CLIP without CLIP
+//! weights is reported as unavailable, never estimated); show the goal program to a system
+//! under test (only `oracle` sees it, and it is labelled as such); score against the shipped
+//! goal PNGs (the goal is re-rendered by the same Blender that renders the proposals); print
+//! to a terminal (progress goes out as [`runner::EvalEvent`]s).
+
+pub mod chamfer;
+pub mod layout;
+pub mod report;
+pub mod runner;
+pub mod scene;
+pub mod scores;
+pub mod shard;
+
+use std::path::{Path, PathBuf};
+
+pub use layout::{Instance, Selection, Task, discover};
+pub use runner::{Baseline, EvalConfig, EvalEvent, Proposal, Proposer, run};
+pub use scores::{InstanceScores, RenderSpec};
+pub use shard::Shard;
+/// Re-exported so front ends can build a [`RenderSpec`] without depending on the protocol.
+pub use viga_protocol::bridge::RenderEngine;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("cannot read the data folder {}: {message}; pass the BlenderGym bench_data folder (--data)", path.display())]
+    DataDir { path: PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("no BlenderGym instances (folders named <task><i>, e.g. placement1) in {} match the selection", data.display())]
+    NoInstances { data: PathBuf },
+    #[error("instance {name} is not in {} (or not in the selected tasks)", data.display())]
+    NoSuchInstance { name: String, data: PathBuf },
+    #[error("instance {instance} is missing {file} (looked in {}); the layout needs blender_file.blend, start.py, goal.py and renders/goal/render1.png", dir.display())]
+    MissingFile {
+        instance: String,
+        file: String,
+        dir: PathBuf,
+    },
+    #[error("unknown task {0:?}; use blendshape, placement, geometry, lighting or material")]
+    UnknownTask(String),
+    #[error("bad shard {spec:?}: {why}")]
+    BadShard { spec: String, why: String },
+    #[error("{}: {message}", path.display())]
+    BadResults { path: PathBuf, message: String },
+    #[error("instance {instance}: {message}")]
+    Harness { instance: String, message: String },
+    #[error("Blender: {0}")]
+    Blender(#[from] viga_blender::TransportError),
+}
+
+impl EvalError {
+    pub(crate) fn io(path: &Path, err: impl std::fmt::Display) -> Self {
+        EvalError::Io {
+            path: path.to_path_buf(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// Writes a file whole: to a temporary sibling, then renamed into place, so a killed run never
+/// leaves a half-written `scores.json` that resume would trust.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|err| EvalError::io(parent, err))?;
+    }
+    let temporary = path.with_extension("partial");
+    std::fs::write(&temporary, bytes).map_err(|err| EvalError::io(&temporary, err))?;
+    std::fs::rename(&temporary, path).map_err(|err| EvalError::io(path, err))
+}

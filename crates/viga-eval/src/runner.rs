@@ -1,0 +1,456 @@
+//! The runner: every selected instance of one shard, on a pool of warm Blender workers, each
+//! instance on one borrowed worker from goal to scores. Instances that already have a
+//! `scores.json` are skipped, so a killed evaluation resumes where it stopped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use viga_blender::{BlenderTransport, PooledWorker, TransportError, WorkerPool};
+use viga_protocol::bridge::BridgeCommand;
+
+use crate::chamfer::{self, DEFAULT_POINTS};
+use crate::layout::{self, Instance, Selection};
+use crate::scene::{self, Surface};
+use crate::scores::{
+    EvalSettings, InstanceScores, N_CLIP_UNAVAILABLE, RenderSpec, SCORES_FILE, SETTINGS_FILE,
+    ViewScore, read_json, write_json,
+};
+use crate::shard::Shard;
+use crate::{EvalError, write_atomic};
+
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    /// The `bench_data` folder.
+    pub data: PathBuf,
+    pub out: PathBuf,
+    pub selection: Selection,
+    pub shard: Shard,
+    pub render: RenderSpec,
+    /// Points sampled per surface for Chamfer distance.
+    pub chamfer_points: usize,
+    /// Limit for one program run or one render.
+    pub timeout: Duration,
+}
+
+impl EvalConfig {
+    pub fn new(data: impl Into<PathBuf>, out: impl Into<PathBuf>, render: RenderSpec) -> Self {
+        Self {
+            data: data.into(),
+            out: out.into(),
+            selection: Selection::default(),
+            shard: Shard::ALL,
+            render,
+            chamfer_points: DEFAULT_POINTS,
+            timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// What a system under test proposes for one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The program to score; `None` when the system produced none (not executable).
+    pub code: Option<String>,
+    /// Recorded in `scores.json` (what the system did, how much it spent).
+    pub note: Option<String>,
+}
+
+/// A system under test. It sees the instance's base scene, its start program and the goal
+/// renders, and a Blender it may use freely; it must not read `goal.py` (only the `oracle`
+/// baseline does, by definition).
+#[async_trait]
+pub trait Proposer: Send + Sync {
+    /// The name recorded with every result, e.g. `noop` or `agent openai/gpt-4o`.
+    fn system(&self) -> String;
+
+    async fn propose(
+        &self,
+        instance: &Instance,
+        goal_renders: &[PathBuf],
+        blender: Arc<dyn BlenderTransport>,
+        work_dir: &Path,
+    ) -> Result<Proposal, EvalError>;
+}
+
+/// The baselines that need no model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// The start program unchanged: the score of doing nothing.
+    Noop,
+    /// The goal program: must score PL = 0, which proves the harness renders and compares
+    /// goal and proposal identically.
+    Oracle,
+}
+
+#[async_trait]
+impl Proposer for Baseline {
+    fn system(&self) -> String {
+        match self {
+            Baseline::Noop => "noop".to_owned(),
+            Baseline::Oracle => "oracle".to_owned(),
+        }
+    }
+
+    async fn propose(
+        &self,
+        instance: &Instance,
+        _goal_renders: &[PathBuf],
+        _blender: Arc<dyn BlenderTransport>,
+        _work_dir: &Path,
+    ) -> Result<Proposal, EvalError> {
+        let path = match self {
+            Baseline::Noop => &instance.start_py,
+            Baseline::Oracle => &instance.goal_py,
+        };
+        let code = std::fs::read_to_string(path).map_err(|err| EvalError::io(path, err))?;
+        Ok(Proposal {
+            code: Some(code),
+            note: None,
+        })
+    }
+}
+
+/// Progress, for a front end to show.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvalEvent {
+    /// `total` instances in this shard, `skipped` of them already scored.
+    Started {
+        total: usize,
+        skipped: usize,
+    },
+    Scored(Box<InstanceScores>),
+    /// A harness failure (the goal does not run, Blender unavailable): nothing was written,
+    /// so the next run retries the instance.
+    Failed {
+        instance: String,
+        error: String,
+    },
+}
+
+/// How one run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub total: usize,
+    pub skipped: usize,
+    pub scored: usize,
+    /// Instance name and error of every harness failure.
+    pub failed: Vec<(String, String)>,
+}
+
+/// A pooled worker as an owned transport, so a proposer can hold it as an
+/// `Arc<dyn BlenderTransport>`; it returns to the pool when the last clone is dropped.
+struct Lent(PooledWorker);
+
+#[async_trait]
+impl BlenderTransport for Lent {
+    async fn call(
+        &self,
+        command: BridgeCommand,
+        timeout: Option<Duration>,
+    ) -> Result<Value, TransportError> {
+        self.0.call(command, timeout).await
+    }
+
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    fn shared_folder(&self) -> Option<&Path> {
+        self.0.shared_folder()
+    }
+}
+
+/// The settings recorded in `<out>/eval.json`; an existing file must agree, so results made
+/// with other settings are never mixed with these.
+fn check_settings(out: &Path, settings: &EvalSettings) -> Result<(), EvalError> {
+    let path = out.join(SETTINGS_FILE);
+    if path.is_file() {
+        let existing: EvalSettings = read_json(&path)?;
+        let differences = existing.differences(settings);
+        if !differences.is_empty() {
+            return Err(EvalError::BadResults {
+                path,
+                message: format!(
+                    "this output folder holds results made with other settings ({}); use another --out or the same settings",
+                    differences.join("; ")
+                ),
+            });
+        }
+        return Ok(());
+    }
+    write_json(&path, settings)
+}
+
+/// Evaluates the selected instances of `config.shard` with `proposer`, writing
+/// `<out>/<instance>/scores.json` for each. Progress goes to `events` when given.
+pub async fn run(
+    config: &EvalConfig,
+    pool: Arc<WorkerPool>,
+    proposer: Arc<dyn Proposer>,
+    events: Option<UnboundedSender<EvalEvent>>,
+) -> Result<RunSummary, EvalError> {
+    if config.chamfer_points == 0 {
+        return Err(EvalError::Harness {
+            instance: "(all)".to_owned(),
+            message: "Chamfer distance needs at least one point per surface".to_owned(),
+        });
+    }
+    let instances = config
+        .shard
+        .select(layout::discover(&config.data, &config.selection)?);
+    let blender_version = pool.acquire().await?.hello().blender_version.clone();
+    let settings = EvalSettings {
+        system: proposer.system(),
+        render: config.render,
+        chamfer_points: config.chamfer_points,
+        blender_version,
+    };
+    std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
+    check_settings(&config.out, &settings)?;
+
+    let mut pending = Vec::new();
+    for instance in instances.iter() {
+        let path = config.out.join(&instance.name).join(SCORES_FILE);
+        if path.is_file() {
+            // Parsed, not just seen: a damaged file is reported rather than trusted.
+            let scores: InstanceScores = read_json(&path)?;
+            if scores.settings != settings {
+                return Err(EvalError::BadResults {
+                    path,
+                    message: "made with other settings than eval.json; delete it to recompute"
+                        .to_owned(),
+                });
+            }
+        } else {
+            pending.push(instance.clone());
+        }
+    }
+    let send = |event: EvalEvent| {
+        if let Some(events) = &events {
+            let _ = events.send(event);
+        }
+    };
+    let skipped = instances.len() - pending.len();
+    send(EvalEvent::Started {
+        total: instances.len(),
+        skipped,
+    });
+
+    let settings = Arc::new(settings);
+    let mut jobs = tokio::task::JoinSet::new();
+    for instance in pending {
+        let pool = pool.clone();
+        let proposer = proposer.clone();
+        let settings = settings.clone();
+        let config = config.clone();
+        jobs.spawn(async move {
+            let name = instance.name.clone();
+            let result = async {
+                let worker: Arc<dyn BlenderTransport> = Arc::new(Lent(pool.acquire().await?));
+                evaluate(&config, &instance, &settings, worker, proposer.as_ref()).await
+            }
+            .await;
+            (name, result)
+        });
+    }
+    let mut summary = RunSummary {
+        total: instances.len(),
+        skipped,
+        scored: 0,
+        failed: Vec::new(),
+    };
+    while let Some(joined) = jobs.join_next().await {
+        let (name, result) = joined.map_err(|err| EvalError::Harness {
+            instance: "(unknown)".to_owned(),
+            message: format!("an evaluation task panicked: {err}"),
+        })?;
+        match result {
+            Ok(scores) => {
+                summary.scored += 1;
+                send(EvalEvent::Scored(Box::new(scores)));
+            }
+            Err(err) => {
+                let error = err.to_string();
+                summary.failed.push((name.clone(), error.clone()));
+                send(EvalEvent::Failed {
+                    instance: name,
+                    error,
+                });
+            }
+        }
+    }
+    summary.failed.sort();
+    Ok(summary)
+}
+
+fn harness(instance: &Instance, message: impl Into<String>) -> EvalError {
+    EvalError::Harness {
+        instance: instance.name.clone(),
+        message: message.into(),
+    }
+}
+
+fn write_pngs(dir: &Path, pngs: &[Vec<u8>]) -> Result<Vec<PathBuf>, EvalError> {
+    pngs.iter()
+        .enumerate()
+        .map(|(k, png)| {
+            let path = dir.join(format!("render{}.png", k + 1));
+            write_atomic(&path, png).map(|()| path)
+        })
+        .collect()
+}
+
+/// The goal's renders and surface, from `goal.py` run now by this Blender.
+struct Goal {
+    renders: Vec<Vec<u8>>,
+    paths: Vec<PathBuf>,
+    surface: Option<Surface>,
+}
+
+async fn render_goal(
+    config: &EvalConfig,
+    instance: &Instance,
+    blender: &dyn BlenderTransport,
+    dir: &Path,
+) -> Result<Goal, EvalError> {
+    let code = std::fs::read_to_string(&instance.goal_py)
+        .map_err(|err| EvalError::io(&instance.goal_py, err))?;
+    let ran = scene::run_program(blender, instance, &code, config.timeout).await?;
+    if let Some(error) = ran.error {
+        return Err(harness(
+            instance,
+            format!("goal.py fails in this Blender ({error}); the instance cannot be scored"),
+        ));
+    }
+    let renders = scene::render_views(blender, instance, config.render, config.timeout)
+        .await
+        .map_err(|err| harness(instance, format!("the goal cannot be rendered: {err}")))?;
+    let paths = write_pngs(&dir.join("goal"), &renders)?;
+    let surface = if instance.task.has_chamfer() {
+        Some(
+            scene::surface(blender, config.timeout)
+                .await
+                .map_err(|err| harness(instance, format!("goal surface: {err}")))?,
+        )
+    } else {
+        None
+    };
+    Ok(Goal {
+        renders,
+        paths,
+        surface,
+    })
+}
+
+/// One instance: goal, proposal, scores. Only harness failures are errors; a proposal that
+/// does not run or render is a result (`executable: false`).
+async fn evaluate(
+    config: &EvalConfig,
+    instance: &Instance,
+    settings: &EvalSettings,
+    blender: Arc<dyn BlenderTransport>,
+    proposer: &dyn Proposer,
+) -> Result<InstanceScores, EvalError> {
+    let started = Instant::now();
+    let dir = config.out.join(&instance.name);
+    let goal = render_goal(config, instance, blender.as_ref(), &dir).await?;
+    let proposal = proposer
+        .propose(instance, &goal.paths, blender.clone(), &dir)
+        .await?;
+    let mut scores = InstanceScores {
+        instance: instance.name.clone(),
+        task: instance.task,
+        settings: settings.clone(),
+        executable: false,
+        error: None,
+        views: Vec::new(),
+        pl: None,
+        n_clip: None,
+        n_clip_note: N_CLIP_UNAVAILABLE.to_owned(),
+        cd: None,
+        cd_note: None,
+        proposal_note: proposal.note,
+        seconds: 0.0,
+    };
+    match &proposal.code {
+        None => scores.error = Some("the system proposed no program".to_owned()),
+        Some(code) => {
+            write_atomic(&dir.join("proposal.py"), code.as_bytes())?;
+            score_proposal(
+                config,
+                instance,
+                blender.as_ref(),
+                code,
+                &goal,
+                &dir,
+                &mut scores,
+            )
+            .await?;
+        }
+    }
+    scores.seconds = started.elapsed().as_secs_f64();
+    write_json(&dir.join(SCORES_FILE), &scores)?;
+    Ok(scores)
+}
+
+async fn score_proposal(
+    config: &EvalConfig,
+    instance: &Instance,
+    blender: &dyn BlenderTransport,
+    code: &str,
+    goal: &Goal,
+    dir: &Path,
+    scores: &mut InstanceScores,
+) -> Result<(), EvalError> {
+    // A program that hangs or crashes Blender is the proposal's failure, as is one that
+    // raises; the worker has been restarted by its supervisor either way.
+    let ran = match scene::run_program(blender, instance, code, config.timeout).await {
+        Ok(ran) => ran,
+        Err(err @ TransportError::Lost { .. }) => {
+            scores.error = Some(format!("the program lost the Blender worker: {err}"));
+            return Ok(());
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if let Some(error) = ran.error {
+        scores.error = Some(format!("the program raised {error}"));
+        return Ok(());
+    }
+    let renders = match scene::render_views(blender, instance, config.render, config.timeout).await
+    {
+        Ok(renders) => renders,
+        // E.g. the program deleted a camera: the public evaluator's "no PNG written".
+        Err(err @ (TransportError::Refused { .. } | TransportError::Lost { .. })) => {
+            scores.error = Some(format!("a view could not be rendered: {err}"));
+            return Ok(());
+        }
+        Err(err) => return Err(err.into()),
+    };
+    write_pngs(&dir.join("proposal"), &renders)?;
+    for ((camera, proposal), target) in instance.cameras().zip(&renders).zip(&goal.renders) {
+        let pl = viga_skills::metrics::photometric_loss(proposal, target)
+            .map_err(|err| harness(instance, format!("PL of {camera}: {err}")))?;
+        scores.views.push(ViewScore { camera, pl });
+    }
+    scores.pl =
+        Some(scores.views.iter().map(|view| view.pl).sum::<f64>() / scores.views.len() as f64);
+    scores.executable = true;
+    if let Some(goal_surface) = &goal.surface {
+        match scene::surface(blender, config.timeout).await {
+            Ok(surface) => match chamfer::chamfer_distance(
+                &surface.triangles,
+                &goal_surface.triangles,
+                config.chamfer_points,
+            ) {
+                Ok(cd) => scores.cd = Some(cd),
+                Err(err) => scores.cd_note = Some(err.to_string()),
+            },
+            Err(err) => scores.cd_note = Some(format!("surface unavailable: {err}")),
+        }
+    }
+    Ok(())
+}

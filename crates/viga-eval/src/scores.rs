@@ -1,0 +1,146 @@
+//! What one evaluated instance records (`<out>/<instance>/scores.json`) and the settings of a
+//! whole evaluation (`<out>/eval.json`), which resume and merge check before trusting results.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use viga_protocol::bridge::RenderEngine;
+
+use crate::EvalError;
+use crate::layout::Task;
+
+pub const SCORES_FILE: &str = "scores.json";
+pub const SETTINGS_FILE: &str = "eval.json";
+
+/// How every view is rendered, goal and proposal alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenderSpec {
+    pub engine: RenderEngine,
+    pub width: u32,
+    pub height: u32,
+    /// Cycles / EEVEE samples; Workbench ignores it.
+    #[serde(default)]
+    pub samples: Option<u32>,
+}
+
+impl RenderSpec {
+    /// The benchmark's own settings: Cycles, 512x512, 512 samples (tens of minutes per view
+    /// on a 2-core CPU).
+    pub const BLENDERGYM: RenderSpec = RenderSpec {
+        engine: RenderEngine::Cycles,
+        width: 512,
+        height: 512,
+        samples: Some(512),
+    };
+
+    pub fn describe(&self) -> String {
+        let engine = match self.engine {
+            RenderEngine::Workbench => "Workbench",
+            RenderEngine::Cycles => "Cycles",
+            RenderEngine::Eevee => "EEVEE",
+        };
+        match self.samples {
+            Some(samples) if self.engine != RenderEngine::Workbench => {
+                format!("{engine} {}x{} {samples} spp", self.width, self.height)
+            }
+            _ => format!("{engine} {}x{}", self.width, self.height),
+        }
+    }
+}
+
+/// The settings that make results comparable. Every instance of an output folder (and every
+/// shard merged into it) must share them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalSettings {
+    /// Which system proposed the programs: `noop`, `oracle`, `search`, `agent <provider>/<model>`.
+    pub system: String,
+    pub render: RenderSpec,
+    pub chamfer_points: usize,
+    pub blender_version: String,
+}
+
+impl EvalSettings {
+    /// Differences from `other`, in words.
+    pub fn differences(&self, other: &EvalSettings) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.system != other.system {
+            out.push(format!("system {:?} vs {:?}", self.system, other.system));
+        }
+        if self.render != other.render {
+            out.push(format!(
+                "render {} vs {}",
+                self.render.describe(),
+                other.render.describe()
+            ));
+        }
+        if self.chamfer_points != other.chamfer_points {
+            out.push(format!(
+                "Chamfer points {} vs {}",
+                self.chamfer_points, other.chamfer_points
+            ));
+        }
+        if self.blender_version != other.blender_version {
+            out.push(format!(
+                "Blender {} vs {}",
+                self.blender_version, other.blender_version
+            ));
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViewScore {
+    pub camera: String,
+    pub pl: f64,
+}
+
+/// The scores of one instance. Lower is better everywhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceScores {
+    pub instance: String,
+    pub task: Task,
+    pub settings: EvalSettings,
+    /// The proposal ran and every view rendered (the public "executable" rule).
+    pub executable: bool,
+    /// Why not, when not executable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// PL per camera, `Camera1..CameraN`.
+    pub views: Vec<ViewScore>,
+    /// Mean PL over the views; absent when not executable.
+    pub pl: Option<f64>,
+    /// Always absent until a CLIP backend with local weights is configured; `n_clip_note`
+    /// says why.
+    pub n_clip: Option<f64>,
+    pub n_clip_note: String,
+    /// Chamfer distance for blendshape, placement and geometry.
+    pub cd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cd_note: Option<String>,
+    /// What the system said about its proposal (e.g. the search's render budget used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal_note: Option<String>,
+    /// Wall time for the instance: goal, proposal and scoring.
+    pub seconds: f64,
+}
+
+/// Why N-CLIP is missing: no CLIP weights can be fetched here, and the metric is never guessed.
+pub const N_CLIP_UNAVAILABLE: &str = "unavailable: no CLIP ViT-B/32 weights are configured";
+
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|err| EvalError::io(path, err))?;
+    serde_json::from_str(&text).map_err(|err| EvalError::BadResults {
+        path: path.to_path_buf(),
+        message: format!("{err}; delete the file to recompute it"),
+    })
+}
+
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
+    let text = serde_json::to_string_pretty(value).map_err(|err| EvalError::io(path, err))?;
+    crate::write_atomic(path, format!("{text}\n").as_bytes())
+}

@@ -1,0 +1,2 @@
+mod layout;
+mod mini;

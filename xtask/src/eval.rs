@@ -1,0 +1,312 @@
+//! `cargo xtask eval`: BlenderGym evaluation (the logic lives in `viga-eval`; this parses
+//! flags, starts the worker pool and shows progress).
+//!
+//! - `blendergym`: score a baseline on a BlenderGym-layout folder, one shard of it.
+//! - `make-mini`: regenerate `fixtures/blendergym-mini/` from its bpy script.
+//! - `report`: rewrite an output folder's summary and tables.
+//! - `merge`: combine shard outputs into one folder.
+//! - `bench`: instances per hour with 1 and 2 workers on the mini-suite.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use viga_blender::oneshot::run_script;
+use viga_blender::{BlenderLauncher, WorkerConfig, WorkerPool};
+use viga_eval::report::{self, Summary};
+use viga_eval::runner::RunSummary;
+use viga_eval::{Baseline, EvalConfig, EvalEvent, RenderEngine, RenderSpec, Selection, Shard};
+
+const MINI_SCRIPT: &str = include_str!("../../fixtures/blendergym-mini/make_mini.py");
+
+#[derive(Debug, Subcommand)]
+pub enum EvalTask {
+    /// Score a system on a BlenderGym-layout folder (bench_data or the mini-suite).
+    Blendergym(BlendergymArgs),
+    /// Regenerate fixtures/blendergym-mini/ (base scenes, programs, low-resolution renders).
+    MakeMini {
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Side of the shipped renders, in pixels.
+        #[arg(long, default_value_t = 64)]
+        size: u32,
+        #[arg(long, default_value_t = 16)]
+        samples: u32,
+    },
+    /// Rewrite summary.json, report.md and report.html of an output folder.
+    Report { out: PathBuf },
+    /// Combine the output folders of several shards into one, then write its reports.
+    Merge {
+        #[arg(long)]
+        into: PathBuf,
+        shards: Vec<PathBuf>,
+    },
+    /// Instances per hour with 1 and 2 workers (oracle baseline on the mini-suite).
+    Bench {
+        #[command(flatten)]
+        render: RenderArgs,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BaselineArg {
+    Noop,
+    Oracle,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RenderArgs {
+    /// workbench, cycles or eevee (the benchmark: cycles).
+    #[arg(long, default_value = "cycles")]
+    engine: String,
+    /// Square render side in pixels (the benchmark: 512).
+    #[arg(long, default_value_t = 512)]
+    resolution: u32,
+    /// Cycles / EEVEE samples (the benchmark: 512).
+    #[arg(long, default_value_t = 512)]
+    samples: u32,
+}
+
+impl RenderArgs {
+    fn spec(&self) -> Result<RenderSpec> {
+        let engine = match self.engine.to_ascii_lowercase().as_str() {
+            "workbench" => RenderEngine::Workbench,
+            "cycles" => RenderEngine::Cycles,
+            "eevee" => RenderEngine::Eevee,
+            other => bail!("unknown engine {other:?}; use workbench, cycles or eevee"),
+        };
+        if !(1..=8192).contains(&self.resolution) {
+            bail!("--resolution must be between 1 and 8192");
+        }
+        Ok(RenderSpec {
+            engine,
+            width: self.resolution,
+            height: self.resolution,
+            samples: Some(self.samples),
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BlendergymArgs {
+    /// The folder of <task><i>/ instances (BlenderGym's bench_data, or fixtures/blendergym-mini).
+    #[arg(long)]
+    data: PathBuf,
+    /// Where results go; rerunning with the same folder resumes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Comma-separated tasks (blendshape, placement, geometry, lighting, material).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Option<Vec<String>>,
+    /// Comma-separated instance folder names, e.g. placement1,lighting3.
+    #[arg(long, value_delimiter = ',')]
+    instances: Option<Vec<String>>,
+    #[arg(long, value_enum)]
+    baseline: BaselineArg,
+    /// Warm Blender workers working in parallel.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// i/n: this process's shard (0 <= i < n), e.g. $SLURM_ARRAY_TASK_ID/$N.
+    #[arg(long, default_value = "0/1")]
+    shard: String,
+    #[arg(long, default_value_t = viga_eval::chamfer::DEFAULT_POINTS)]
+    chamfer_points: usize,
+    #[command(flatten)]
+    render: RenderArgs,
+}
+
+pub fn run(task: EvalTask, launcher: impl FnOnce() -> Result<BlenderLauncher>) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    match task {
+        EvalTask::Blendergym(args) => runtime.block_on(blendergym(args, launcher()?)),
+        EvalTask::MakeMini { out, size, samples } => {
+            let out = out.unwrap_or_else(|| crate::setup::workspace_root().join(MINI_DIR));
+            runtime.block_on(make_mini(&launcher()?, &out, size, samples))
+        }
+        EvalTask::Report { out } => {
+            print_summary(&report::write_reports(&out)?, &out);
+            Ok(())
+        }
+        EvalTask::Merge { into, shards } => {
+            print_summary(&report::merge(&shards, &into)?, &into);
+            Ok(())
+        }
+        EvalTask::Bench { render } => runtime.block_on(bench(launcher()?, render.spec()?)),
+    }
+}
+
+const MINI_DIR: &str = "fixtures/blendergym-mini";
+
+async fn make_mini(launcher: &BlenderLauncher, out: &Path, size: u32, samples: u32) -> Result<()> {
+    let result = run_script(
+        launcher,
+        MINI_SCRIPT,
+        &[
+            out.into(),
+            size.to_string().into(),
+            samples.to_string().into(),
+        ],
+        Duration::from_secs(600),
+    )
+    .await?;
+    println!("mini-suite written to {}: {result}", out.display());
+    Ok(())
+}
+
+fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
+    let mut config = EvalConfig::new(&args.data, &args.out, args.render.spec()?);
+    config.shard = args.shard.parse::<Shard>()?;
+    config.chamfer_points = args.chamfer_points;
+    config.selection = Selection {
+        tasks: args
+            .tasks
+            .as_ref()
+            .map(|tasks| {
+                tasks
+                    .iter()
+                    .map(|t| t.parse())
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?,
+        instances: args.instances.clone(),
+    };
+    Ok(config)
+}
+
+async fn blendergym(args: BlendergymArgs, launcher: BlenderLauncher) -> Result<()> {
+    // Checked before Blender starts, so bad flags fail at once.
+    let config = config_from(&args)?;
+    viga_eval::discover(&config.data, &config.selection)?;
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    let baseline = match args.baseline {
+        BaselineArg::Noop => Baseline::Noop,
+        BaselineArg::Oracle => Baseline::Oracle,
+    };
+    println!(
+        "eval: {} on {} (shard {}), {}, {} worker(s)",
+        match baseline {
+            Baseline::Noop => "noop",
+            Baseline::Oracle => "oracle",
+        },
+        config.data.display(),
+        config.shard,
+        config.render.describe(),
+        args.workers
+    );
+    let pool = Arc::new(WorkerPool::start(args.workers, WorkerConfig::new(launcher)).await?);
+    let summary = run_with_progress(&config, pool, baseline).await?;
+    for (instance, error) in &summary.failed {
+        eprintln!("FAILED {instance}: {error}");
+    }
+    print_summary(&report::write_reports(&config.out)?, &config.out);
+    if !summary.failed.is_empty() {
+        bail!(
+            "{} instance(s) could not be scored (listed above); rerun to retry them",
+            summary.failed.len()
+        );
+    }
+    Ok(())
+}
+
+/// Runs the evaluation with a progress bar: instances done, ETA, running mean PL.
+async fn run_with_progress(
+    config: &EvalConfig,
+    pool: Arc<WorkerPool>,
+    baseline: Baseline,
+) -> Result<RunSummary> {
+    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} instances, ETA {eta} {msg}")
+            .context("bad progress template")?,
+    );
+    let shown = bar.clone();
+    let printer = tokio::spawn(async move {
+        let (mut sum, mut count) = (0.0, 0usize);
+        while let Some(event) = receiver.recv().await {
+            match event {
+                EvalEvent::Started { total, skipped } => {
+                    shown.set_length((total - skipped) as u64);
+                    if skipped > 0 {
+                        shown.println(format!("resuming: {skipped} of {total} already scored"));
+                    }
+                }
+                EvalEvent::Scored(scores) => {
+                    if let Some(pl) = scores.pl {
+                        sum += pl;
+                        count += 1;
+                    }
+                    shown.println(format!(
+                        "{:<14} PL {:<10} CD {}",
+                        scores.instance,
+                        scores
+                            .pl
+                            .map_or("not executable".to_owned(), |pl| format!("{pl:.6}")),
+                        scores.cd.map_or("-".to_owned(), |cd| format!("{cd:.4}")),
+                    ));
+                    if count > 0 {
+                        shown.set_message(format!("mean PL {:.6}", sum / count as f64));
+                    }
+                    shown.inc(1);
+                }
+                EvalEvent::Failed { instance, error } => {
+                    shown.println(format!("{instance}: FAILED {error}"));
+                    shown.inc(1);
+                }
+            }
+        }
+    });
+    let summary = viga_eval::run(config, pool, Arc::new(baseline), Some(events)).await;
+    let _ = printer.await;
+    bar.finish_and_clear();
+    Ok(summary?)
+}
+
+fn print_summary(summary: &Summary, out: &Path) {
+    println!("\n{}", report::markdown(summary));
+    println!("results: {}", out.join(report::MARKDOWN_FILE).display());
+}
+
+/// Instances per hour with 1 and 2 workers: the oracle baseline on the whole mini-suite,
+/// into fresh folders, so every instance is really evaluated.
+async fn bench(launcher: BlenderLauncher, render: RenderSpec) -> Result<()> {
+    let data = crate::setup::workspace_root().join(MINI_DIR);
+    let scratch = tempfile::tempdir().context("could not create a scratch folder")?;
+    let mut rows = Vec::new();
+    for workers in [1usize, 2] {
+        let pool = Arc::new(WorkerPool::start(workers, WorkerConfig::new(launcher.clone())).await?);
+        let mut config = EvalConfig::new(&data, scratch.path().join(format!("w{workers}")), render);
+        config.chamfer_points = viga_eval::chamfer::DEFAULT_POINTS;
+        let started = Instant::now();
+        let summary = viga_eval::run(&config, pool, Arc::new(Baseline::Oracle), None).await?;
+        let seconds = started.elapsed().as_secs_f64();
+        if !summary.failed.is_empty() {
+            bail!(
+                "{} instance(s) failed during the benchmark",
+                summary.failed.len()
+            );
+        }
+        rows.push((workers, summary.scored, seconds));
+    }
+    println!("\n{} on {}:", render.describe(), data.display());
+    println!("| workers | instances | seconds | instances/hour | speed-up |");
+    println!("|---|---|---|---|---|");
+    let base = rows.first().map_or(1.0, |(_, n, s)| *n as f64 / s);
+    for (workers, scored, seconds) in rows {
+        let rate = scored as f64 / seconds;
+        println!(
+            "| {workers} | {scored} | {seconds:.1} | {:.0} | {:.2}x |",
+            rate * 3600.0,
+            rate / base
+        );
+    }
+    Ok(())
+}
