@@ -1,7 +1,7 @@
 //! `cargo xtask eval`: BlenderGym evaluation (the logic lives in `viga-eval`; this parses
 //! flags, starts the worker pool and shows progress).
 //!
-//! - `blendergym`: score a baseline on a BlenderGym-layout folder, one shard of it.
+//! - `blendergym`: score a baseline or the agent on a BlenderGym-layout folder, one shard of it.
 //! - `make-mini`: regenerate `fixtures/blendergym-mini/` from its bpy script.
 //! - `report`: rewrite an output folder's summary and tables.
 //! - `merge`: combine shard outputs into one folder.
@@ -16,16 +16,20 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use viga_blender::oneshot::run_script;
 use viga_blender::{BlenderLauncher, WorkerConfig, WorkerPool};
+use viga_eval::agent::AgentProposer;
 use viga_eval::report::{self, Summary};
 use viga_eval::runner::RunSummary;
-use viga_eval::{Baseline, EvalConfig, EvalEvent, RenderEngine, RenderSpec, Selection, Shard};
+use viga_eval::{
+    Baseline, EvalConfig, EvalEvent, Proposer, RenderEngine, RenderSpec, Selection, Shard,
+};
+use viga_provider::{ProviderConfig, ProviderKind, build_provider};
 
 const MINI_SCRIPT: &str = include_str!("../../fixtures/blendergym-mini/make_mini.py");
 
 #[derive(Debug, Subcommand)]
 pub enum EvalTask {
     /// Score a system on a BlenderGym-layout folder (bench_data or the mini-suite).
-    Blendergym(BlendergymArgs),
+    Blendergym(Box<BlendergymArgs>),
     /// Regenerate fixtures/blendergym-mini/ (base scenes, programs, low-resolution renders).
     MakeMini {
         #[arg(long)]
@@ -104,8 +108,23 @@ pub struct BlendergymArgs {
     /// Comma-separated instance folder names, e.g. placement1,lighting3.
     #[arg(long, value_delimiter = ',')]
     instances: Option<Vec<String>>,
-    #[arg(long, value_enum)]
-    baseline: BaselineArg,
+    /// A baseline system (no model); without it, the agent runs with --provider.
+    #[arg(long, value_enum, conflicts_with = "provider")]
+    baseline: Option<BaselineArg>,
+    /// The agent's model provider: openai, anthropic, gemini, openai_compatible, scripted.
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// API base URL (openai_compatible).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// The scripted provider's script file.
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// The agent's iteration budget per instance.
+    #[arg(long, default_value_t = 10)]
+    max_iterations: u32,
     /// Warm Blender workers working in parallel.
     #[arg(long, default_value_t = 1)]
     workers: usize,
@@ -124,7 +143,7 @@ pub fn run(task: EvalTask, launcher: impl FnOnce() -> Result<BlenderLauncher>) -
         .build()
         .context("could not start the async runtime")?;
     match task {
-        EvalTask::Blendergym(args) => runtime.block_on(blendergym(args, launcher()?)),
+        EvalTask::Blendergym(args) => runtime.block_on(blendergym(*args, launcher()?)),
         EvalTask::MakeMini { out, size, samples } => {
             let out = out.unwrap_or_else(|| crate::setup::workspace_root().join(MINI_DIR));
             runtime.block_on(make_mini(&launcher()?, &out, size, samples))
@@ -179,6 +198,39 @@ fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
     Ok(config)
 }
 
+/// The system under test: a baseline, or the agent with a provider.
+fn proposer_from(args: &BlendergymArgs) -> Result<Arc<dyn Proposer>> {
+    match (&args.baseline, &args.provider) {
+        (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
+        (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
+        (None, None) => bail!(
+            "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
+        ),
+        (None, Some(kind)) => {
+            let kind: ProviderKind = serde_json::from_value(serde_json::Value::String(kind.clone())).map_err(|_| {
+                anyhow::anyhow!("unknown provider {kind:?}; use openai, anthropic, gemini, openai_compatible or scripted")
+            })?;
+            let mut settings = ProviderConfig::new(kind, args.model.clone().unwrap_or_default());
+            settings.base_url.clone_from(&args.base_url);
+            settings.script.clone_from(&args.script);
+            if args.max_iterations == 0 {
+                bail!("--max-iterations must be at least 1");
+            }
+            Ok(Arc::new(AgentProposer {
+                provider: build_provider(&settings)?,
+                max_iterations: args.max_iterations,
+                memory_window: 3,
+                verifier_render: viga_core::RenderConfig {
+                    engine: RenderEngine::Workbench,
+                    width: 256,
+                    height: 256,
+                    samples: None,
+                },
+            }))
+        }
+    }
+}
+
 async fn blendergym(args: BlendergymArgs, launcher: BlenderLauncher) -> Result<()> {
     // Checked before Blender starts, so bad flags fail at once.
     let config = config_from(&args)?;
@@ -186,23 +238,17 @@ async fn blendergym(args: BlendergymArgs, launcher: BlenderLauncher) -> Result<(
     if args.workers == 0 {
         bail!("--workers must be at least 1");
     }
-    let baseline = match args.baseline {
-        BaselineArg::Noop => Baseline::Noop,
-        BaselineArg::Oracle => Baseline::Oracle,
-    };
+    let proposer = proposer_from(&args)?;
     println!(
         "eval: {} on {} (shard {}), {}, {} worker(s)",
-        match baseline {
-            Baseline::Noop => "noop",
-            Baseline::Oracle => "oracle",
-        },
+        proposer.system(),
         config.data.display(),
         config.shard,
         config.render.describe(),
         args.workers
     );
     let pool = Arc::new(WorkerPool::start(args.workers, WorkerConfig::new(launcher)).await?);
-    let summary = run_with_progress(&config, pool, baseline).await?;
+    let summary = run_with_progress(&config, pool, proposer).await?;
     for (instance, error) in &summary.failed {
         eprintln!("FAILED {instance}: {error}");
     }
@@ -220,7 +266,7 @@ async fn blendergym(args: BlendergymArgs, launcher: BlenderLauncher) -> Result<(
 async fn run_with_progress(
     config: &EvalConfig,
     pool: Arc<WorkerPool>,
-    baseline: Baseline,
+    proposer: Arc<dyn Proposer>,
 ) -> Result<RunSummary> {
     let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let bar = ProgressBar::new(0);
@@ -264,7 +310,7 @@ async fn run_with_progress(
             }
         }
     });
-    let summary = viga_eval::run(config, pool, Arc::new(baseline), Some(events)).await;
+    let summary = viga_eval::run(config, pool, proposer, Some(events)).await;
     let _ = printer.await;
     bar.finish_and_clear();
     Ok(summary?)

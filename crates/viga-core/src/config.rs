@@ -52,6 +52,9 @@ pub struct RunConfig {
     /// Target image; copied into the run folder as `target.png`.
     #[serde(default)]
     pub target: Option<PathBuf>,
+    /// The camera whose view the target shows; the scene's active camera when absent.
+    #[serde(default)]
+    pub target_camera: Option<String>,
     /// Base scene every program runs on; an empty factory scene when absent.
     #[serde(default)]
     pub base_blend: Option<PathBuf>,
@@ -83,6 +86,7 @@ impl RunConfig {
             task,
             mode: "scene".to_owned(),
             target: None,
+            target_camera: None,
             base_blend: None,
             max_iterations: 10,
             memory_window: 3,

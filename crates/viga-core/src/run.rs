@@ -478,12 +478,17 @@ impl Run {
         let Some(target) = self.target.clone() else {
             return Ok(None);
         };
-        let info = self
-            .blender
-            .scene_info(0, 1)
-            .await
-            .map_err(blender_interrupt)?;
-        let Some(camera) = info.active_camera else {
+        let camera = match self.config.target_camera.clone() {
+            Some(named) => Some(named),
+            None => {
+                self.blender
+                    .scene_info(0, 1)
+                    .await
+                    .map_err(blender_interrupt)?
+                    .active_camera
+            }
+        };
+        let Some(camera) = camera else {
             self.emit(RunEvent::Warning {
                 message: format!("iteration {index}: the scene has no camera, so it cannot be scored against the target"),
             })?;
@@ -508,10 +513,23 @@ impl Run {
                 }),
         };
         let blender = Arc::clone(&self.blender);
-        let output = self
+        let output = match self
             .cancellable(async move { blender.render(request, None).await })
             .await?
-            .map_err(blender_interrupt)?;
+        {
+            Ok(output) => output,
+            // A program that removed or renamed the target's camera: this iteration cannot be
+            // scored, which the model should hear about, but the run goes on.
+            Err(err @ TransportError::Refused { .. }) => {
+                self.emit(RunEvent::Warning {
+                    message: format!(
+                        "iteration {index}: camera {camera:?} cannot be rendered for scoring: {err}"
+                    ),
+                })?;
+                return Ok(None);
+            }
+            Err(err) => return Err(blender_interrupt(err)),
+        };
         let render_id = self
             .folder
             .write_render(index, "camera", &output.image.data)?;

@@ -15,6 +15,7 @@
 //! goal PNGs (the goal is re-rendered by the same Blender that renders the proposals); print
 //! to a terminal (progress goes out as [`runner::EvalEvent`]s).
 
+pub mod agent;
 pub mod chamfer;
 pub mod layout;
 pub mod report;

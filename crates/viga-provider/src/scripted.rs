@@ -32,6 +32,9 @@ pub struct Expectation {
     /// Text the last message must contain.
     #[serde(default)]
     pub last_message_contains: Option<String>,
+    /// Text some message (any of them) must contain.
+    #[serde(default)]
+    pub any_message_contains: Option<String>,
     /// Tools that must be offered.
     #[serde(default)]
     pub tools_include: Vec<String>,
@@ -149,6 +152,14 @@ fn check(turn: usize, expect: &Expectation, request: &ModelRequest) -> Result<()
                 format!("the last message does not contain {needle:?} (it begins {shown:?})"),
             ));
         }
+    }
+    if let Some(needle) = &expect.any_message_contains
+        && !request
+            .messages
+            .iter()
+            .any(|message| message_text(message).contains(needle.as_str()))
+    {
+        return Err(mismatch(turn, format!("no message contains {needle:?}")));
     }
     for tool in &expect.tools_include {
         if !request.tools.iter().any(|offered| &offered.name == tool) {

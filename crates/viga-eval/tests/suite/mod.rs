@@ -1,2 +1,3 @@
+mod agent;
 mod layout;
 mod mini;

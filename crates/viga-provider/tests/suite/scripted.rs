@@ -95,3 +95,28 @@ async fn the_default_stream_replays_complete() {
     );
     assert_eq!(stream.collect().await.unwrap().text, "streamed");
 }
+
+#[tokio::test]
+async fn any_message_contains_looks_at_every_message() {
+    let provider = ScriptedProvider::new(
+        "scripted:t",
+        script(json!([{"expect": {"any_message_contains": "start.py"}, "response": reply("ok")}])),
+    );
+    let without = ModelRequest::new(
+        "s",
+        vec![ChatMessage::user_text("a"), ChatMessage::user_text("b")],
+    );
+    let err = provider.complete(&without).await.unwrap_err();
+    assert!(
+        err.to_string().contains("no message contains \"start.py\""),
+        "{err}"
+    );
+    let with = ModelRequest::new(
+        "s",
+        vec![
+            ChatMessage::user_text("the start.py program"),
+            ChatMessage::user_text("b"),
+        ],
+    );
+    assert_eq!(provider.complete(&with).await.unwrap().text, "ok");
+}

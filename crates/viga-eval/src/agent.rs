@@ -1,0 +1,109 @@
+//! The system under test that matters: the VIGA loop itself. It edits the instance's start
+//! program on the instance's base scene, with the goal's Camera1 render as its target, and
+//! proposes its own final program — the last one the verifier accepted, or else the last that
+//! ran — never one picked by looking at the ground truth.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use viga_blender::BlenderTransport;
+use viga_core::{RenderConfig, RunConfig};
+use viga_protocol::event::StopReason;
+use viga_provider::Provider;
+
+use crate::EvalError;
+use crate::layout::Instance;
+use crate::runner::{Proposal, Proposer};
+
+#[derive(Clone)]
+pub struct AgentProposer {
+    pub provider: Arc<dyn Provider>,
+    pub max_iterations: u32,
+    pub memory_window: usize,
+    /// What the verifier looks at while the agent works (scoring uses the eval's settings).
+    pub verifier_render: RenderConfig,
+}
+
+impl std::fmt::Debug for AgentProposer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentProposer")
+            .field("provider", &self.provider.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The task the agent is given: BlenderGym's edit task, with the start program to edit.
+pub fn task_text(instance: &Instance, start_program: &str) -> String {
+    format!(
+        "BlenderGym {} task: edit this Blender Python program so that the scene, seen from Camera1, matches the \
+         target image. The program runs on the instance's base scene every time; keep its structure and change \
+         only what differs from the target.\n\nCurrent program (start.py):\n```python\n{start_program}```",
+        instance.task.name()
+    )
+}
+
+#[async_trait]
+impl Proposer for AgentProposer {
+    fn system(&self) -> String {
+        format!("agent {}/{}", self.provider.name(), self.provider.model())
+    }
+
+    async fn propose(
+        &self,
+        instance: &Instance,
+        goal_renders: &[PathBuf],
+        blender: Arc<dyn BlenderTransport>,
+        work_dir: &Path,
+    ) -> Result<Proposal, EvalError> {
+        let start = std::fs::read_to_string(&instance.start_py)
+            .map_err(|err| EvalError::io(&instance.start_py, err))?;
+        let Some(target) = goal_renders.first() else {
+            return Err(EvalError::Harness {
+                instance: instance.name.clone(),
+                message: "the goal has no Camera1 render to use as the target".to_owned(),
+            });
+        };
+        let mut config = RunConfig::new(task_text(instance, &start));
+        config.task_name = instance.name.clone();
+        config.mode = "blendergym".to_owned();
+        config.target = Some(target.clone());
+        config.target_camera = Some("Camera1".to_owned());
+        config.base_blend = Some(instance.blend.clone());
+        config.max_iterations = self.max_iterations;
+        config.memory_window = self.memory_window;
+        config.render = self.verifier_render.clone();
+        config.provider = self.provider.name().to_owned();
+        config.model = self.provider.model().to_owned();
+        let harness = |message: String| EvalError::Harness {
+            instance: instance.name.clone(),
+            message,
+        };
+        let mut handle = viga_core::start(
+            config,
+            Arc::clone(&self.provider),
+            blender,
+            &work_dir.join("agent"),
+        )
+        .map_err(|err| harness(format!("the agent could not start: {err}")))?;
+        while handle.next_event().await.is_some() {}
+        let outcome = handle
+            .wait()
+            .await
+            .map_err(|err| harness(format!("the agent run failed: {err}")))?;
+        let stop = match &outcome.stop {
+            StopReason::Accepted => "accepted".to_owned(),
+            StopReason::MaxIterations => "iteration budget spent".to_owned(),
+            StopReason::Cancelled => "cancelled".to_owned(),
+            StopReason::Failed { message } => format!("failed: {message}"),
+        };
+        Ok(Proposal {
+            code: outcome.final_code,
+            note: Some(format!(
+                "{} iterations, {stop}; run folder {}",
+                outcome.iterations,
+                outcome.folder.display()
+            )),
+        })
+    }
+}

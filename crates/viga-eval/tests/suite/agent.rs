@@ -1,0 +1,79 @@
+//! The agent as the system under test, driven by a scripted session (labelled: no model) on
+//! one mini-suite instance. The script's "model" answers with the goal program, so the loop's
+//! final program must score PL 0: this proves the agent plumbing (base scene, start program in
+//! the task, Camera1 target, final program scored), not any model's skill.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::json;
+use viga_blender::{WorkerConfig, WorkerPool, locate};
+use viga_eval::agent::AgentProposer;
+use viga_eval::{EvalConfig, RenderEngine, RenderSpec, Selection};
+use viga_provider::ScriptedProvider;
+use viga_provider::scripted::Script;
+
+fn mini() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/blendergym-mini")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_edits_the_start_program_and_its_final_program_is_scored() {
+    let goal = std::fs::read_to_string(mini().join("lighting1/goal.py")).unwrap();
+    let start = std::fs::read_to_string(mini().join("lighting1/start.py")).unwrap();
+    let first_line = start
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap()
+        .to_owned();
+    let script: Script = serde_json::from_value(json!({
+        "description": "scripted stand-in for a model: answers with the goal program",
+        "turns": [
+            {"expect": {"system_contains": "You are the planner", "any_message_contains": first_line}, "response": {"text": "1. match the lights", "finish_reason": "stop"}},
+            {"response": {"text": format!("```python\n{goal}```"), "finish_reason": "stop"}},
+            {"expect": {"system_contains": "You are the verifier", "min_images": 2},
+             "response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+                {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}]}}
+        ]
+    }))
+    .unwrap();
+    let proposer = AgentProposer {
+        provider: Arc::new(ScriptedProvider::new("scripted:goal", script)),
+        max_iterations: 2,
+        memory_window: 3,
+        verifier_render: viga_core::RenderConfig {
+            engine: RenderEngine::Workbench,
+            width: 32,
+            height: 32,
+            samples: None,
+        },
+    };
+    let out = tempfile::tempdir().unwrap();
+    let render = RenderSpec {
+        engine: RenderEngine::Cycles,
+        width: 32,
+        height: 32,
+        samples: Some(4),
+    };
+    let mut config = EvalConfig::new(mini(), out.path(), render);
+    config.selection = Selection {
+        tasks: None,
+        instances: Some(vec!["lighting1".to_owned()]),
+    };
+    let pool = Arc::new(
+        WorkerPool::start(1, WorkerConfig::new(locate().unwrap()))
+            .await
+            .unwrap(),
+    );
+    let summary = viga_eval::run(&config, pool, Arc::new(proposer), None)
+        .await
+        .unwrap();
+    assert!(summary.failed.is_empty(), "{summary:?}");
+    let scores: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("lighting1/scores.json")).unwrap())
+            .unwrap();
+    assert_eq!(scores["executable"], true, "{scores}");
+    assert!(scores["pl"].as_f64().unwrap() < 1e-4, "{scores}");
+    let note = scores["proposal_note"].as_str().unwrap();
+    assert!(note.starts_with("1 iterations, accepted"), "{note}");
+}
