@@ -19,6 +19,7 @@ use viga_blender::{BlenderLauncher, WorkerConfig, WorkerPool};
 use viga_eval::agent::AgentProposer;
 use viga_eval::report::{self, Summary};
 use viga_eval::runner::RunSummary;
+use viga_eval::search::SearchProposer;
 use viga_eval::{
     Baseline, EvalConfig, EvalEvent, Proposer, RenderEngine, RenderSpec, Selection, Shard,
 };
@@ -57,8 +58,12 @@ pub enum EvalTask {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BaselineArg {
+    /// The start program unchanged.
     Noop,
+    /// The goal program (the harness proof: PL 0).
     Oracle,
+    /// No model: render-in-the-loop search over the start program's numeric literals.
+    Search,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -125,6 +130,9 @@ pub struct BlendergymArgs {
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 10)]
     max_iterations: u32,
+    /// Programs the search baseline may score per instance.
+    #[arg(long, default_value_t = 200)]
+    search_budget: u32,
     /// Warm Blender workers working in parallel.
     #[arg(long, default_value_t = 1)]
     workers: usize,
@@ -199,10 +207,20 @@ fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
 }
 
 /// The system under test: a baseline, or the agent with a provider.
-fn proposer_from(args: &BlendergymArgs) -> Result<Arc<dyn Proposer>> {
+fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn Proposer>> {
     match (&args.baseline, &args.provider) {
         (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
         (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
+        (Some(BaselineArg::Search), _) => {
+            if args.search_budget < 2 {
+                bail!("--search-budget must be at least 2 (the start program and one move)");
+            }
+            Ok(Arc::new(SearchProposer {
+                budget: args.search_budget,
+                render: config.render,
+                timeout: config.timeout,
+            }))
+        }
         (None, None) => bail!(
             "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
         ),
@@ -238,7 +256,7 @@ async fn blendergym(args: BlendergymArgs, launcher: BlenderLauncher) -> Result<(
     if args.workers == 0 {
         bail!("--workers must be at least 1");
     }
-    let proposer = proposer_from(&args)?;
+    let proposer = proposer_from(&args, &config)?;
     println!(
         "eval: {} on {} (shard {}), {}, {} worker(s)",
         proposer.system(),

@@ -38,6 +38,8 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
+    /// Ask the Geometry Nodes assistant to build or edit a node tree on an object.
+    Gn(crate::gn::GnArgs),
     /// Serve add-on commands over WebSocket, one Blender per user (token from
     /// VIGA_GATEWAY_TOKEN).
     Gateway {

@@ -2,6 +2,7 @@
 //! everything else to the library crates.
 
 mod args;
+mod gn;
 mod mcp;
 mod progress;
 
@@ -52,6 +53,7 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Doctor => doctor().await,
+        Command::Gn(args) => gn::run(args).await,
         Command::Mcp { addons, resolution } => mcp::serve(addons.as_deref(), &resolution).await,
         Command::Gateway {
             listen,

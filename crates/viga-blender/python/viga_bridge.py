@@ -863,9 +863,33 @@ def take_token():
     return token
 
 
+def exit_with_parent():
+    """Ends this Blender when the process that started it is gone (killed, crashed, or a test
+    binary that exited without dropping its worker), so no orphaned Blender lingers. The
+    parent names itself in VIGA_PARENT_PID: by the time `import bpy` has finished, a short-lived
+    parent may already be gone, and getppid() would then name init."""
+    if os.name != "posix":
+        return  # os.kill(pid, 0) probes only on POSIX; on Windows it would terminate.
+    named = os.environ.pop("VIGA_PARENT_PID", "")
+    parent = int(named) if named.isdigit() else os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                pass  # alive, owned by someone else
+
+    threading.Thread(target=watch, name="viga-parent-watch", daemon=True).start()
+
+
 def main():
     options = parse_args(sys.argv)
     token = take_token()
+    exit_with_parent()
     if options["mode"] == "serve":
         serve_forever(token, options["port"], "serve", dispatch)
     elif options["mode"] == "queue":

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::Mutex;
-use viga_protocol::bridge::{BridgeCommand, HelloInfo, READY_MARKER, TOKEN_ENV};
+use viga_protocol::bridge::{BridgeCommand, HelloInfo, PARENT_PID_ENV, READY_MARKER, TOKEN_ENV};
 
 use crate::bridge::{BridgeMode, write_bridge_script};
 use crate::client::{CallError, FramedClient, transport_error};
@@ -282,6 +282,7 @@ async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Runnin
     let mut child = Command::new(&program)
         .args(&args)
         .env(TOKEN_ENV, &token)
+        .env(PARENT_PID_ENV, std::process::id().to_string())
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

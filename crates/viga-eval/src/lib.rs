@@ -22,6 +22,7 @@ pub mod report;
 pub mod runner;
 pub mod scene;
 pub mod scores;
+pub mod search;
 pub mod shard;
 
 use std::path::{Path, PathBuf};

@@ -20,6 +20,8 @@ use crate::message::ImageData;
 pub const READY_MARKER: &str = "VIGA_BRIDGE_READY ";
 /// The environment variable that hands the bridge its token.
 pub const TOKEN_ENV: &str = "VIGA_BRIDGE_TOKEN";
+/// The environment variable naming the process the bridge must not outlive.
+pub const PARENT_PID_ENV: &str = "VIGA_PARENT_PID";
 /// The largest request frame the bridge accepts.
 pub const MAX_REQUEST_BYTES: u32 = 16 * 1024 * 1024;
 /// The largest reply frame viga accepts (renders travel inline as base64 PNG).

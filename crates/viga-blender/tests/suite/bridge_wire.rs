@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -184,4 +185,38 @@ async fn renders_travel_inline_to_a_client_without_a_shared_folder() {
     };
     let output = client.render(request, None).await.unwrap();
     assert_eq!(super::png_size(&output.image.data), (24, 16));
+}
+
+#[tokio::test]
+async fn the_bridge_exits_when_its_parent_dies() {
+    let script = write_bridge_script().unwrap();
+    let (program, args) =
+        super::blender().command_line(&script, &[OsString::from("--mode"), "serve".into()]);
+    let mut line = vec![program.to_string_lossy().into_owned()];
+    line.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
+    let quoted: Vec<String> = line
+        .iter()
+        .map(|part| format!("'{}'", part.replace('\'', "'\\''")))
+        .collect();
+    // A shell starts the bridge in the background, prints its pid and exits at once.
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "VIGA_PARENT_PID=$$ {} >/dev/null 2>&1 & echo $!",
+            quoted.join(" ")
+        ))
+        .env(TOKEN_ENV, TOKEN)
+        .output()
+        .await
+        .unwrap();
+    let pid: u32 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = || Path::new(&format!("/proc/{pid}")).exists();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while alive() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!alive(), "the orphaned bridge {pid} is still running");
 }

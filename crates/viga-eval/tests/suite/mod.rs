@@ -1,3 +1,4 @@
 mod agent;
 mod layout;
 mod mini;
+mod search;

@@ -1,0 +1,431 @@
+//! The `search` baseline: no model at all. It treats the start program's numeric literals as
+//! parameters and searches them with renders in the loop (coordinate moves, then a pattern
+//! move after every sweep that improved), minimising the photometric loss against the target
+//! views, within a budget of evaluated programs. It is real inverse graphics without a VLM,
+//! and a floor any model must beat.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use viga_blender::BlenderTransport;
+use viga_skills::metrics::photometric_loss;
+
+use crate::EvalError;
+use crate::layout::Instance;
+use crate::runner::{Proposal, Proposer};
+use crate::scene::{render_views, run_program};
+use crate::scores::RenderSpec;
+
+/// A number written in the program.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Literal {
+    /// Byte range in the program, sign included.
+    pub start: usize,
+    pub end: usize,
+    pub value: f64,
+    /// Written without a decimal point or exponent: it stays an integer.
+    pub integer: bool,
+}
+
+fn is_identifier_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_'
+}
+
+/// The numeric literals of a Python program, outside strings and comments, not part of a name
+/// (`Camera1`) and not complex (`2j`), hex or with underscores. A minus sign that can only be
+/// unary (after `(`, `,`, `=`, `[`, `:` or an operator) belongs to the number.
+pub fn numeric_literals(code: &str) -> Vec<Literal> {
+    let bytes = code.as_bytes();
+    let mut literals = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        if byte == b'#' {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if byte == b'"' || byte == b'\'' {
+            i = skip_string(bytes, i);
+            continue;
+        }
+        let starts_number = byte.is_ascii_digit()
+            || (byte == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit));
+        let after_name =
+            i > 0 && (is_identifier_byte(bytes[i - 1]) || (byte != b'.' && bytes[i - 1] == b'.'));
+        if !starts_number || after_name {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+        }
+        let mut integer = true;
+        if end < bytes.len() && bytes[end] == b'.' {
+            integer = false;
+            end += 1;
+            while end < bytes.len() && bytes[end].is_ascii_digit() {
+                end += 1;
+            }
+        }
+        if end < bytes.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
+            let mut exponent = end + 1;
+            if exponent < bytes.len() && (bytes[exponent] == b'+' || bytes[exponent] == b'-') {
+                exponent += 1;
+            }
+            if exponent < bytes.len() && bytes[exponent].is_ascii_digit() {
+                integer = false;
+                end = exponent;
+                while end < bytes.len() && bytes[end].is_ascii_digit() {
+                    end += 1;
+                }
+            }
+        }
+        let unusual = end < bytes.len() && (is_identifier_byte(bytes[end]) || bytes[end] == b'.');
+        if unusual {
+            // 0x1F, 1_000, 2j, 1.2.3: not a plain number we can rewrite.
+            while end < bytes.len() && (is_identifier_byte(bytes[end]) || bytes[end] == b'.') {
+                end += 1;
+            }
+            i = end;
+            continue;
+        }
+        let start = signed_start(bytes, i);
+        if let Ok(value) = code[start..end].parse::<f64>() {
+            literals.push(Literal {
+                start,
+                end,
+                value,
+                integer,
+            });
+        }
+        i = end;
+    }
+    literals
+}
+
+/// Where a literal starting at `digit` begins, including a unary minus.
+fn signed_start(bytes: &[u8], digit: usize) -> usize {
+    if digit == 0 || bytes[digit - 1] != b'-' {
+        return digit;
+    }
+    let before = bytes[..digit - 1]
+        .iter()
+        .rev()
+        .find(|b| !b.is_ascii_whitespace());
+    match before {
+        None => digit - 1,
+        Some(b) if b"(,=[:+-*/<>{%".contains(b) => digit - 1,
+        Some(_) => digit,
+    }
+}
+
+fn skip_string(bytes: &[u8], start: usize) -> usize {
+    let quote = bytes[start];
+    let triple = bytes.get(start + 1) == Some(&quote) && bytes.get(start + 2) == Some(&quote);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if bytes[i] == quote {
+            if !triple {
+                return i + 1;
+            }
+            if bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote) {
+                return i + 3;
+            }
+        }
+        if bytes[i] == b'\n' && !triple {
+            return i + 1;
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// The program with its literals replaced by `values` (same order as `literals`).
+pub fn with_values(code: &str, literals: &[Literal], values: &[f64]) -> String {
+    let mut out = String::with_capacity(code.len() + literals.len() * 4);
+    let mut cursor = 0;
+    for (literal, value) in literals.iter().zip(values) {
+        out.push_str(&code[cursor..literal.start]);
+        if literal.integer {
+            out.push_str(&format!("{}", value.round() as i64));
+        } else {
+            // Shortest form that reads back exactly, always with a decimal point.
+            let text = format!("{value:?}");
+            out.push_str(&text);
+        }
+        cursor = literal.end;
+    }
+    out.push_str(&code[cursor..]);
+    out
+}
+
+/// What the search did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutcome {
+    pub code: String,
+    pub start_loss: Option<f64>,
+    pub best_loss: Option<f64>,
+    pub evaluations: u32,
+    pub literals: usize,
+}
+
+/// Something that scores a program (lower is better); `None` when it does not run.
+#[async_trait]
+pub trait Objective: Send + Sync {
+    async fn score(&self, code: &str) -> Result<Option<f64>, EvalError>;
+}
+
+/// Pattern search over the literals of `start`, at most `budget` scored programs.
+pub async fn search(
+    start: &str,
+    objective: &dyn Objective,
+    budget: u32,
+) -> Result<SearchOutcome, EvalError> {
+    let literals = numeric_literals(start);
+    let mut best: Vec<f64> = literals.iter().map(|l| l.value).collect();
+    let start_loss = objective.score(start).await?;
+    let mut best_loss = start_loss.unwrap_or(f64::INFINITY);
+    let mut evaluations = 1;
+    let mut steps: Vec<f64> = literals
+        .iter()
+        .map(|l| {
+            if l.integer {
+                1.0
+            } else {
+                (l.value.abs() * 0.25).max(0.1)
+            }
+        })
+        .collect();
+    let mut frozen = vec![false; literals.len()];
+    while evaluations < budget && frozen.iter().any(|f| !f) {
+        let sweep_start = best.clone();
+        for i in 0..literals.len() {
+            if frozen[i] {
+                continue;
+            }
+            let mut improved = false;
+            for direction in [1.0, -1.0] {
+                if evaluations >= budget {
+                    break;
+                }
+                let mut candidate = best.clone();
+                candidate[i] += direction * steps[i];
+                evaluations += 1;
+                if let Some(loss) = objective
+                    .score(&with_values(start, &literals, &candidate))
+                    .await?
+                    && loss < best_loss
+                {
+                    best = candidate;
+                    best_loss = loss;
+                    improved = true;
+                    break;
+                }
+            }
+            if !improved {
+                if literals[i].integer {
+                    frozen[i] = true;
+                } else {
+                    steps[i] *= 0.5;
+                    frozen[i] = steps[i] < 1e-3 * literals[i].value.abs().max(1.0);
+                }
+            }
+        }
+        // Pattern move: keep going in the direction the whole sweep moved.
+        if best != sweep_start && evaluations < budget {
+            let pattern: Vec<f64> = best
+                .iter()
+                .zip(&sweep_start)
+                .map(|(b, s)| b + (b - s))
+                .collect();
+            evaluations += 1;
+            if let Some(loss) = objective
+                .score(&with_values(start, &literals, &pattern))
+                .await?
+                && loss < best_loss
+            {
+                best = pattern;
+                best_loss = loss;
+            }
+        }
+    }
+    Ok(SearchOutcome {
+        code: with_values(start, &literals, &best),
+        start_loss,
+        best_loss: best_loss.is_finite().then_some(best_loss),
+        evaluations,
+        literals: literals.len(),
+    })
+}
+
+/// Mean PL of a program's views against the target views, on the instance's base scene.
+struct RenderObjective<'a> {
+    blender: &'a dyn BlenderTransport,
+    instance: &'a Instance,
+    targets: Vec<Vec<u8>>,
+    render: RenderSpec,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl Objective for RenderObjective<'_> {
+    async fn score(&self, code: &str) -> Result<Option<f64>, EvalError> {
+        let ran = run_program(self.blender, self.instance, code, self.timeout).await?;
+        if ran.error.is_some() {
+            return Ok(None);
+        }
+        let views = match render_views(self.blender, self.instance, self.render, self.timeout).await
+        {
+            Ok(views) => views,
+            // A program that broke a camera does not score, like one that raised.
+            Err(viga_blender::TransportError::Refused { .. }) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        let mut total = 0.0;
+        for (view, target) in views.iter().zip(&self.targets) {
+            total += photometric_loss(view, target).map_err(|err| EvalError::Harness {
+                instance: self.instance.name.clone(),
+                message: format!("search scoring: {err}"),
+            })?;
+        }
+        Ok(Some(total / self.targets.len().max(1) as f64))
+    }
+}
+
+/// The search as a system under test.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchProposer {
+    /// Scored programs per instance, the start program included.
+    pub budget: u32,
+    /// How the search renders; the eval's own settings make its losses the reported ones.
+    pub render: RenderSpec,
+    pub timeout: Duration,
+}
+
+#[async_trait]
+impl Proposer for SearchProposer {
+    fn system(&self) -> String {
+        format!("search (budget {})", self.budget)
+    }
+
+    async fn propose(
+        &self,
+        instance: &Instance,
+        goal_renders: &[PathBuf],
+        blender: Arc<dyn BlenderTransport>,
+        _work_dir: &Path,
+    ) -> Result<Proposal, EvalError> {
+        let start = std::fs::read_to_string(&instance.start_py)
+            .map_err(|err| EvalError::io(&instance.start_py, err))?;
+        let targets = goal_renders
+            .iter()
+            .map(|path| std::fs::read(path).map_err(|err| EvalError::io(path, err)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let objective = RenderObjective {
+            blender: blender.as_ref(),
+            instance,
+            targets,
+            render: self.render,
+            timeout: self.timeout,
+        };
+        let outcome = search(&start, &objective, self.budget).await?;
+        Ok(Proposal {
+            code: Some(outcome.code),
+            note: Some(format!(
+                "{} literals, {} programs scored; PL {} -> {}",
+                outcome.literals,
+                outcome.evaluations,
+                outcome
+                    .start_loss
+                    .map_or("n/a".to_owned(), |l| format!("{l:.6}")),
+                outcome
+                    .best_loss
+                    .map_or("n/a".to_owned(), |l| format!("{l:.6}")),
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_outside_strings_comments_and_names() {
+        let code = "import bpy\nobj = bpy.data.objects['Camera1']  # move 3 units\nobj.location = (1.5, -2, 3e-1)\nx = f(-4.25, 0x1F, 1_000, 2j)\ns = \"\"\"7 8\"\"\"\nfor i in range(5): y = i-1\n";
+        let found: Vec<(&str, f64, bool)> = numeric_literals(code)
+            .iter()
+            .map(|l| (&code[l.start..l.end], l.value, l.integer))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("1.5", 1.5, false),
+                ("-2", -2.0, true),
+                ("3e-1", 0.3, false),
+                ("-4.25", -4.25, false),
+                ("5", 5.0, true),
+                ("1", 1.0, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn rewriting_keeps_everything_else_and_integers_integral() {
+        let code = "a = (1.5, -2)\nb = 'x 9'\n";
+        let literals = numeric_literals(code);
+        assert_eq!(
+            with_values(code, &literals, &[0.25, 3.4]),
+            "a = (0.25, 3)\nb = 'x 9'\n"
+        );
+        assert_eq!(
+            with_values(code, &literals, &[1.5, -2.0]),
+            code,
+            "unchanged values round-trip"
+        );
+    }
+
+    /// A quadratic bowl: the search must walk to its minimum.
+    struct Bowl;
+
+    #[async_trait]
+    impl Objective for Bowl {
+        async fn score(&self, code: &str) -> Result<Option<f64>, EvalError> {
+            let values: Vec<f64> = numeric_literals(code).iter().map(|l| l.value).collect();
+            if values[0] < -50.0 {
+                return Ok(None);
+            }
+            Ok(Some(
+                (values[0] - 3.0).powi(2) + (values[1] + 1.25).powi(2) + (values[2] - 4.0).powi(2),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_search_finds_the_minimum_within_its_budget() {
+        let outcome = search("x = (0.0, 2.0)\nn = 1\n", &Bowl, 400).await.unwrap();
+        let values: Vec<f64> = numeric_literals(&outcome.code)
+            .iter()
+            .map(|l| l.value)
+            .collect();
+        assert!(
+            (values[0] - 3.0).abs() < 0.01 && (values[1] + 1.25).abs() < 0.01,
+            "{}",
+            outcome.code
+        );
+        assert_eq!(values[2], 4.0, "integers move in whole steps");
+        assert!(outcome.evaluations <= 400);
+        assert!(outcome.best_loss.unwrap() < outcome.start_loss.unwrap());
+        let tight = search("x = (0.0, 2.0)\nn = 1\n", &Bowl, 5).await.unwrap();
+        assert_eq!(tight.evaluations, 5, "the budget is a hard limit");
+    }
+}

@@ -1,0 +1,63 @@
+//! Everything that can go wrong in the Geometry Nodes assistant, with messages that say what
+//! was wrong and what to do.
+
+use std::path::PathBuf;
+
+use viga_blender::TransportError;
+use viga_protocol::ProtocolError;
+use viga_protocol::gn::ActionType;
+use viga_provider::ProviderError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GnError {
+    /// The scene could not do what a step asked (a missing node, a socket that does not
+    /// exist, a refused snippet). The message is written for the model and goes back to it.
+    #[error("{0}")]
+    Step(String),
+    /// Blender itself failed or went away (failure class E0).
+    #[error("Blender failed during `{function}`: {source}")]
+    Blender {
+        function: String,
+        #[source]
+        source: TransportError,
+    },
+    /// An exception escaped viga-gn's own Blender-side code: a trusted snippet that raised
+    /// `SystemExit`, or a bug in `crates/viga-gn/python`.
+    #[error(
+        "Blender raised {error_type} in viga-gn's `{function}`: {message}; if no trusted snippet caused it, report it as a viga-gn bug with this traceback:\n{traceback}"
+    )]
+    Program {
+        function: String,
+        error_type: String,
+        message: String,
+        traceback: String,
+    },
+    /// The Blender side printed no result line: its output was cut or the bridge changed.
+    #[error(
+        "viga-gn's `{function}` printed no result line in Blender; the end of its output was: {tail:?}"
+    )]
+    NoResult { function: String, tail: String },
+    #[error("viga-gn's `{function}` answered with an unexpected shape: {message}")]
+    Decode { function: String, message: String },
+    #[error("no executor is registered for {0:?} steps; register one with `register_executor`")]
+    NoExecutor(ActionType),
+    #[error(
+        "trusted Python needs both the explicit setting and this run's confirmation; {missing}"
+    )]
+    TrustedNotAllowed { missing: &'static str },
+    #[error("the model call failed: {0}")]
+    Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+}
+
+impl GnError {
+    pub(crate) fn file(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Self::File {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! # viga-gn
+//!
+//! The Geometry Nodes assistant (seed 003): a model answers a request such as "scatter cubes
+//! on the plane scaled by noise" with the JSON step protocol of [`viga_protocol::gn`], and
+//! viga applies the steps to a real Blender, checks the result with verification gates, and
+//! loops until the gates pass and the model says it is done.
+//!
+//! **Owns:** the executor registry and the three executors ([`NodeTreeExecutor`],
+//! [`GnOpsExecutor`], [`PythonExecutor`] with its [`PythonPolicy`]); the five gates
+//! ([`gates`]); the run state machine with its step records, events and run folder
+//! ([`run`]); the context snapshot and slices with their budgets ([`context`]); presets
+//! ([`preset`]); local telemetry ([`telemetry`]); the manifest-driven E2E harness ([`e2e`]);
+//! and the Blender-side Python that does the work (`python/*.py`, sent through the bridge's
+//! `execute` command by [`GnBlender`], so it runs on Blender's main thread).
+//!
+//! **Must not:** parse CLI flags or print; talk to Blender other than through
+//! `viga_blender::BlenderTransport`; run anything a reply asks for before the reply passed
+//! protocol validation; treat the in-process Python policy as a security boundary (the
+//! worker process is the boundary; the policy is advisory).
+
+mod blender;
+pub mod context;
+pub mod e2e;
+mod error;
+mod executor;
+pub mod gates;
+pub mod preset;
+pub mod run;
+pub mod telemetry;
+
+pub use blender::GnBlender;
+pub use error::GnError;
+pub use executor::{
+    ExecContext, ExecutorRegistry, GnOpsExecutor, NodeTreeExecutor, PythonExecutor, PythonMode,
+    PythonPolicy, StepExecutor, StepOutcome, Target,
+};
+pub use gates::{Baseline, GateCheck, GateConfig, GateResult, check_gates};
+pub use preset::{Preset, PresetStore, apply_preset};
+pub use run::{Canceller, GnEvent, GnOutcome, GnRun, GnRunConfig, RunState, StepRecord};

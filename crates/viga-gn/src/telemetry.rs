@@ -1,0 +1,70 @@
+//! Local telemetry of one run: request and step latency, success and failure counters, token
+//! usage. It is written to the run folder as `telemetry.json` and never sent anywhere; the
+//! user shares it only by exporting the file.
+
+use serde::{Deserialize, Serialize};
+use viga_protocol::gn::ActionType;
+use viga_protocol::message::TokenUsage;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Telemetry {
+    pub requests: Vec<RequestSample>,
+    pub steps: Vec<StepSample>,
+    pub counters: Counters,
+    /// Summed over all requests; zero when the provider reports no usage.
+    pub usage: TokenUsage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestSample {
+    pub round: u32,
+    pub latency_ms: f64,
+    pub usage: TokenUsage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepSample {
+    pub step_id: String,
+    pub action_type: ActionType,
+    pub latency_ms: f64,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub requests: u32,
+    pub request_failures: u32,
+    /// Replies refused by protocol validation before anything ran.
+    pub protocol_errors: u32,
+    pub context_requests: u32,
+    pub steps_succeeded: u32,
+    pub steps_failed: u32,
+    pub gate_passes: u32,
+    pub gate_failures: u32,
+}
+
+impl Telemetry {
+    pub fn request(&mut self, round: u32, latency_ms: f64, usage: TokenUsage) {
+        self.counters.requests += 1;
+        self.usage += usage;
+        self.requests.push(RequestSample {
+            round,
+            latency_ms,
+            usage,
+        });
+    }
+
+    pub fn step(&mut self, step_id: &str, action_type: ActionType, latency_ms: f64, ok: bool) {
+        if ok {
+            self.counters.steps_succeeded += 1;
+        } else {
+            self.counters.steps_failed += 1;
+        }
+        self.steps.push(StepSample {
+            step_id: step_id.to_owned(),
+            action_type,
+            latency_ms,
+            ok,
+        });
+    }
+}
