@@ -38,6 +38,11 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
+    /// BlenderGym evaluation results (running it: `cargo xtask eval blendergym`).
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
     /// Ask the Geometry Nodes assistant to build or edit a node tree on an object.
     Gn(crate::gn::GnArgs),
     /// Serve add-on commands over WebSocket, one Blender per user (token from
@@ -121,6 +126,35 @@ pub struct RunArgs {
     /// Skip the separate plan call each iteration.
     #[arg(long)]
     pub no_plan: bool,
+    /// The camera whose view the target shows (default: the scene's active camera).
+    #[arg(long)]
+    pub camera: Option<String>,
+    /// `model` (the VIGA loop) or `search` (no model: search the numeric literals of --start
+    /// with renders in the loop against --target).
+    #[arg(long, value_enum, default_value = "model")]
+    pub generator: Generator,
+    /// The program the search starts from (with --generator search).
+    #[arg(long)]
+    pub start: Option<PathBuf>,
+    /// Programs the search may score (with --generator search).
+    #[arg(long, default_value_t = 200)]
+    pub search_budget: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generator {
+    Model,
+    Search,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Combine the output folders of several shards into one (settings must match).
+    Merge {
+        #[arg(long)]
+        into: PathBuf,
+        shards: Vec<PathBuf>,
+    },
 }
 
 impl RunArgs {
@@ -132,6 +166,7 @@ impl RunArgs {
         config.memory_window = self.memory;
         config.prompts_dir.clone_from(&self.prompts);
         config.plan_each_iteration = !self.no_plan;
+        config.target_camera.clone_from(&self.camera);
         let engine = match self.engine.to_ascii_lowercase().as_str() {
             "workbench" => RenderEngine::Workbench,
             "cycles" => RenderEngine::Cycles,

@@ -5,6 +5,7 @@ mod args;
 mod gn;
 mod mcp;
 mod progress;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,7 +42,16 @@ async fn main() -> std::process::ExitCode {
 
 async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
     match command {
+        Command::Run(args) if args.generator == args::Generator::Search => search::run(args).await,
         Command::Run(args) => run(args).await,
+        Command::Eval {
+            command: args::EvalCommand::Merge { into, shards },
+        } => {
+            let summary = viga_eval::report::merge(&shards, &into)?;
+            println!("{}", viga_eval::report::markdown(&summary));
+            println!("merged into {}", into.display());
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Resume {
             run,
             provider,

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use viga_blender::BlenderTransport;
+use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_protocol::bridge::{RenderRequest, SceneReset};
 use viga_skills::metrics::photometric_loss;
 
 use crate::EvalError;
 use crate::layout::Instance;
 use crate::runner::{Proposal, Proposer};
-use crate::scene::{render_views, run_program};
 use crate::scores::RenderSpec;
 
 /// A number written in the program.
@@ -267,33 +267,55 @@ pub async fn search(
     })
 }
 
-/// Mean PL of a program's views against the target views, on the instance's base scene.
-struct RenderObjective<'a> {
-    blender: &'a dyn BlenderTransport,
-    instance: &'a Instance,
-    targets: Vec<Vec<u8>>,
-    render: RenderSpec,
-    timeout: Duration,
+/// Mean PL of a program's views against target images: the program runs on a base scene, then
+/// each named camera is rendered at its target's settings.
+pub struct SceneObjective {
+    pub blender: Arc<dyn BlenderTransport>,
+    pub base: SceneReset,
+    /// Cameras in the same order as `targets`.
+    pub cameras: Vec<String>,
+    pub targets: Vec<Vec<u8>>,
+    pub render: RenderSpec,
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for SceneObjective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SceneObjective")
+            .field("cameras", &self.cameras)
+            .finish_non_exhaustive()
+    }
 }
 
 #[async_trait]
-impl Objective for RenderObjective<'_> {
+impl Objective for SceneObjective {
     async fn score(&self, code: &str) -> Result<Option<f64>, EvalError> {
-        let ran = run_program(self.blender, self.instance, code, self.timeout).await?;
+        let ran = self
+            .blender
+            .execute(code, Some(self.base.clone()), Some(self.timeout))
+            .await?;
         if ran.error.is_some() {
             return Ok(None);
         }
-        let views = match render_views(self.blender, self.instance, self.render, self.timeout).await
-        {
-            Ok(views) => views,
-            // A program that broke a camera does not score, like one that raised.
-            Err(viga_blender::TransportError::Refused { .. }) => return Ok(None),
-            Err(err) => return Err(err.into()),
-        };
         let mut total = 0.0;
-        for (view, target) in views.iter().zip(&self.targets) {
-            total += photometric_loss(view, target).map_err(|err| EvalError::Harness {
-                instance: self.instance.name.clone(),
+        for (camera, target) in self.cameras.iter().zip(&self.targets) {
+            let request = RenderRequest {
+                camera: Some(camera.clone()),
+                pose: None,
+                engine: self.render.engine,
+                width: self.render.width,
+                height: self.render.height,
+                samples: self.render.samples,
+                output_path: None,
+            };
+            let view = match self.blender.render(request, Some(self.timeout)).await {
+                Ok(output) => output.image.data,
+                // A program that broke a camera does not score, like one that raised.
+                Err(viga_blender::TransportError::Refused { .. }) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
+            total += photometric_loss(&view, target).map_err(|err| EvalError::Harness {
+                instance: camera.clone(),
                 message: format!("search scoring: {err}"),
             })?;
         }
@@ -330,9 +352,12 @@ impl Proposer for SearchProposer {
             .iter()
             .map(|path| std::fs::read(path).map_err(|err| EvalError::io(path, err)))
             .collect::<Result<Vec<_>, _>>()?;
-        let objective = RenderObjective {
-            blender: blender.as_ref(),
-            instance,
+        let objective = SceneObjective {
+            blender,
+            base: SceneReset::Blend {
+                path: instance.blend.to_string_lossy().into_owned(),
+            },
+            cameras: instance.cameras().collect(),
             targets,
             render: self.render,
             timeout: self.timeout,
