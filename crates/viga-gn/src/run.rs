@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 use viga_memory::RunLog;
 use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
-use viga_protocol::gn::{ActionType, GateReport, GnResponse, GnStep};
+use viga_protocol::gn::{GateReport, GnResponse, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};
 use viga_protocol::{PROTOCOL_VERSION, parse_json, schema_of};
 use viga_provider::{ModelRequest, Provider, ResponseFormat};
@@ -31,18 +31,9 @@ use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Target};
 
 const SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunState {
-    Idle,
-    Generating,
-    RequestingContext,
-    Applying,
-    Verifying,
-    Done,
-    Error,
-    Cancelled,
-}
+/// The run states, the step status and the step record are protocol types, so every front
+/// end reads them from the shared event stream.
+pub use viga_protocol::gn::{GnRunState as RunState, StepRecord, StepStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateChange {
@@ -50,30 +41,6 @@ pub struct StateChange {
     pub to: RunState,
     pub round: u32,
     pub unix_ms: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    Running,
-    Succeeded,
-    Failed,
-}
-
-/// The record of one step (seed 003 §5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    pub round: u32,
-    pub step_id: String,
-    pub action_type: ActionType,
-    pub status: StepStatus,
-    pub started_at: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_at: Option<u64>,
-    #[serde(default)]
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 /// What a run's consumer receives, in order.
@@ -371,7 +338,7 @@ impl GnRun {
                 let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
                 match result {
                     Ok(outcome) => {
-                        recorder.step_finished(index, round, latency_ms, Ok(&outcome.message));
+                        recorder.step_finished(index, latency_ms, Ok(&outcome.message));
                         feedback.push(format!(
                             "Step {:?} ran: {} {}",
                             step.id(),
@@ -382,7 +349,7 @@ impl GnRun {
                     }
                     Err(err) => {
                         let message = err.to_string();
-                        recorder.step_finished(index, round, latency_ms, Err(&message));
+                        recorder.step_finished(index, latency_ms, Err(&message));
                         return Ending::Error(format!(
                             "step {:?} ({:?}) failed: {message}",
                             step.id(),
@@ -598,6 +565,11 @@ impl Recorder {
         };
         self.state = to;
         self.transitions.push(change.clone());
+        self.emit(RunEvent::GnStateChanged {
+            round,
+            from: change.from,
+            to,
+        });
         self.send(GnEvent::State(change));
     }
 
@@ -617,13 +589,7 @@ impl Recorder {
         self.steps.len() - 1
     }
 
-    fn step_finished(
-        &mut self,
-        index: usize,
-        round: u32,
-        latency_ms: f64,
-        result: Result<&str, &str>,
-    ) {
+    fn step_finished(&mut self, index: usize, latency_ms: f64, result: Result<&str, &str>) {
         let Some(record) = self.steps.get_mut(index) else {
             return;
         };
@@ -645,15 +611,8 @@ impl Recorder {
             latency_ms,
             result.is_ok(),
         );
-        self.emit(RunEvent::ToolInvoked {
-            index: round,
-            tool: format!("gn_step:{}", action_name(record.action_type)),
-            ok: result.is_ok(),
-            summary: format!(
-                "{}: {}",
-                record.step_id,
-                record.error.as_deref().unwrap_or(&record.message)
-            ),
+        self.emit(RunEvent::GnStepFinished {
+            record: record.clone(),
         });
         self.send(GnEvent::Step(record));
     }
@@ -672,14 +631,6 @@ impl Recorder {
             Ok(text) => self.write_text(name, &text),
             Err(err) => tracing::warn!("{name}: {err}"),
         }
-    }
-}
-
-pub(crate) fn action_name(action: ActionType) -> &'static str {
-    match action {
-        ActionType::NodeTree => "NODE_TREE",
-        ActionType::GnOps => "GN_OPS",
-        ActionType::Python => "PYTHON",
     }
 }
 

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::gn::GateReport;
+use crate::gn::{GateReport, GnRunState, StepRecord};
 use crate::iteration::{ExecutionResult, FailureClass, Feedback, IterationRecord};
 use crate::message::TokenUsage;
 
@@ -101,6 +101,16 @@ pub enum RunEvent {
     GatesChecked {
         index: u32,
         report: GateReport,
+    },
+    /// The Geometry Nodes assistant moved from one state to another.
+    GnStateChanged {
+        round: u32,
+        from: GnRunState,
+        to: GnRunState,
+    },
+    /// The Geometry Nodes assistant finished applying a step.
+    GnStepFinished {
+        record: StepRecord,
     },
     IterationFinished {
         record: Box<IterationRecord>,

@@ -192,6 +192,46 @@ pub struct PythonPayload {
     pub code: String,
 }
 
+/// The states of a Geometry Nodes assistant run (seed 003 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GnRunState {
+    Idle,
+    Generating,
+    RequestingContext,
+    Applying,
+    Verifying,
+    Done,
+    Error,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// The record of one applied step (seed 003 §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StepRecord {
+    /// The model reply (round) the step came from.
+    pub round: u32,
+    pub step_id: String,
+    pub action_type: ActionType,
+    pub status: StepStatus,
+    /// Milliseconds since the Unix epoch.
+    pub started_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// The structural checks a Geometry Nodes result must pass.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,

@@ -118,18 +118,40 @@ pub(crate) async fn a_good_reply_runs_to_done_and_writes_the_run_folder(blender:
     let kinds: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
-            GnEvent::Run(timed) => Some(match &timed.event {
-                RunEvent::RunStarted { .. } => "started",
-                RunEvent::ModelCalled { .. } => "model",
-                RunEvent::ToolInvoked { .. } => "step",
-                RunEvent::GatesChecked { .. } => "gates",
-                RunEvent::RunFinished { .. } => "finished",
-                _ => "other",
-            }),
+            GnEvent::Run(timed) => match &timed.event {
+                // State changes are checked on their own below.
+                RunEvent::GnStateChanged { .. } => None,
+                RunEvent::RunStarted { .. } => Some("started"),
+                RunEvent::ModelCalled { .. } => Some("model"),
+                RunEvent::GnStepFinished { .. } => Some("step"),
+                RunEvent::GatesChecked { .. } => Some("gates"),
+                RunEvent::RunFinished { .. } => Some("finished"),
+                _ => Some("other"),
+            },
             _ => None,
         })
         .collect();
     assert_eq!(kinds, ["started", "model", "step", "gates", "finished"]);
+    // Every state change is in the shared stream too, in order.
+    let shared: Vec<RunState> = events
+        .iter()
+        .filter_map(|e| match e {
+            GnEvent::Run(timed) => match &timed.event {
+                RunEvent::GnStateChanged { to, .. } => Some(*to),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let direct: Vec<RunState> = events
+        .iter()
+        .filter_map(|e| match e {
+            GnEvent::State(change) => Some(change.to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shared, direct);
+    assert_eq!(shared.last(), Some(&RunState::Done));
 
     let folder = outcome.folder.clone().unwrap();
     for file in [
@@ -143,7 +165,11 @@ pub(crate) async fn a_good_reply_runs_to_done_and_writes_the_run_folder(blender:
         assert!(folder.join(file).is_file(), "{file} is missing");
     }
     let log = viga_memory::read_run_log(&folder.join("events.jsonl")).unwrap();
-    assert_eq!(log.events.len(), 5);
+    assert_eq!(
+        log.events.len(),
+        5 + shared.len(),
+        "the shared events plus one per state change"
+    );
     let steps_log = std::fs::read_to_string(folder.join("steps.jsonl")).unwrap();
     assert_eq!(
         steps_log.lines().count(),
