@@ -141,6 +141,10 @@ pub struct BlendergymArgs {
     shard: String,
     #[arg(long, default_value_t = viga_eval::chamfer::DEFAULT_POINTS)]
     chamfer_points: usize,
+    /// CLIP ViT-B/32 weights (safetensors, Hugging Face openai/clip-vit-base-patch32 layout)
+    /// for N-CLIP; without them N-CLIP is reported as unavailable. See docs/eval.md.
+    #[arg(long)]
+    clip_weights: Option<PathBuf>,
     #[command(flatten)]
     render: RenderArgs,
 }
@@ -190,6 +194,7 @@ fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
     let mut config = EvalConfig::new(&args.data, &args.out, args.render.spec()?);
     config.shard = args.shard.parse::<Shard>()?;
     config.chamfer_points = args.chamfer_points;
+    config.clip_weights = args.clip_weights.clone();
     config.selection = Selection {
         tasks: args
             .tasks
@@ -309,12 +314,15 @@ async fn run_with_progress(
                         count += 1;
                     }
                     shown.println(format!(
-                        "{:<14} PL {:<10} CD {}",
+                        "{:<14} PL {:<10} CD {}{}",
                         scores.instance,
                         scores
                             .pl
                             .map_or("not executable".to_owned(), |pl| format!("{pl:.6}")),
                         scores.cd.map_or("-".to_owned(), |cd| format!("{cd:.4}")),
+                        scores
+                            .n_clip
+                            .map_or(String::new(), |n_clip| format!(" N-CLIP {n_clip:.4}")),
                     ));
                     if count > 0 {
                         shown.set_message(format!("mean PL {:.6}", sum / count as f64));

@@ -5,6 +5,7 @@
 //! **Owns:** reading the BlenderGym layout ([`layout`]); deterministic shards ([`shard`]);
 //! the metrics: PL exactly as BlenderGym defines it (from `viga_skills::metrics`), Chamfer
 //! distance ([`chamfer`], our documented definition, since the public evaluator has none);
+//! N-CLIP ([`clip`], CLIP ViT-B/32 from a local weights file);
 //! the baselines `noop` and `oracle` and the [`Proposer`] trait other systems plug into; the
 //! runner on a pool of warm workers with resume ([`runner`]); per-instance `scores.json` and
 //! per-task / overall reports beside the published leaderboard ([`report`]).
@@ -17,6 +18,7 @@
 
 pub mod agent;
 pub mod chamfer;
+pub mod clip;
 pub mod layout;
 pub mod report;
 pub mod runner;
@@ -58,6 +60,8 @@ pub enum EvalError {
     BadResults { path: PathBuf, message: String },
     #[error("instance {instance}: {message}")]
     Harness { instance: String, message: String },
+    #[error("N-CLIP: {0}")]
+    Clip(#[from] clip::ClipError),
     #[error("Blender: {0}")]
     Blender(#[from] viga_blender::TransportError),
 }

@@ -212,7 +212,12 @@ fn notes(summary: &Summary) -> Vec<String> {
             summary.settings.render.describe(),
             summary.settings.blender_version
         ),
-        "\"--\": fewer than 25% of the task's instances were executable. \"n/a\": N-CLIP is unavailable (no CLIP weights configured), never estimated.".to_owned(),
+        match &summary.settings.clip_weights {
+            Some(weights) => format!(
+                "\"--\": fewer than 25% of the task's instances were executable. N-CLIP: 1 - cosine similarity of CLIP ViT-B/32 image embeddings, weights {weights}."
+            ),
+            None => "\"--\": fewer than 25% of the task's instances were executable. \"n/a\": N-CLIP is unavailable (no CLIP weights configured), never estimated.".to_owned(),
+        },
     ];
     for task in &summary.tasks {
         notes.push(format!(
@@ -385,6 +390,7 @@ mod tests {
             },
             chamfer_points: 100,
             blender_version: "5.0.1".to_owned(),
+            clip_weights: None,
         }
     }
 
@@ -449,6 +455,24 @@ mod tests {
             })
             .collect();
         assert!(summarise(&settings(), &quarter).unwrap().tasks[0].shown);
+    }
+
+    #[test]
+    fn n_clip_is_shown_scaled_when_weights_were_configured() {
+        let mut with_clip = settings();
+        with_clip.clip_weights = Some("/models/clip.safetensors".to_owned());
+        let mut placed = scores("placement1", Task::Placement, Some(0.002), Some(0.5));
+        placed.settings = with_clip.clone();
+        placed.n_clip = Some(0.0125);
+        let table = markdown(&summarise(&with_clip, &[placed]).unwrap());
+        let ours = table.lines().nth(2).unwrap();
+        // Placement N-CLIP x1e-3 -> 12.5000.
+        assert!(ours.contains("| 2.0000 | 12.5000 | 0.5000 |"), "{ours}");
+        assert!(
+            table.contains("weights /models/clip.safetensors"),
+            "{table}"
+        );
+        assert!(!table.contains("\"n/a\": N-CLIP is unavailable"), "{table}");
     }
 
     #[test]

@@ -13,11 +13,12 @@ use viga_blender::{BlenderTransport, PooledWorker, TransportError, WorkerPool};
 use viga_protocol::bridge::BridgeCommand;
 
 use crate::chamfer::{self, DEFAULT_POINTS};
+use crate::clip::ClipBackend;
 use crate::layout::{self, Instance, Selection};
 use crate::scene::{self, Surface};
 use crate::scores::{
-    EvalSettings, InstanceScores, N_CLIP_UNAVAILABLE, RenderSpec, SCORES_FILE, SETTINGS_FILE,
-    ViewScore, read_json, write_json,
+    EvalSettings, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, RenderSpec,
+    SCORES_FILE, SETTINGS_FILE, ViewScore, read_json, write_json,
 };
 use crate::shard::Shard;
 use crate::{EvalError, write_atomic};
@@ -34,6 +35,9 @@ pub struct EvalConfig {
     pub chamfer_points: usize,
     /// Limit for one program run or one render.
     pub timeout: Duration,
+    /// CLIP ViT-B/32 weights (safetensors, Hugging Face layout) for N-CLIP; without them
+    /// N-CLIP is reported as unavailable.
+    pub clip_weights: Option<PathBuf>,
 }
 
 impl EvalConfig {
@@ -46,6 +50,7 @@ impl EvalConfig {
             render,
             chamfer_points: DEFAULT_POINTS,
             timeout: Duration::from_secs(1800),
+            clip_weights: None,
         }
     }
 }
@@ -199,6 +204,22 @@ pub async fn run(
             message: "Chamfer distance needs at least one point per surface".to_owned(),
         });
     }
+    // Loaded before any rendering, so a bad weights file fails the run at once; recorded as
+    // an absolute path, so resuming from another directory finds the same settings.
+    let clip = match &config.clip_weights {
+        Some(path) => {
+            let absolute = std::path::absolute(path).map_err(|err| EvalError::io(path, err))?;
+            let loading = absolute.clone();
+            let backend = tokio::task::spawn_blocking(move || ClipBackend::load(&loading))
+                .await
+                .map_err(|err| EvalError::Harness {
+                    instance: "(all)".to_owned(),
+                    message: format!("loading the CLIP weights panicked: {err}"),
+                })??;
+            Some((Arc::new(backend), absolute.display().to_string()))
+        }
+        None => None,
+    };
     let instances = config
         .shard
         .select(layout::discover(&config.data, &config.selection)?);
@@ -208,6 +229,7 @@ pub async fn run(
         render: config.render,
         chamfer_points: config.chamfer_points,
         blender_version,
+        clip_weights: clip.as_ref().map(|(_, path)| path.clone()),
     };
     std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     check_settings(&config.out, &settings)?;
@@ -247,11 +269,20 @@ pub async fn run(
         let proposer = proposer.clone();
         let settings = settings.clone();
         let config = config.clone();
+        let clip = clip.as_ref().map(|(backend, _)| backend.clone());
         jobs.spawn(async move {
             let name = instance.name.clone();
             let result = async {
                 let worker: Arc<dyn BlenderTransport> = Arc::new(Lent(pool.acquire().await?));
-                evaluate(&config, &instance, &settings, worker, proposer.as_ref()).await
+                evaluate(
+                    &config,
+                    &instance,
+                    &settings,
+                    worker,
+                    proposer.as_ref(),
+                    clip,
+                )
+                .await
             }
             .await;
             (name, result)
@@ -354,6 +385,7 @@ async fn evaluate(
     settings: &EvalSettings,
     blender: Arc<dyn BlenderTransport>,
     proposer: &dyn Proposer,
+    clip: Option<Arc<ClipBackend>>,
 ) -> Result<InstanceScores, EvalError> {
     let started = Instant::now();
     let dir = config.out.join(&instance.name);
@@ -370,7 +402,10 @@ async fn evaluate(
         views: Vec::new(),
         pl: None,
         n_clip: None,
-        n_clip_note: N_CLIP_UNAVAILABLE.to_owned(),
+        n_clip_note: match clip {
+            Some(_) => N_CLIP_NOT_EXECUTABLE.to_owned(),
+            None => N_CLIP_UNAVAILABLE.to_owned(),
+        },
         cd: None,
         cd_note: None,
         proposal_note: proposal.note,
@@ -380,7 +415,7 @@ async fn evaluate(
         None => scores.error = Some("the system proposed no program".to_owned()),
         Some(code) => {
             write_atomic(&dir.join("proposal.py"), code.as_bytes())?;
-            score_proposal(
+            let renders = score_proposal(
                 config,
                 instance,
                 blender.as_ref(),
@@ -390,6 +425,18 @@ async fn evaluate(
                 &mut scores,
             )
             .await?;
+            if let (Some(renders), Some(clip)) = (renders, clip) {
+                let n_clips =
+                    n_clip_per_view(instance, clip, renders, goal.renders.clone()).await?;
+                for (view, n_clip) in scores.views.iter_mut().zip(&n_clips) {
+                    view.n_clip = Some(*n_clip);
+                }
+                scores.n_clip = Some(n_clips.iter().sum::<f64>() / n_clips.len() as f64);
+                scores.n_clip_note = format!(
+                    "CLIP ViT-B/32 (the weights in settings.clip_weights), mean over {} views",
+                    n_clips.len()
+                );
+            }
         }
     }
     scores.seconds = started.elapsed().as_secs_f64();
@@ -397,6 +444,7 @@ async fn evaluate(
     Ok(scores)
 }
 
+/// Runs, renders and scores the program; returns its renders when it is executable.
 async fn score_proposal(
     config: &EvalConfig,
     instance: &Instance,
@@ -405,20 +453,20 @@ async fn score_proposal(
     goal: &Goal,
     dir: &Path,
     scores: &mut InstanceScores,
-) -> Result<(), EvalError> {
+) -> Result<Option<Vec<Vec<u8>>>, EvalError> {
     // A program that hangs or crashes Blender is the proposal's failure, as is one that
     // raises; the worker has been restarted by its supervisor either way.
     let ran = match scene::run_program(blender, instance, code, config.timeout).await {
         Ok(ran) => ran,
         Err(err @ TransportError::Lost { .. }) => {
             scores.error = Some(format!("the program lost the Blender worker: {err}"));
-            return Ok(());
+            return Ok(None);
         }
         Err(err) => return Err(err.into()),
     };
     if let Some(error) = ran.error {
         scores.error = Some(format!("the program raised {error}"));
-        return Ok(());
+        return Ok(None);
     }
     let renders = match scene::render_views(blender, instance, config.render, config.timeout).await
     {
@@ -426,7 +474,7 @@ async fn score_proposal(
         // E.g. the program deleted a camera: the public evaluator's "no PNG written".
         Err(err @ (TransportError::Refused { .. } | TransportError::Lost { .. })) => {
             scores.error = Some(format!("a view could not be rendered: {err}"));
-            return Ok(());
+            return Ok(None);
         }
         Err(err) => return Err(err.into()),
     };
@@ -434,7 +482,11 @@ async fn score_proposal(
     for ((camera, proposal), target) in instance.cameras().zip(&renders).zip(&goal.renders) {
         let pl = viga_skills::metrics::photometric_loss(proposal, target)
             .map_err(|err| harness(instance, format!("PL of {camera}: {err}")))?;
-        scores.views.push(ViewScore { camera, pl });
+        scores.views.push(ViewScore {
+            camera,
+            pl,
+            n_clip: None,
+        });
     }
     scores.pl =
         Some(scores.views.iter().map(|view| view.pl).sum::<f64>() / scores.views.len() as f64);
@@ -452,5 +504,120 @@ async fn score_proposal(
             Err(err) => scores.cd_note = Some(format!("surface unavailable: {err}")),
         }
     }
-    Ok(())
+    Ok(Some(renders))
+}
+
+/// N-CLIP of every proposal view against its goal view. The forward passes are CPU-bound, so
+/// they run off the async workers.
+async fn n_clip_per_view(
+    instance: &Instance,
+    clip: Arc<ClipBackend>,
+    proposals: Vec<Vec<u8>>,
+    goals: Vec<Vec<u8>>,
+) -> Result<Vec<f64>, EvalError> {
+    let cameras: Vec<String> = instance.cameras().collect();
+    let computed = tokio::task::spawn_blocking(move || {
+        let decode = |png: &[u8], camera: &str, which: &str| {
+            image::load_from_memory(png)
+                .map(|image| image.to_rgb8())
+                .map_err(|err| format!("cannot decode the {which} render of {camera}: {err}"))
+        };
+        cameras
+            .iter()
+            .zip(proposals.iter().zip(&goals))
+            .map(|(camera, (proposal, goal))| {
+                let proposal = decode(proposal, camera, "proposal")?;
+                let goal = decode(goal, camera, "goal")?;
+                clip.n_clip(&proposal, &goal)
+                    .map_err(|err| format!("N-CLIP of {camera}: {err}"))
+            })
+            .collect::<Result<Vec<f64>, String>>()
+    })
+    .await
+    .map_err(|err| harness(instance, format!("N-CLIP panicked: {err}")))?;
+    computed.map_err(|message| harness(instance, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{DType, Device};
+    use candle_nn::{Init, VarBuilder, VarMap};
+    use candle_transformers::models::clip::text_model::Activation;
+    use image::{ImageFormat, Rgb, RgbImage};
+
+    use super::*;
+    use crate::clip::ClipVisionConfig;
+    use crate::layout::Task;
+
+    fn png(image: &RgbImage) -> Vec<u8> {
+        let mut bytes = std::io::Cursor::new(Vec::new());
+        image.write_to(&mut bytes, ImageFormat::Png).unwrap();
+        bytes.into_inner()
+    }
+
+    #[tokio::test]
+    async fn n_clip_is_computed_per_view_and_bad_renders_are_harness_failures() {
+        let config = ClipVisionConfig {
+            embed_dim: 8,
+            activation: Activation::QuickGelu,
+            intermediate_size: 8,
+            num_hidden_layers: 1,
+            num_attention_heads: 1,
+            projection_dim: 4,
+            num_channels: 3,
+            image_size: 224,
+            patch_size: 32,
+        };
+        let varmap = VarMap::new();
+        let randn = Init::Randn {
+            mean: 0.0,
+            stdev: 1.0,
+        };
+        varmap
+            .get(
+                8,
+                "vision_model.embeddings.class_embedding",
+                randn,
+                DType::F32,
+                &Device::Cpu,
+            )
+            .unwrap();
+        let vars = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+        let clip = Arc::new(ClipBackend::new(vars, &config).unwrap());
+        let instance = Instance {
+            name: "placement1".to_owned(),
+            task: Task::Placement,
+            number: 1,
+            dir: PathBuf::new(),
+            blend: PathBuf::new(),
+            start_py: PathBuf::new(),
+            goal_py: PathBuf::new(),
+            views: 2,
+        };
+        let red = png(&RgbImage::from_pixel(64, 64, Rgb([200, 10, 10])));
+        let stripes = png(&RgbImage::from_fn(64, 64, |x, _| {
+            Rgb([(x * 4) as u8, 0, 90])
+        }));
+
+        let goals = vec![red.clone(), stripes.clone()];
+        let same = n_clip_per_view(&instance, clip.clone(), goals.clone(), goals.clone())
+            .await
+            .unwrap();
+        assert_eq!(same.len(), 2);
+        assert!(same.iter().all(|n_clip| n_clip.abs() < 1e-6), "{same:?}");
+        let swapped = vec![stripes, red.clone()];
+        let different = n_clip_per_view(&instance, clip.clone(), swapped, goals.clone())
+            .await
+            .unwrap();
+        assert!(different.iter().all(|n_clip| (0.0..=2.0).contains(n_clip)));
+
+        let err = n_clip_per_view(&instance, clip, vec![red, b"not a png".to_vec()], goals)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("placement1") && err.contains("proposal render of Camera2"),
+            "{err}"
+        );
+    }
 }

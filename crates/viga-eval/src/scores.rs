@@ -59,6 +59,9 @@ pub struct EvalSettings {
     pub render: RenderSpec,
     pub chamfer_points: usize,
     pub blender_version: String,
+    /// The CLIP ViT-B/32 weights file N-CLIP was computed with; absent: N-CLIP unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_weights: Option<String>,
 }
 
 impl EvalSettings {
@@ -87,6 +90,18 @@ impl EvalSettings {
                 self.blender_version, other.blender_version
             ));
         }
+        if self.clip_weights != other.clip_weights {
+            let describe = |weights: &Option<String>| {
+                weights
+                    .as_deref()
+                    .map_or("none".to_owned(), |path| format!("{path:?}"))
+            };
+            out.push(format!(
+                "CLIP weights {} vs {}",
+                describe(&self.clip_weights),
+                describe(&other.clip_weights)
+            ));
+        }
         out
     }
 }
@@ -96,6 +111,9 @@ impl EvalSettings {
 pub struct ViewScore {
     pub camera: String,
     pub pl: f64,
+    /// Present when CLIP weights are configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_clip: Option<f64>,
 }
 
 /// The scores of one instance. Lower is better everywhere.
@@ -114,8 +132,8 @@ pub struct InstanceScores {
     pub views: Vec<ViewScore>,
     /// Mean PL over the views; absent when not executable.
     pub pl: Option<f64>,
-    /// Always absent until a CLIP backend with local weights is configured; `n_clip_note`
-    /// says why.
+    /// Mean N-CLIP over the views; absent without CLIP weights or when not executable,
+    /// and `n_clip_note` says which.
     pub n_clip: Option<f64>,
     pub n_clip_note: String,
     /// Chamfer distance for blendshape, placement and geometry.
@@ -131,6 +149,8 @@ pub struct InstanceScores {
 
 /// Why N-CLIP is missing: no CLIP weights can be fetched here, and the metric is never guessed.
 pub const N_CLIP_UNAVAILABLE: &str = "unavailable: no CLIP ViT-B/32 weights are configured";
+/// Why N-CLIP is missing although weights are configured.
+pub const N_CLIP_NOT_EXECUTABLE: &str = "not computed: the proposal is not executable";
 
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|err| EvalError::io(path, err))?;

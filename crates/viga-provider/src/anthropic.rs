@@ -19,7 +19,7 @@ use crate::assemble::ToolCallParts;
 use crate::config::ProviderConfig;
 use crate::http::{Endpoint, HttpClient, Origin, stream_error};
 use crate::images::ImageLimits;
-use crate::sse::{self, Decoder, Flow};
+use crate::sse::{self, Decoder, Flow, Partial};
 use crate::wire;
 use crate::{
     FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream, StreamEvent,
@@ -417,30 +417,22 @@ struct MessageDelta {
 /// Reads Messages stream events up to `message_stop`.
 struct EventDecoder {
     origin: Origin,
-    text: String,
+    answer: Partial,
     open: ToolCallParts,
-    calls: Vec<ToolCall>,
-    finish: Option<FinishReason>,
-    usage: TokenUsage,
-    id: Option<String>,
 }
 
 impl EventDecoder {
     fn new(origin: Origin) -> Self {
         Self {
             origin,
-            text: String::new(),
+            answer: Partial::default(),
             open: ToolCallParts::default(),
-            calls: Vec::new(),
-            finish: None,
-            usage: TokenUsage::default(),
-            id: None,
         }
     }
 
     fn text(&mut self, text: String, out: &mut Vec<StreamEvent>) {
         if !text.is_empty() {
-            self.text.push_str(&text);
+            self.answer.text.push_str(&text);
             out.push(StreamEvent::TextDelta(text));
         }
     }
@@ -450,9 +442,9 @@ impl Decoder for EventDecoder {
     fn event(&mut self, event: &Event, out: &mut Vec<StreamEvent>) -> Result<Flow, ProviderError> {
         match sse::data::<StreamData>(self.origin.provider, event)? {
             StreamData::MessageStart { message } => {
-                self.id = message.id;
+                self.answer.id = message.id;
                 if let Some(usage) = message.usage {
-                    usage.apply(&mut self.usage);
+                    usage.apply(&mut self.answer.usage);
                 }
             }
             StreamData::ContentBlockStart {
@@ -475,15 +467,15 @@ impl Decoder for EventDecoder {
             StreamData::ContentBlockStop { index } => {
                 if let Some(call) = self.open.finish(index) {
                     out.push(StreamEvent::ToolCall(call.clone()));
-                    self.calls.push(call);
+                    self.answer.calls.push(call);
                 }
             }
             StreamData::MessageDelta { delta, usage } => {
                 if let Some(reason) = delta.stop_reason {
-                    self.finish = Some(finish_reason(&reason));
+                    self.answer.finish = Some(finish_reason(&reason));
                 }
                 if let Some(usage) = usage {
-                    usage.apply(&mut self.usage);
+                    usage.apply(&mut self.answer.usage);
                 }
             }
             StreamData::MessageStop => return Ok(Flow::End),
@@ -494,16 +486,6 @@ impl Decoder for EventDecoder {
     }
 
     fn finish(self) -> Result<ModelResponse, ProviderError> {
-        let reason = self
-            .finish
-            .ok_or_else(|| sse::cut_short(self.origin.provider, "the model finished"))?;
-        Ok(ModelResponse {
-            finish_reason: wire::settle(reason, !self.calls.is_empty()),
-            text: self.text,
-            tool_calls: self.calls,
-            usage: self.usage,
-            latency: Duration::ZERO,
-            request_id: self.id,
-        })
+        self.answer.into_response(self.origin.provider)
     }
 }

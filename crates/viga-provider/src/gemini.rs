@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use eventsource_stream::Event;
@@ -22,7 +22,7 @@ use viga_protocol::message::{ChatMessage, ContentPart, Role, TokenUsage, ToolCal
 use crate::config::ProviderConfig;
 use crate::http::{Endpoint, HttpClient, Origin, stream_error};
 use crate::images::ImageLimits;
-use crate::sse::{self, Decoder, Flow};
+use crate::sse::{self, Decoder, Flow, Partial};
 use crate::wire;
 use crate::{
     FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream, StreamEvent,
@@ -101,11 +101,7 @@ impl GeminiProvider {
         Collector {
             origin: self.http.origin().clone(),
             book: self.book.clone(),
-            text: String::new(),
-            calls: Vec::new(),
-            finish: None,
-            usage: TokenUsage::default(),
-            id: None,
+            answer: Partial::default(),
         }
     }
 }
@@ -129,7 +125,7 @@ impl Provider for GeminiProvider {
         let mut collector = self.collector();
         collector.take(answer, &mut Vec::new())?;
         // A whole answer without a finish reason is still whole.
-        collector.finish.get_or_insert(FinishReason::Stop);
+        collector.answer.finish.get_or_insert(FinishReason::Stop);
         let mut response = collector.finish()?;
         response.latency = started.elapsed();
         response.request_id = reply.request_id.or(response.request_id);
@@ -375,12 +371,8 @@ struct PromptFeedback {
 /// end marker; the last chunk carries the finish reason).
 struct Collector {
     origin: Origin,
+    answer: Partial,
     book: Arc<CallBook>,
-    text: String,
-    calls: Vec<ToolCall>,
-    finish: Option<FinishReason>,
-    usage: TokenUsage,
-    id: Option<String>,
 }
 
 impl Collector {
@@ -388,11 +380,11 @@ impl Collector {
         if let Some(error) = answer.error {
             return Err(stream_error(&self.origin, &error));
         }
-        if self.id.is_none() {
-            self.id = answer.response_id;
+        if self.answer.id.is_none() {
+            self.answer.id = answer.response_id;
         }
         if let Some(usage) = answer.usage_metadata {
-            self.usage = TokenUsage {
+            self.answer.usage = TokenUsage {
                 input_tokens: usage.prompt_token_count,
                 output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
             };
@@ -403,7 +395,7 @@ impl Collector {
                 .prompt_feedback
                 .is_some_and(|feedback| feedback.block_reason.is_some())
         {
-            self.finish = Some(FinishReason::ContentFilter);
+            self.answer.finish = Some(FinishReason::ContentFilter);
         }
         // We ask for one candidate.
         for candidate in answer.candidates.into_iter().take(1) {
@@ -420,17 +412,17 @@ impl Collector {
                         },
                     };
                     out.push(StreamEvent::ToolCall(call.clone()));
-                    self.calls.push(call);
+                    self.answer.calls.push(call);
                 } else if let Some(text) = part.text
                     && part.thought != Some(true)
                     && !text.is_empty()
                 {
-                    self.text.push_str(&text);
+                    self.answer.text.push_str(&text);
                     out.push(StreamEvent::TextDelta(text));
                 }
             }
             if let Some(reason) = candidate.finish_reason {
-                self.finish = Some(finish_reason(&reason));
+                self.answer.finish = Some(finish_reason(&reason));
             }
         }
         Ok(())
@@ -445,16 +437,6 @@ impl Decoder for Collector {
     }
 
     fn finish(self) -> Result<ModelResponse, ProviderError> {
-        let reason = self
-            .finish
-            .ok_or_else(|| sse::cut_short(self.origin.provider, "the model finished"))?;
-        Ok(ModelResponse {
-            finish_reason: wire::settle(reason, !self.calls.is_empty()),
-            text: self.text,
-            tool_calls: self.calls,
-            usage: self.usage,
-            latency: Duration::ZERO,
-            request_id: self.id,
-        })
+        self.answer.into_response(self.origin.provider)
     }
 }

@@ -18,7 +18,7 @@ use crate::assemble::{ToolCallParts, arguments_text, parse_arguments};
 use crate::config::ProviderConfig;
 use crate::http::{Endpoint, HttpClient, Origin, stream_error};
 use crate::images::ImageLimits;
-use crate::sse::{self, Decoder, Flow};
+use crate::sse::{self, Decoder, Flow, Partial};
 use crate::wire;
 use crate::{
     FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ResponseStream, StreamEvent,
@@ -442,12 +442,8 @@ struct DeltaFunction {
 /// Reads `chat.completion.chunk` events up to `[DONE]`.
 struct ChunkDecoder {
     origin: Origin,
-    text: String,
+    answer: Partial,
     open: ToolCallParts,
-    calls: Vec<ToolCall>,
-    finish: Option<FinishReason>,
-    usage: TokenUsage,
-    id: Option<String>,
     /// For servers that omit `index`: the slot of the last call, and the next free one.
     unindexed: Option<u64>,
     next_unindexed: u64,
@@ -457,12 +453,8 @@ impl ChunkDecoder {
     fn new(origin: Origin) -> Self {
         Self {
             origin,
-            text: String::new(),
+            answer: Partial::default(),
             open: ToolCallParts::default(),
-            calls: Vec::new(),
-            finish: None,
-            usage: TokenUsage::default(),
-            id: None,
             unindexed: None,
             next_unindexed: 0,
         }
@@ -488,7 +480,7 @@ impl ChunkDecoder {
     fn delta(&mut self, delta: Delta, out: &mut Vec<StreamEvent>) {
         for text in [delta.content, delta.refusal].into_iter().flatten() {
             if !text.is_empty() {
-                self.text.push_str(&text);
+                self.answer.text.push_str(&text);
                 out.push(StreamEvent::TextDelta(text));
             }
         }
@@ -516,37 +508,27 @@ impl Decoder for ChunkDecoder {
         if let Some(error) = chunk.error {
             return Err(stream_error(&self.origin, &error));
         }
-        if self.id.is_none() {
-            self.id = chunk.id;
+        if self.answer.id.is_none() {
+            self.answer.id = chunk.id;
         }
         for choice in chunk.choices.unwrap_or_default() {
             if let Some(delta) = choice.delta {
                 self.delta(delta, out);
             }
             if let Some(reason) = choice.finish_reason {
-                self.finish = Some(finish_reason(&reason));
+                self.answer.finish = Some(finish_reason(&reason));
                 let calls = self.open.finish_all();
                 out.extend(calls.iter().cloned().map(StreamEvent::ToolCall));
-                self.calls.extend(calls);
+                self.answer.calls.extend(calls);
             }
         }
         if let Some(usage) = chunk.usage {
-            self.usage = usage.into();
+            self.answer.usage = usage.into();
         }
         Ok(Flow::Continue)
     }
 
     fn finish(self) -> Result<ModelResponse, ProviderError> {
-        let reason = self
-            .finish
-            .ok_or_else(|| sse::cut_short(self.origin.provider, "the model finished"))?;
-        Ok(ModelResponse {
-            finish_reason: wire::settle(reason, !self.calls.is_empty()),
-            text: self.text,
-            tool_calls: self.calls,
-            usage: self.usage,
-            latency: Duration::ZERO,
-            request_id: self.id,
-        })
+        self.answer.into_response(self.origin.provider)
     }
 }

@@ -158,3 +158,31 @@ pub(crate) fn cut_short(provider: &str, missing: &str) -> ProviderError {
         ),
     }
 }
+
+/// What a stream has delivered so far. Every decoder collects into one, and the same rule
+/// ends them all: a stream the provider never declared finished is an error, never a silently
+/// partial answer.
+#[derive(Debug, Default)]
+pub(crate) struct Partial {
+    pub text: String,
+    pub calls: Vec<viga_protocol::message::ToolCall>,
+    pub finish: Option<crate::FinishReason>,
+    pub usage: viga_protocol::message::TokenUsage,
+    pub id: Option<String>,
+}
+
+impl Partial {
+    pub fn into_response(self, provider: &str) -> Result<crate::ModelResponse, ProviderError> {
+        let reason = self
+            .finish
+            .ok_or_else(|| cut_short(provider, "the model finished"))?;
+        Ok(crate::ModelResponse {
+            finish_reason: crate::wire::settle(reason, !self.calls.is_empty()),
+            text: self.text,
+            tool_calls: self.calls,
+            usage: self.usage,
+            latency: std::time::Duration::ZERO,
+            request_id: self.id,
+        })
+    }
+}

@@ -1,4 +1,5 @@
 mod agent;
+mod clip;
 mod layout;
 mod mini;
 mod search;
