@@ -115,8 +115,9 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let provider_settings = provider_config(&args.provider, None)?;
     let mut config = args.run_config()?;
     config.provider = provider_settings.kind.name().to_owned();
-    config.model = provider_settings.model.clone();
     let provider = build_provider(&provider_settings)?;
+    // The provider's own name for its model: for a scripted run, the script's label.
+    config.model = provider.model().to_owned();
     if provider_settings.kind == ProviderKind::Scripted {
         println!(
             "[scripted provider] every model answer is replayed from {}",

@@ -205,10 +205,11 @@ pub(crate) fn diff_html(before: &str, after: &str) -> String {
             i += 1;
             j += 1;
         } else if j < new.len() && (i == old.len() || lengths[i][j + 1] >= lengths[i + 1][j]) {
-            let _ = writeln!(out, "<ins>+ {}</ins>", escape(new[j]));
+            // Block elements end their own line inside <pre>; a newline would add a blank one.
+            let _ = write!(out, "<ins>+ {}</ins>", escape(new[j]));
             j += 1;
         } else {
-            let _ = writeln!(out, "<del>- {}</del>", escape(old[i]));
+            let _ = write!(out, "<del>- {}</del>", escape(old[i]));
             i += 1;
         }
     }
@@ -231,11 +232,8 @@ mod tests {
     #[test]
     fn diffs_mark_added_and_removed_lines() {
         let diff = diff_html("a\nb\nc\n", "a\nB\nc\nd\n");
-        assert_eq!(
-            diff,
-            "  a\n<ins>+ B</ins>\n<del>- b</del>\n  c\n<ins>+ d</ins>\n"
-        );
-        assert_eq!(diff_html("", "x"), "<ins>+ x</ins>\n");
+        assert_eq!(diff, "  a\n<ins>+ B</ins><del>- b</del>  c\n<ins>+ d</ins>");
+        assert_eq!(diff_html("", "x"), "<ins>+ x</ins>");
     }
 
     #[test]
