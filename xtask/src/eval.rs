@@ -243,7 +243,7 @@ fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn P
                 provider: build_provider(&settings)?,
                 max_iterations: args.max_iterations,
                 memory_window: 3,
-                verifier_render: viga_core::RenderConfig {
+                verifier_render: RenderSpec {
                     engine: RenderEngine::Workbench,
                     width: 256,
                     height: 256,
@@ -267,7 +267,7 @@ async fn blendergym(args: BlendergymArgs, launcher: BlenderLauncher) -> Result<(
         proposer.system(),
         config.data.display(),
         config.shard,
-        config.render.describe(),
+        config.render,
         args.workers
     );
     let pool = Arc::new(WorkerPool::start(args.workers, WorkerConfig::new(launcher)).await?);
@@ -368,7 +368,7 @@ async fn bench(launcher: BlenderLauncher, render: RenderSpec) -> Result<()> {
         }
         rows.push((workers, summary.scored, seconds));
     }
-    println!("\n{} on {}:", render.describe(), data.display());
+    println!("\n{} on {}:", render, data.display());
     println!("| workers | instances | seconds | instances/hour | speed-up |");
     println!("|---|---|---|---|---|");
     let base = rows.first().map_or(1.0, |(_, n, s)| *n as f64 / s);

@@ -2,8 +2,9 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
-use viga_core::{RenderConfig, RunConfig};
+use viga_core::RunConfig;
 use viga_protocol::bridge::RenderEngine;
+use viga_protocol::bridge::RenderSpec;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -174,7 +175,7 @@ impl RunArgs {
             other => bail!("unknown engine {other:?}; use workbench, cycles or eevee"),
         };
         let (width, height) = parse_resolution(&self.resolution)?;
-        config.render = RenderConfig {
+        config.render = RenderSpec {
             engine,
             width,
             height,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use rmcp::ServiceExt as _;
 use viga_blender::{Worker, WorkerConfig, locate};
-use viga_protocol::bridge::SceneReset;
+use viga_protocol::bridge::{RenderSpec, SceneReset};
 use viga_serve::mcp::VigaMcpServer;
 use viga_serve::ws::{Gateway, GatewayConfig};
 use viga_skills::addons::{AddonRegistry, discover};
@@ -27,11 +27,11 @@ pub async fn serve(addons: Option<&Path>, resolution: &str) -> Result<std::proce
         worker.hello().blender_version,
         registry.ids().join(", ")
     );
-    let render = RenderSettings {
+    let render = RenderSettings::new(RenderSpec {
         width,
         height,
-        ..RenderSettings::default()
-    };
+        ..RenderSettings::default().spec
+    });
     let context = Arc::new(ToolContext::new(
         Arc::new(worker),
         render,

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
-use viga_core::{RenderConfig, RunConfig};
+use viga_core::RunConfig;
 use viga_protocol::bridge::RenderEngine;
+use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::RunEvent;
 use viga_protocol::message::ToolCall;
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
@@ -80,7 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let output = tempfile::tempdir()?;
     let mut config = RunConfig::new("five boxes on a floor");
     config.max_iterations = iterations;
-    config.render = RenderConfig {
+    config.render = RenderSpec {
         engine: RenderEngine::Workbench,
         width: side,
         height: side,

@@ -4,41 +4,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use viga_protocol::bridge::RenderEngine;
-use viga_skills::RenderSettings;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RenderConfig {
-    pub engine: RenderEngine,
-    pub width: u32,
-    pub height: u32,
-    #[serde(default)]
-    pub samples: Option<u32>,
-}
-
-impl Default for RenderConfig {
-    fn default() -> Self {
-        Self {
-            engine: RenderEngine::Workbench,
-            width: 512,
-            height: 512,
-            samples: None,
-        }
-    }
-}
-
-impl RenderConfig {
-    pub fn settings(&self) -> RenderSettings {
-        RenderSettings {
-            engine: self.engine,
-            width: self.width,
-            height: self.height,
-            samples: self.samples,
-            ..RenderSettings::default()
-        }
-    }
-}
+use viga_protocol::bridge::{RenderEngine, RenderSpec};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,7 +34,7 @@ pub struct RunConfig {
     pub verifier_max_turns: u32,
     /// Ask for a plan before the code every iteration (seed 000 step 2).
     pub plan_each_iteration: bool,
-    pub render: RenderConfig,
+    pub render: RenderSpec,
     /// Recorded for the run folder; the provider itself is passed in.
     pub provider: String,
     pub model: String,
@@ -94,7 +60,13 @@ impl RunConfig {
             max_fast_retries: 3,
             verifier_max_turns: 6,
             plan_each_iteration: true,
-            render: RenderConfig::default(),
+            // Workbench at 512x512: about a second per view on a CPU.
+            render: RenderSpec {
+                engine: RenderEngine::Workbench,
+                width: 512,
+                height: 512,
+                samples: None,
+            },
             provider: String::new(),
             model: String::new(),
             prompts_dir: None,

@@ -47,7 +47,7 @@ use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_protocol::message::ImageData;
 use viga_provider::Provider;
 
-pub use config::{RenderConfig, RunConfig, slug};
+pub use config::{RunConfig, slug};
 pub use extract::first_python_block;
 pub use folder::RunFolder;
 pub use prompts::Prompts;

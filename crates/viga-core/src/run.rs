@@ -15,7 +15,7 @@ use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
 use viga_provider::{ModelRequest, ModelResponse, Provider};
 use viga_skills::generator::describe_execution;
 use viga_skills::metrics::{image_size, photometric_loss};
-use viga_skills::{ToolContext, ToolError};
+use viga_skills::{RenderSettings, ToolContext, ToolError};
 
 use crate::CoreError;
 use crate::config::RunConfig;
@@ -93,7 +93,7 @@ impl Run {
         let translator = ProviderTranslator::new(Arc::clone(provider), prompts.investigate.clone());
         ToolContext::new(
             Arc::clone(blender),
-            config.render.settings(),
+            RenderSettings::new(config.render),
             Self::base_scene(config),
         )
         .with_translator(Arc::new(translator))

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use viga_blender::BlenderTransport;
-use viga_core::{RenderConfig, RunConfig};
+use viga_core::RunConfig;
+use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::StopReason;
 use viga_provider::Provider;
 
@@ -22,7 +23,7 @@ pub struct AgentProposer {
     pub max_iterations: u32,
     pub memory_window: usize,
     /// What the verifier looks at while the agent works (scoring uses the eval's settings).
-    pub verifier_render: RenderConfig,
+    pub verifier_render: RenderSpec,
 }
 
 impl std::fmt::Debug for AgentProposer {
@@ -72,7 +73,7 @@ impl Proposer for AgentProposer {
         config.base_blend = Some(instance.blend.clone());
         config.max_iterations = self.max_iterations;
         config.memory_window = self.memory_window;
-        config.render = self.verifier_render.clone();
+        config.render = self.verifier_render;
         config.provider = self.provider.name().to_owned();
         config.model = self.provider.model().to_owned();
         let harness = |message: String| EvalError::Harness {

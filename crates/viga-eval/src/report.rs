@@ -209,7 +209,7 @@ fn notes(summary: &Summary) -> Vec<String> {
         "PL and N-CLIP are shown x1e-3 for blendshape (BS) and placement (Pl), x1e-2 for geometry, lighting and material, as on the leaderboard; CD is unscaled. Lower is better.".to_owned(),
         format!(
             "Ours: the system's own final program per instance, rendered with {} by Blender {}; the goal re-rendered the same way. The published rows used Cycles 512x512 at 512 samples in Blender 3.6 on the full BlenderGym set: compare only runs with the same settings and data.",
-            summary.settings.render.describe(),
+            summary.settings.render,
             summary.settings.blender_version
         ),
         match &summary.settings.clip_weights {

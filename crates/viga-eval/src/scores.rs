@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use viga_protocol::bridge::RenderEngine;
 
 use crate::EvalError;
 use crate::layout::Task;
@@ -13,41 +12,7 @@ pub const SCORES_FILE: &str = "scores.json";
 pub const SETTINGS_FILE: &str = "eval.json";
 
 /// How every view is rendered, goal and proposal alike.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RenderSpec {
-    pub engine: RenderEngine,
-    pub width: u32,
-    pub height: u32,
-    /// Cycles / EEVEE samples; Workbench ignores it.
-    #[serde(default)]
-    pub samples: Option<u32>,
-}
-
-impl RenderSpec {
-    /// The benchmark's own settings: Cycles, 512x512, 512 samples (tens of minutes per view
-    /// on a 2-core CPU).
-    pub const BLENDERGYM: RenderSpec = RenderSpec {
-        engine: RenderEngine::Cycles,
-        width: 512,
-        height: 512,
-        samples: Some(512),
-    };
-
-    pub fn describe(&self) -> String {
-        let engine = match self.engine {
-            RenderEngine::Workbench => "Workbench",
-            RenderEngine::Cycles => "Cycles",
-            RenderEngine::Eevee => "EEVEE",
-        };
-        match self.samples {
-            Some(samples) if self.engine != RenderEngine::Workbench => {
-                format!("{engine} {}x{} {samples} spp", self.width, self.height)
-            }
-            _ => format!("{engine} {}x{}", self.width, self.height),
-        }
-    }
-}
+pub use viga_protocol::bridge::RenderSpec;
 
 /// The settings that make results comparable. Every instance of an output folder (and every
 /// shard merged into it) must share them.
@@ -72,11 +37,7 @@ impl EvalSettings {
             out.push(format!("system {:?} vs {:?}", self.system, other.system));
         }
         if self.render != other.render {
-            out.push(format!(
-                "render {} vs {}",
-                self.render.describe(),
-                other.render.describe()
-            ));
+            out.push(format!("render {} vs {}", self.render, other.render));
         }
         if self.chamfer_points != other.chamfer_points {
             out.push(format!(

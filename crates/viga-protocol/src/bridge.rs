@@ -160,6 +160,35 @@ pub enum RenderEngine {
     Eevee,
 }
 
+/// How images are rendered: the engine, the size and the samples. Run settings, eval
+/// settings and the tools' render settings all hold one, so they cannot drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderSpec {
+    pub engine: RenderEngine,
+    pub width: u32,
+    pub height: u32,
+    /// Cycles / EEVEE samples; Workbench ignores it.
+    #[serde(default)]
+    pub samples: Option<u32>,
+}
+
+/// "Cycles 64x64 16 spp", "Workbench 512x512": for logs and reports.
+impl std::fmt::Display for RenderSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let engine = match self.engine {
+            RenderEngine::Workbench => "Workbench",
+            RenderEngine::Cycles => "Cycles",
+            RenderEngine::Eevee => "EEVEE",
+        };
+        write!(f, "{engine} {}x{}", self.width, self.height)?;
+        match self.samples {
+            Some(samples) if self.engine != RenderEngine::Workbench => write!(f, " {samples} spp"),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenderRequest {

@@ -9,7 +9,7 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
 use serde_json::{Value, json};
 use viga_blender::{Worker, WorkerConfig, locate};
-use viga_protocol::bridge::{RenderEngine, SceneReset};
+use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
 use viga_serve::mcp::VigaMcpServer;
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
@@ -31,12 +31,12 @@ async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
             .unwrap()
             .is_empty()
     );
-    let render = RenderSettings {
+    let render = RenderSettings::new(RenderSpec {
         engine: RenderEngine::Workbench,
         width: 64,
         height: 64,
-        ..RenderSettings::default()
-    };
+        samples: None,
+    });
     let context = Arc::new(ToolContext::new(
         Arc::new(worker),
         render,

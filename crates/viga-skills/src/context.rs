@@ -7,31 +7,37 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_protocol::bridge::{CameraPose, RenderEngine, RenderRequest, SceneReset};
+use viga_protocol::bridge::{CameraPose, RenderEngine, RenderRequest, RenderSpec, SceneReset};
 
 use crate::assets::AssetSource;
 use crate::camera::ViewState;
 use crate::registry::{CapturedRender, ToolError};
 
+/// How tools render: what the images should be, and how long a render may take.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderSettings {
-    pub engine: RenderEngine,
-    pub width: u32,
-    pub height: u32,
-    pub samples: Option<u32>,
+    pub spec: RenderSpec,
     pub timeout: Duration,
+}
+
+impl RenderSettings {
+    pub fn new(spec: RenderSpec) -> Self {
+        Self {
+            spec,
+            timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 impl Default for RenderSettings {
     /// Workbench at 512x512: about a second per view on a CPU.
     fn default() -> Self {
-        Self {
+        Self::new(RenderSpec {
             engine: RenderEngine::Workbench,
             width: 512,
             height: 512,
             samples: None,
-            timeout: Duration::from_secs(600),
-        }
+        })
     }
 }
 
@@ -120,10 +126,10 @@ impl ToolContext {
         let request = RenderRequest {
             camera: None,
             pose,
-            engine: self.render.engine,
-            width: self.render.width,
-            height: self.render.height,
-            samples: self.render.samples,
+            engine: self.render.spec.engine,
+            width: self.render.spec.width,
+            height: self.render.spec.height,
+            samples: self.render.spec.samples,
             output_path: None,
         };
         let output = self

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
-use viga_core::{RenderConfig, RunConfig};
+use viga_core::RunConfig;
 use viga_protocol::bridge::RenderEngine;
+use viga_protocol::bridge::RenderSpec;
 use viga_provider::ScriptedProvider;
 use viga_provider::scripted::Script;
 
@@ -24,7 +25,7 @@ pub(crate) fn config(max_iterations: u32) -> RunConfig {
     let mut config = RunConfig::new("a crate on the floor");
     config.max_iterations = max_iterations;
     config.plan_each_iteration = true;
-    config.render = RenderConfig {
+    config.render = RenderSpec {
         engine: RenderEngine::Workbench,
         width: 48,
         height: 48,

@@ -41,7 +41,7 @@ async fn the_agent_edits_the_start_program_and_its_final_program_is_scored() {
         provider: Arc::new(ScriptedProvider::new("scripted:goal", script)),
         max_iterations: 2,
         memory_window: 3,
-        verifier_render: viga_core::RenderConfig {
+        verifier_render: viga_protocol::bridge::RenderSpec {
             engine: RenderEngine::Workbench,
             width: 32,
             height: 32,

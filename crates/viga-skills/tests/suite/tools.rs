@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use viga_blender::{BlenderCommands as _, Worker, WorkerConfig, locate};
-use viga_protocol::bridge::{RenderEngine, SceneReset};
+use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
 use viga_skills::generator::generator_tools;
 use viga_skills::verifier::verifier_tools;
 use viga_skills::{Control, RenderSettings, ToolContext, ToolError};
@@ -28,12 +28,12 @@ async fn context() -> ToolContext {
             .unwrap()
             .succeeded()
     );
-    let render = RenderSettings {
+    let render = RenderSettings::new(RenderSpec {
         engine: RenderEngine::Workbench,
         width: 64,
         height: 64,
-        ..RenderSettings::default()
-    };
+        samples: None,
+    });
     ToolContext::new(Arc::new(worker), render, SceneReset::Factory)
 }
 
