@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use viga_blender::BlenderTransport;
 use viga_core::RunConfig;
 use viga_protocol::bridge::RenderSpec;
-use viga_protocol::event::StopReason;
+use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::Provider;
 
 use crate::EvalError;
@@ -87,7 +87,15 @@ impl Proposer for AgentProposer {
             &work_dir.join("agent"),
         )
         .map_err(|err| harness(format!("the agent could not start: {err}")))?;
-        while handle.next_event().await.is_some() {}
+        // Every iteration whose program ran is a candidate for the oracle-selected figure.
+        let mut candidates = Vec::new();
+        while let Some(timed) = handle.next_event().await {
+            if let RunEvent::IterationFinished { record, .. } = timed.event
+                && record.execution.succeeded()
+            {
+                candidates.push(record.code);
+            }
+        }
         let outcome = handle
             .wait()
             .await
@@ -100,6 +108,7 @@ impl Proposer for AgentProposer {
         };
         Ok(Proposal {
             code: outcome.final_code,
+            candidates,
             note: Some(format!(
                 "{} iterations, {stop}; run folder {}",
                 outcome.iterations,

@@ -17,8 +17,8 @@ use crate::clip::ClipBackend;
 use crate::layout::{self, Instance, Selection};
 use crate::scene::{self, Surface};
 use crate::scores::{
-    EvalSettings, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, RenderSpec,
-    SCORES_FILE, SETTINGS_FILE, ViewScore, read_json, write_json,
+    EvalSettings, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, OracleSelected,
+    RenderSpec, SCORES_FILE, SETTINGS_FILE, ViewScore, read_json, write_json,
 };
 use crate::shard::Shard;
 use crate::{EvalError, write_atomic};
@@ -38,6 +38,9 @@ pub struct EvalConfig {
     /// CLIP ViT-B/32 weights (safetensors, Hugging Face layout) for N-CLIP; without them
     /// N-CLIP is reported as unavailable.
     pub clip_weights: Option<PathBuf>,
+    /// Also score every other program the system proposed, and start.py, for the labelled
+    /// oracle-selected figure. Costs one run and render set per distinct program.
+    pub oracle_selected: bool,
 }
 
 impl EvalConfig {
@@ -51,6 +54,7 @@ impl EvalConfig {
             chamfer_points: DEFAULT_POINTS,
             timeout: Duration::from_secs(1800),
             clip_weights: None,
+            oracle_selected: false,
         }
     }
 }
@@ -62,6 +66,9 @@ pub struct Proposal {
     pub code: Option<String>,
     /// Recorded in `scores.json` (what the system did, how much it spent).
     pub note: Option<String>,
+    /// The system's intermediate programs, oldest first (e.g. every agent iteration that ran).
+    /// Only the oracle-selected figure looks at them.
+    pub candidates: Vec<String>,
 }
 
 /// A system under test. It sees the instance's base scene, its start program and the goal
@@ -115,6 +122,7 @@ impl Proposer for Baseline {
         Ok(Proposal {
             code: Some(code),
             note: None,
+            candidates: Vec::new(),
         })
     }
 }
@@ -230,6 +238,7 @@ pub async fn run(
         chamfer_points: config.chamfer_points,
         blender_version,
         clip_weights: clip.as_ref().map(|(_, path)| path.clone()),
+        oracle_selected: config.oracle_selected,
     };
     std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     check_settings(&config.out, &settings)?;
@@ -377,6 +386,18 @@ async fn render_goal(
     })
 }
 
+/// The scores of one program against the goal.
+#[derive(Debug, Default)]
+struct ProgramScores {
+    /// Why the program is not executable; `None` when it ran and every view rendered.
+    error: Option<String>,
+    views: Vec<ViewScore>,
+    pl: Option<f64>,
+    n_clip: Option<f64>,
+    cd: Option<f64>,
+    cd_note: Option<String>,
+}
+
 /// One instance: goal, proposal, scores. Only harness failures are errors; a proposal that
 /// does not run or render is a result (`executable: false`).
 async fn evaluate(
@@ -393,118 +414,198 @@ async fn evaluate(
     let proposal = proposer
         .propose(instance, &goal.paths, blender.clone(), &dir)
         .await?;
-    let mut scores = InstanceScores {
+    let scorer = Scorer {
+        config,
+        instance,
+        blender: blender.as_ref(),
+        goal: &goal,
+        clip: clip.clone(),
+    };
+    let headline = match &proposal.code {
+        None => ProgramScores {
+            error: Some("the system proposed no program".to_owned()),
+            ..ProgramScores::default()
+        },
+        Some(code) => {
+            write_atomic(&dir.join("proposal.py"), code.as_bytes())?;
+            scorer.score(code, &dir.join("proposal")).await?
+        }
+    };
+    let oracle_selected = if settings.oracle_selected {
+        Some(select_with_ground_truth(&scorer, &proposal, &headline, &dir).await?)
+    } else {
+        None
+    };
+    let n_clip_note = match (&clip, headline.n_clip) {
+        (None, _) => N_CLIP_UNAVAILABLE.to_owned(),
+        (Some(_), None) => N_CLIP_NOT_EXECUTABLE.to_owned(),
+        (Some(_), Some(_)) => format!(
+            "CLIP ViT-B/32 (the weights in settings.clip_weights), mean over {} views",
+            headline.views.len()
+        ),
+    };
+    let scores = InstanceScores {
         instance: instance.name.clone(),
         task: instance.task,
         settings: settings.clone(),
-        executable: false,
-        error: None,
-        views: Vec::new(),
-        pl: None,
-        n_clip: None,
-        n_clip_note: match clip {
-            Some(_) => N_CLIP_NOT_EXECUTABLE.to_owned(),
-            None => N_CLIP_UNAVAILABLE.to_owned(),
-        },
-        cd: None,
-        cd_note: None,
+        executable: headline.error.is_none(),
+        error: headline.error,
+        views: headline.views,
+        pl: headline.pl,
+        n_clip: headline.n_clip,
+        n_clip_note,
+        cd: headline.cd,
+        cd_note: headline.cd_note,
         proposal_note: proposal.note,
-        seconds: 0.0,
+        oracle_selected,
+        seconds: started.elapsed().as_secs_f64(),
     };
-    match &proposal.code {
-        None => scores.error = Some("the system proposed no program".to_owned()),
-        Some(code) => {
-            write_atomic(&dir.join("proposal.py"), code.as_bytes())?;
-            let renders = score_proposal(
-                config,
-                instance,
-                blender.as_ref(),
-                code,
-                &goal,
-                &dir,
-                &mut scores,
-            )
-            .await?;
-            if let (Some(renders), Some(clip)) = (renders, clip) {
-                let n_clips =
-                    n_clip_per_view(instance, clip, renders, goal.renders.clone()).await?;
-                for (view, n_clip) in scores.views.iter_mut().zip(&n_clips) {
-                    view.n_clip = Some(*n_clip);
-                }
-                scores.n_clip = Some(n_clips.iter().sum::<f64>() / n_clips.len() as f64);
-                scores.n_clip_note = format!(
-                    "CLIP ViT-B/32 (the weights in settings.clip_weights), mean over {} views",
-                    n_clips.len()
-                );
-            }
-        }
-    }
-    scores.seconds = started.elapsed().as_secs_f64();
     write_json(&dir.join(SCORES_FILE), &scores)?;
     Ok(scores)
 }
 
-/// Runs, renders and scores the program; returns its renders when it is executable.
-async fn score_proposal(
-    config: &EvalConfig,
-    instance: &Instance,
-    blender: &dyn BlenderTransport,
-    code: &str,
-    goal: &Goal,
+/// The oracle-selected figure: every distinct program of the proposal (the headline, the
+/// start program, the system's intermediate programs) scored, and the lowest mean PL chosen.
+async fn select_with_ground_truth(
+    scorer: &Scorer<'_>,
+    proposal: &Proposal,
+    headline: &ProgramScores,
     dir: &Path,
-    scores: &mut InstanceScores,
-) -> Result<Option<Vec<Vec<u8>>>, EvalError> {
-    // A program that hangs or crashes Blender is the proposal's failure, as is one that
-    // raises; the worker has been restarted by its supervisor either way.
-    let ran = match scene::run_program(blender, instance, code, config.timeout).await {
-        Ok(ran) => ran,
-        Err(err @ TransportError::Lost { .. }) => {
-            scores.error = Some(format!("the program lost the Blender worker: {err}"));
-            return Ok(None);
-        }
-        Err(err) => return Err(err.into()),
+) -> Result<OracleSelected, EvalError> {
+    let start = std::fs::read_to_string(&scorer.instance.start_py)
+        .map_err(|err| EvalError::io(&scorer.instance.start_py, err))?;
+    let mut others: Vec<(String, &str)> = vec![("start.py".to_owned(), start.as_str())];
+    others.extend(
+        proposal
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(k, code)| (format!("candidate {}", k + 1), code.as_str())),
+    );
+    // Identical programs score identically: each distinct text is scored once.
+    let mut scored: Vec<(String, &str, OracleSelected)> = Vec::new();
+    let figures = |scores: &ProgramScores| OracleSelected {
+        chosen: String::new(),
+        programs: 0,
+        executable: 0,
+        pl: scores.pl,
+        n_clip: scores.n_clip,
+        cd: scores.cd,
     };
-    if let Some(error) = ran.error {
-        scores.error = Some(format!("the program raised {error}"));
-        return Ok(None);
+    if let Some(code) = &proposal.code {
+        scored.push(("final".to_owned(), code.as_str(), figures(headline)));
     }
-    let renders = match scene::render_views(blender, instance, config.render, config.timeout).await
-    {
-        Ok(renders) => renders,
-        // E.g. the program deleted a camera: the public evaluator's "no PNG written".
-        Err(err @ (TransportError::Refused { .. } | TransportError::Lost { .. })) => {
-            scores.error = Some(format!("a view could not be rendered: {err}"));
-            return Ok(None);
+    for (label, code) in others {
+        if scored.iter().any(|(_, seen, _)| *seen == code) {
+            continue;
         }
-        Err(err) => return Err(err.into()),
-    };
-    write_pngs(&dir.join("proposal"), &renders)?;
-    for ((camera, proposal), target) in instance.cameras().zip(&renders).zip(&goal.renders) {
-        let pl = viga_skills::metrics::photometric_loss(proposal, target)
-            .map_err(|err| harness(instance, format!("PL of {camera}: {err}")))?;
-        scores.views.push(ViewScore {
-            camera,
-            pl,
+        let folder = dir.join("candidates").join(label.replace(' ', "-"));
+        let scores = scorer.score(code, &folder).await?;
+        scored.push((label, code, figures(&scores)));
+    }
+    let programs = scored.len();
+    let executable = scored.iter().filter(|(.., f)| f.pl.is_some()).count();
+    let best = scored
+        .into_iter()
+        .filter_map(|(label, _, f)| f.pl.map(|pl| (label, pl, f)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    Ok(match best {
+        Some((chosen, _, best)) => OracleSelected {
+            chosen,
+            programs,
+            executable,
+            ..best
+        },
+        None => OracleSelected {
+            chosen: "none executable".to_owned(),
+            programs,
+            executable,
+            pl: None,
             n_clip: None,
-        });
-    }
-    scores.pl =
-        Some(scores.views.iter().map(|view| view.pl).sum::<f64>() / scores.views.len() as f64);
-    scores.executable = true;
-    if let Some(goal_surface) = &goal.surface {
-        match scene::surface(blender, config.timeout).await {
-            Ok(surface) => match chamfer::chamfer_distance(
-                &surface.triangles,
-                &goal_surface.triangles,
-                config.chamfer_points,
-            ) {
-                Ok(cd) => scores.cd = Some(cd),
-                Err(err) => scores.cd_note = Some(err.to_string()),
-            },
-            Err(err) => scores.cd_note = Some(format!("surface unavailable: {err}")),
+            cd: None,
+        },
+    })
+}
+
+/// Scores programs of one instance against its goal, in this Blender.
+struct Scorer<'a> {
+    config: &'a EvalConfig,
+    instance: &'a Instance,
+    blender: &'a dyn BlenderTransport,
+    goal: &'a Goal,
+    clip: Option<Arc<ClipBackend>>,
+}
+
+impl Scorer<'_> {
+    /// Runs, renders (into `folder`) and scores the program.
+    async fn score(&self, code: &str, folder: &Path) -> Result<ProgramScores, EvalError> {
+        let Scorer {
+            config,
+            instance,
+            blender,
+            goal,
+            ref clip,
+        } = *self;
+        let mut scores = ProgramScores::default();
+        // A program that hangs or crashes Blender is the proposal's failure, as is one that
+        // raises; the worker has been restarted by its supervisor either way.
+        let ran = match scene::run_program(blender, instance, code, config.timeout).await {
+            Ok(ran) => ran,
+            Err(err @ TransportError::Lost { .. }) => {
+                scores.error = Some(format!("the program lost the Blender worker: {err}"));
+                return Ok(scores);
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if let Some(error) = ran.error {
+            scores.error = Some(format!("the program raised {error}"));
+            return Ok(scores);
         }
+        let renders =
+            match scene::render_views(blender, instance, config.render, config.timeout).await {
+                Ok(renders) => renders,
+                // E.g. the program deleted a camera: the public evaluator's "no PNG written".
+                Err(err @ (TransportError::Refused { .. } | TransportError::Lost { .. })) => {
+                    scores.error = Some(format!("a view could not be rendered: {err}"));
+                    return Ok(scores);
+                }
+                Err(err) => return Err(err.into()),
+            };
+        write_pngs(folder, &renders)?;
+        for ((camera, proposal), target) in instance.cameras().zip(&renders).zip(&goal.renders) {
+            let pl = viga_skills::metrics::photometric_loss(proposal, target)
+                .map_err(|err| harness(instance, format!("PL of {camera}: {err}")))?;
+            scores.views.push(ViewScore {
+                camera,
+                pl,
+                n_clip: None,
+            });
+        }
+        scores.pl =
+            Some(scores.views.iter().map(|view| view.pl).sum::<f64>() / scores.views.len() as f64);
+        if let Some(goal_surface) = &goal.surface {
+            match scene::surface(blender, config.timeout).await {
+                Ok(surface) => match chamfer::chamfer_distance(
+                    &surface.triangles,
+                    &goal_surface.triangles,
+                    config.chamfer_points,
+                ) {
+                    Ok(cd) => scores.cd = Some(cd),
+                    Err(err) => scores.cd_note = Some(err.to_string()),
+                },
+                Err(err) => scores.cd_note = Some(format!("surface unavailable: {err}")),
+            }
+        }
+        if let Some(clip) = clip {
+            let n_clips =
+                n_clip_per_view(instance, Arc::clone(clip), renders, goal.renders.clone()).await?;
+            for (view, n_clip) in scores.views.iter_mut().zip(&n_clips) {
+                view.n_clip = Some(*n_clip);
+            }
+            scores.n_clip = Some(n_clips.iter().sum::<f64>() / n_clips.len() as f64);
+        }
+        Ok(scores)
     }
-    Ok(Some(renders))
 }
 
 /// N-CLIP of every proposal view against its goal view. The forward passes are CPU-bound, so

@@ -27,6 +27,10 @@ pub struct EvalSettings {
     /// The CLIP ViT-B/32 weights file N-CLIP was computed with; absent: N-CLIP unavailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clip_weights: Option<String>,
+    /// Whether every program the system proposed (and the start program) was scored too, for
+    /// the labelled oracle-selected figure (`InstanceScores::oracle_selected`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oracle_selected: bool,
 }
 
 impl EvalSettings {
@@ -61,6 +65,14 @@ impl EvalSettings {
                 "CLIP weights {} vs {}",
                 describe(&self.clip_weights),
                 describe(&other.clip_weights)
+            ));
+        }
+        if self.oracle_selected != other.oracle_selected {
+            let describe = |on: bool| if on { "with" } else { "without" };
+            out.push(format!(
+                "{} vs {} the oracle-selected figure",
+                describe(self.oracle_selected),
+                describe(other.oracle_selected)
             ));
         }
         out
@@ -104,8 +116,33 @@ pub struct InstanceScores {
     /// What the system said about its proposal (e.g. the search's render budget used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proposal_note: Option<String>,
+    /// The benchmark's "best proposal" figure, present when `settings.oracle_selected`. It
+    /// uses the ground truth to choose, so it is never the headline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_selected: Option<OracleSelected>,
     /// Wall time for the instance: goal, proposal and scoring.
     pub seconds: f64,
+}
+
+/// The best of every distinct program the system proposed for an instance, the start program
+/// included, chosen by mean PL against the goal renders (the ground truth), as the public
+/// evaluator chooses its "best proposal". The figures are the chosen program's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleSelected {
+    /// Which program won: `final` (the headline proposal), `start.py`, or `candidate <k>`
+    /// (the system's k-th intermediate program, 1-based, e.g. the agent's k-th iteration
+    /// that ran).
+    pub chosen: String,
+    /// Distinct programs scored, and how many of them were executable.
+    pub programs: usize,
+    pub executable: usize,
+    /// The chosen program's figures; `pl` is absent when no program was executable.
+    pub pl: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_clip: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cd: Option<f64>,
 }
 
 /// Why N-CLIP is missing: no CLIP weights can be fetched here, and the metric is never guessed.

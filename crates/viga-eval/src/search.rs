@@ -376,6 +376,9 @@ impl Proposer for SearchProposer {
                     .best_loss
                     .map_or("n/a".to_owned(), |l| format!("{l:.6}")),
             )),
+            // Every program the search kept was an improvement on the one before it by its
+            // own objective, so the final one stands for them all.
+            candidates: Vec::new(),
         })
     }
 }
