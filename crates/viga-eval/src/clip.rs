@@ -6,9 +6,11 @@
 //! reports N-CLIP as unavailable. The network is candle's pure-Rust CLIP vision transformer,
 //! on the CPU unless viga-eval is built with its `cuda` feature and a GPU is present.
 //!
-//! Preprocessing is Hugging Face's `CLIPImageProcessor`: shortest side to 224 (bicubic, the
-//! long side truncated as `int(224 * long / short)`), a 224x224 centre crop whose offset is
-//! rounded down, RGB / 255, then the CLIP mean and std per channel.
+//! Preprocessing is Hugging Face's `CLIPImageProcessor`: shortest side to 224 (PIL's bicubic,
+//! reproduced bit for bit; the long side truncated as `int(224 * long / short)`), a 224x224
+//! centre crop whose offset is rounded down, RGB / 255, then the CLIP mean and std per channel.
+//! Both it and the network are checked against transformers on PyTorch with identical weights
+//! (fixtures/clip-reference; docs/eval.md, N-CLIP).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,8 +19,8 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 pub use candle_transformers::models::clip::vision_model::ClipVisionConfig;
 use candle_transformers::models::clip::vision_model::ClipVisionTransformer;
-use image::RgbImage;
-use image::imageops::{self, FilterType};
+use image::imageops;
+use image::{Rgb, RgbImage};
 
 /// The side of the square CLIP input.
 pub const SIDE: u32 = 224;
@@ -57,9 +59,8 @@ pub enum ClipError {
     Model(#[from] candle_core::Error),
 }
 
-/// The image scaled so that its shortest side is [`SIDE`], with bicubic filtering (image's
-/// Catmull-Rom, the `a = -0.5` cubic that PIL's BICUBIC uses, widened when downscaling as
-/// PIL does).
+/// The image scaled so that its shortest side is [`SIDE`], with PIL's BICUBIC resampling
+/// reproduced exactly (see `resize_bicubic`).
 pub fn resize_shortest_side(image: &RgbImage) -> Result<RgbImage, ClipError> {
     let (width, height) = image.dimensions();
     let refused = ClipError::ImageShape { width, height };
@@ -78,12 +79,97 @@ pub fn resize_shortest_side(image: &RgbImage) -> Result<RgbImage, ClipError> {
     let (Ok(new_width), Ok(new_height)) = (new_width, new_height) else {
         return Err(refused);
     };
-    Ok(imageops::resize(
-        image,
-        new_width,
-        new_height,
-        FilterType::CatmullRom,
-    ))
+    Ok(resize_bicubic(image, new_width, new_height))
+}
+
+/// Fraction bits of the fixed-point weights of PIL's 8-bit resampling.
+const PRECISION_BITS: u32 = 22;
+
+/// PIL's bicubic kernel, the `a = -0.5` cubic (Catmull-Rom), support 2.
+fn bicubic(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
+    }
+}
+
+/// For each of `output` samples along an axis of `input` samples: the first input sample it
+/// reads and the fixed-point weights of it and the following ones, as PIL computes them (the
+/// kernel widened by the scale when downscaling, clipped at the edges and renormalised).
+fn bicubic_taps(input: u32, output: u32) -> Vec<(u32, Vec<i64>)> {
+    let scale = f64::from(input) / f64::from(output);
+    let filter_scale = scale.max(1.0);
+    let support = 2.0 * filter_scale;
+    let step = 1.0 / filter_scale;
+    let one = f64::from(1u32 << PRECISION_BITS);
+    (0..output)
+        .map(|index| {
+            let centre = (f64::from(index) + 0.5) * scale;
+            // `as` truncates toward zero like C's `(int)`; the bounds fit (input is a u32).
+            let first = ((centre - support + 0.5) as i64).max(0);
+            let end = ((centre + support + 0.5) as i64).min(i64::from(input));
+            let weights: Vec<f64> = (first..end)
+                .map(|at| bicubic((at as f64 - centre + 0.5) * step))
+                .collect();
+            let total: f64 = weights.iter().sum();
+            let fixed = weights
+                .into_iter()
+                .map(|weight| {
+                    let weight = if total == 0.0 { weight } else { weight / total };
+                    // Rounded half away from zero, then truncated, as PIL does.
+                    (weight * one + 0.5f64.copysign(weight)) as i64
+                })
+                .collect();
+            (u32::try_from(first).unwrap_or(0), fixed)
+        })
+        .collect()
+}
+
+/// One pass of PIL's 8-bit resampling along rows (`horizontal`) or columns: fixed-point sums,
+/// rounded and clamped to 0..=255.
+fn resample_axis(image: &RgbImage, size: u32, horizontal: bool) -> RgbImage {
+    let (width, height) = image.dimensions();
+    let taps = bicubic_taps(if horizontal { width } else { height }, size);
+    let (new_width, new_height) = if horizontal {
+        (size, height)
+    } else {
+        (width, size)
+    };
+    RgbImage::from_fn(new_width, new_height, |x, y| {
+        let (first, weights) = &taps[if horizontal { x } else { y } as usize];
+        let mut sums = [1i64 << (PRECISION_BITS - 1); 3];
+        for (offset, weight) in (0u32..).zip(weights) {
+            let source = if horizontal {
+                image.get_pixel(first + offset, y)
+            } else {
+                image.get_pixel(x, first + offset)
+            };
+            for (sum, value) in sums.iter_mut().zip(source.0) {
+                *sum += i64::from(value) * weight;
+            }
+        }
+        Rgb(sums.map(|sum| (sum >> PRECISION_BITS).clamp(0, 255) as u8))
+    })
+}
+
+/// `image` resized to `width` x `height` exactly as PIL's `Image.resize(..., BICUBIC)` does it
+/// for 8-bit RGB (what Hugging Face's `CLIPImageProcessor` calls): the horizontal pass first,
+/// into an 8-bit image (rounded and clamped), then the vertical pass; an axis whose size does
+/// not change is not resampled. image's own `resize` (vertical first, kept in floating point
+/// between the passes) differs by up to about 20 levels where the cubic overshoots.
+fn resize_bicubic(image: &RgbImage, width: u32, height: u32) -> RgbImage {
+    let rows = (width != image.width()).then(|| resample_axis(image, width, true));
+    let source = rows.as_ref().unwrap_or(image);
+    if height == source.height() {
+        source.clone()
+    } else {
+        resample_axis(source, height, false)
+    }
 }
 
 /// The centred [`SIDE`]x[`SIDE`] crop; the offset rounds down like Hugging Face's
@@ -276,17 +362,31 @@ impl ClipBackend {
 
     /// The unit-length projected image embedding (512 values for ViT-B/32).
     pub fn embed(&self, image: &RgbImage) -> Result<Vec<f32>, ClipError> {
-        let input = Tensor::from_vec(
-            preprocess(image)?,
-            (1, 3, SIDE as usize, SIDE as usize),
-            &self.device,
-        )?;
-        let features = self
-            .projection
-            .forward(&self.vision.forward(&input)?)?
-            .squeeze(0)?;
+        self.embed_pixels(preprocess(image)?)
+    }
+
+    /// [`ClipBackend::embed`] of an input already preprocessed: `pixels` as [`preprocess`]
+    /// returns them (`3 * 224 * 224` values, channel-major). Lets the network be checked
+    /// apart from the preprocessing.
+    pub fn embed_pixels(&self, pixels: Vec<f32>) -> Result<Vec<f32>, ClipError> {
+        let features = self.projected(pixels)?;
         let features = candle_transformers::models::clip::div_l2_norm(&features)?;
         Ok(features.to_vec1::<f32>()?)
+    }
+
+    /// The projected features of a preprocessed input before normalisation: Hugging Face's
+    /// `image_embeds` of `CLIPVisionModelWithProjection` (`get_image_features` of
+    /// `CLIPModel`).
+    pub fn image_features(&self, pixels: Vec<f32>) -> Result<Vec<f32>, ClipError> {
+        Ok(self.projected(pixels)?.to_vec1::<f32>()?)
+    }
+
+    fn projected(&self, pixels: Vec<f32>) -> Result<Tensor, ClipError> {
+        let input = Tensor::from_vec(pixels, (1, 3, SIDE as usize, SIDE as usize), &self.device)?;
+        Ok(self
+            .projection
+            .forward(&self.vision.forward(&input)?)?
+            .squeeze(0)?)
     }
 
     /// N-CLIP of two images: `1 - cos` of their embeddings, in [0, 2]; lower is closer.
