@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -49,10 +49,15 @@ pub enum EvalTask {
         into: PathBuf,
         shards: Vec<PathBuf>,
     },
-    /// Instances per hour with 1 and 2 workers (oracle baseline on the mini-suite).
+    /// Instances per hour with 1 and 2 workers on the mini-suite: the oracle baseline, and
+    /// the agent loop with a stand-in model that answers after a fixed latency.
     Bench {
         #[command(flatten)]
         render: RenderArgs,
+        /// The stand-in model's latency per call, in milliseconds (hosted vision models
+        /// take seconds).
+        #[arg(long, default_value_t = 1000)]
+        model_latency_ms: u64,
     },
 }
 
@@ -173,7 +178,15 @@ pub fn run(task: EvalTask, launcher: impl FnOnce() -> Result<BlenderLauncher>) -
             print_summary(&report::merge(&shards, &into)?, &into);
             Ok(())
         }
-        EvalTask::Bench { render } => runtime.block_on(bench(launcher()?, render.spec()?)),
+        EvalTask::Bench {
+            render,
+            model_latency_ms,
+        } => runtime.block_on(crate::bench::bench(
+            &crate::setup::workspace_root().join(MINI_DIR),
+            launcher()?,
+            render.spec()?,
+            Duration::from_millis(model_latency_ms),
+        )),
     }
 }
 
@@ -351,40 +364,4 @@ async fn run_with_progress(
 fn print_summary(summary: &Summary, out: &Path) {
     println!("\n{}", report::markdown(summary));
     println!("results: {}", out.join(report::MARKDOWN_FILE).display());
-}
-
-/// Instances per hour with 1 and 2 workers: the oracle baseline on the whole mini-suite,
-/// into fresh folders, so every instance is really evaluated.
-async fn bench(launcher: BlenderLauncher, render: RenderSpec) -> Result<()> {
-    let data = crate::setup::workspace_root().join(MINI_DIR);
-    let scratch = tempfile::tempdir().context("could not create a scratch folder")?;
-    let mut rows = Vec::new();
-    for workers in [1usize, 2] {
-        let pool = Arc::new(WorkerPool::start(workers, WorkerConfig::new(launcher.clone())).await?);
-        let mut config = EvalConfig::new(&data, scratch.path().join(format!("w{workers}")), render);
-        config.chamfer_points = viga_eval::chamfer::DEFAULT_POINTS;
-        let started = Instant::now();
-        let summary = viga_eval::run(&config, pool, Arc::new(Baseline::Oracle), None).await?;
-        let seconds = started.elapsed().as_secs_f64();
-        if !summary.failed.is_empty() {
-            bail!(
-                "{} instance(s) failed during the benchmark",
-                summary.failed.len()
-            );
-        }
-        rows.push((workers, summary.scored, seconds));
-    }
-    println!("\n{} on {}:", render, data.display());
-    println!("| workers | instances | seconds | instances/hour | speed-up |");
-    println!("|---|---|---|---|---|");
-    let base = rows.first().map_or(1.0, |(_, n, s)| *n as f64 / s);
-    for (workers, scored, seconds) in rows {
-        let rate = scored as f64 / seconds;
-        println!(
-            "| {workers} | {scored} | {seconds:.1} | {:.0} | {:.2}x |",
-            rate * 3600.0,
-            rate / base
-        );
-    }
-    Ok(())
 }

@@ -6,6 +6,7 @@
 //! - `demo`: `setup`, then the smallest real thing viga does today: build a scene in real
 //!   Blender and render it.
 
+mod bench;
 mod demo;
 mod eval;
 mod setup;

@@ -348,7 +348,8 @@ fn write_pngs(dir: &Path, pngs: &[Vec<u8>]) -> Result<Vec<PathBuf>, EvalError> {
 struct Goal {
     renders: Vec<Vec<u8>>,
     paths: Vec<PathBuf>,
-    surface: Option<Surface>,
+    /// Shared with the blocking threads that compute Chamfer distances against it.
+    surface: Option<Arc<Surface>>,
 }
 
 async fn render_goal(
@@ -371,11 +372,11 @@ async fn render_goal(
         .map_err(|err| harness(instance, format!("the goal cannot be rendered: {err}")))?;
     let paths = write_pngs(&dir.join("goal"), &renders)?;
     let surface = if instance.task.has_chamfer() {
-        Some(
+        Some(Arc::new(
             scene::surface(blender, config.timeout)
                 .await
                 .map_err(|err| harness(instance, format!("goal surface: {err}")))?,
-        )
+        ))
     } else {
         None
     };
@@ -585,11 +586,14 @@ impl Scorer<'_> {
             Some(scores.views.iter().map(|view| view.pl).sum::<f64>() / scores.views.len() as f64);
         if let Some(goal_surface) = &goal.surface {
             match scene::surface(blender, config.timeout).await {
-                Ok(surface) => match chamfer::chamfer_distance(
-                    &surface.triangles,
-                    &goal_surface.triangles,
+                Ok(surface) => match chamfer_off_the_runtime(
+                    instance,
+                    surface,
+                    Arc::clone(goal_surface),
                     config.chamfer_points,
-                ) {
+                )
+                .await?
+                {
                     Ok(cd) => scores.cd = Some(cd),
                     Err(err) => scores.cd_note = Some(err.to_string()),
                 },
@@ -606,6 +610,21 @@ impl Scorer<'_> {
         }
         Ok(scores)
     }
+}
+
+/// Chamfer distance on a blocking thread: sampling and the KD-tree queries take tens of
+/// milliseconds, which must not stall the async workers that drive the other Blenders.
+async fn chamfer_off_the_runtime(
+    instance: &Instance,
+    proposal: Surface,
+    goal: Arc<Surface>,
+    points: usize,
+) -> Result<Result<f64, chamfer::ChamferError>, EvalError> {
+    tokio::task::spawn_blocking(move || {
+        chamfer::chamfer_distance(&proposal.triangles, &goal.triangles, points)
+    })
+    .await
+    .map_err(|err| harness(instance, format!("the Chamfer computation panicked: {err}")))
 }
 
 /// N-CLIP of every proposal view against its goal view. The forward passes are CPU-bound, so
