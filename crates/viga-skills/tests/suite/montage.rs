@@ -49,3 +49,35 @@ fn bad_input_is_reported() {
     .unwrap_err();
     assert!(err.to_string().contains("not a readable PNG"), "{err}");
 }
+
+/// Shaded renders have no runs of equal bytes; the montage must still be compressed (the
+/// fast compressor without a PNG filter stored such images uncompressed: 251 KB for these
+/// 251 KB of pixels, against 102 KB with the Sub filter).
+#[test]
+fn shaded_views_are_compressed() {
+    let shaded = |seed: u32| {
+        let image = RgbImage::from_fn(128, 128, |x, y| {
+            let v = (x * 2 + y + seed) as u8;
+            Rgb([v, v.wrapping_add(7), v / 2])
+        });
+        let mut png = Vec::new();
+        image
+            .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+            .unwrap();
+        png
+    };
+    let views: Vec<View> = (0..4)
+        .map(|i| View {
+            label: format!("view {i}"),
+            png: shaded(i * 40),
+        })
+        .collect();
+    let image = montage(&views).unwrap();
+    let decoded = image::load_from_memory(&image.data).unwrap().to_rgb8();
+    let raw = decoded.as_raw().len();
+    assert!(
+        image.data.len() * 2 < raw,
+        "montage PNG is {} bytes for {raw} bytes of pixels",
+        image.data.len()
+    );
+}
