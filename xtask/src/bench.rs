@@ -20,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 use async_trait::async_trait;
 use viga_blender::{BlenderLauncher, WorkerConfig, WorkerPool};
 use viga_eval::agent::AgentProposer;
-use viga_eval::{Baseline, EvalConfig, Proposer, RenderEngine, RenderSpec};
+use viga_eval::{Baseline, EvalConfig, Proposer, RenderSpec};
 use viga_protocol::message::{ContentPart, ToolCall};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 
@@ -153,19 +153,12 @@ pub async fn bench(
     model_latency: Duration,
 ) -> Result<()> {
     let scratch = tempfile::tempdir().context("could not create a scratch folder")?;
-    let agent: Arc<dyn Proposer> = Arc::new(AgentProposer {
-        provider: Arc::new(LatencyStandIn {
+    let agent: Arc<dyn Proposer> = Arc::new(AgentProposer::new(
+        Arc::new(LatencyStandIn {
             latency: model_latency,
         }),
-        max_iterations: 1,
-        memory_window: 3,
-        verifier_render: RenderSpec {
-            engine: RenderEngine::Workbench,
-            width: 256,
-            height: 256,
-            samples: None,
-        },
-    });
+        1,
+    ));
     let systems: [(&str, Arc<dyn Proposer>); 2] =
         [("oracle", Arc::new(Baseline::Oracle)), ("agent", agent)];
     let mut rows = Vec::new();

@@ -258,17 +258,10 @@ fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn P
             if args.max_iterations == 0 {
                 bail!("--max-iterations must be at least 1");
             }
-            Ok(Arc::new(AgentProposer {
-                provider: build_provider(&settings)?,
-                max_iterations: args.max_iterations,
-                memory_window: 3,
-                verifier_render: RenderSpec {
-                    engine: RenderEngine::Workbench,
-                    width: 256,
-                    height: 256,
-                    samples: None,
-                },
-            }))
+            Ok(Arc::new(AgentProposer::new(
+                build_provider(&settings)?,
+                args.max_iterations,
+            )))
         }
     }
 }

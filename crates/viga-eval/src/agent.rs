@@ -26,6 +26,25 @@ pub struct AgentProposer {
     pub verifier_render: RenderSpec,
 }
 
+impl AgentProposer {
+    /// The agent as `cargo xtask eval` runs it: memory of the last 3 iterations, and the
+    /// verifier looking at Workbench 256x256 views while it works (cheap enough to render
+    /// four per iteration; the scores use the evaluation's own render settings).
+    pub fn new(provider: Arc<dyn Provider>, max_iterations: u32) -> Self {
+        Self {
+            provider,
+            max_iterations,
+            memory_window: 3,
+            verifier_render: RenderSpec {
+                engine: viga_protocol::bridge::RenderEngine::Workbench,
+                width: 256,
+                height: 256,
+                samples: None,
+            },
+        }
+    }
+}
+
 impl std::fmt::Debug for AgentProposer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentProposer")
