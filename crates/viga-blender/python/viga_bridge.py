@@ -51,7 +51,7 @@ HANDSHAKE_TIMEOUT_S = 10.0
 PROGRAM_FILENAME = "<viga-program>"
 READY_MARKER = "VIGA_BRIDGE_READY "
 CAPABILITIES = [
-    "execute", "scene_info", "render", "set_camera", "frame_objects", "set_visibility",
+    "execute", "scene_info", "render", "set_camera", "frame_objects", "render_framed_views", "set_visibility",
     "set_frame", "list_keyframes", "save_blend", "load_blend", "checkpoint", "restore",
     "list_addons", "addon_command", "ping", "shutdown",
 ]
@@ -392,14 +392,49 @@ def cmd_frame_objects(args):
     return state
 
 
+def requested_size(args):
+    width, height = int(args.get("width", 512)), int(args.get("height", 512))
+    if not (1 <= width <= 16384 and 1 <= height <= 16384):
+        raise BridgeError("bad_request", "width and height must be between 1 and 16384")
+    return width, height
+
+
+def cmd_render_framed_views(args):
+    """Frames the same objects from each direction on the view camera and renders that
+    view: what frame_objects and render do, for several views in one round trip."""
+    directions = args.get("directions")
+    if not isinstance(directions, list) or not directions:
+        raise BridgeError("bad_request", "render_framed_views needs a non-empty list \"directions\"")
+    paths = args.get("output_paths") or []
+    if paths and len(paths) != len(directions):
+        raise BridgeError(
+            "bad_request",
+            "give one output path per direction (%d directions, %d paths)" % (len(directions), len(paths)),
+        )
+    width, height = requested_size(args)
+    # Framing fits the output's aspect ratio, so the output size is set before framing.
+    render = bpy.context.scene.render
+    render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
+    frame_args = {"camera": VIEW_CAMERA_NAME, "objects": args.get("objects") or [], "make_active": False}
+    if args.get("padding") is not None:
+        frame_args["padding"] = args["padding"]
+    render_args = {"camera": VIEW_CAMERA_NAME, "engine": args.get("engine", "WORKBENCH"), "width": width, "height": height}
+    if args.get("samples") is not None:
+        render_args["samples"] = args["samples"]
+    views = []
+    for index, direction in enumerate(directions):
+        framing = cmd_frame_objects(dict(frame_args, direction=direction))
+        rendered = cmd_render(dict(render_args, output_path=paths[index]) if paths else render_args)
+        views.append({"framing": framing, "render": rendered})
+    return {"views": views}
+
+
 def cmd_render(args):
     scene = bpy.context.scene
     engine_name = args.get("engine", "WORKBENCH")
     if engine_name not in ENGINES:
         raise BridgeError("bad_request", "unknown engine %r; use one of %s" % (engine_name, ", ".join(ENGINES)))
-    width, height = int(args.get("width", 512)), int(args.get("height", 512))
-    if not (1 <= width <= 16384 and 1 <= height <= 16384):
-        raise BridgeError("bad_request", "width and height must be between 1 and 16384")
+    width, height = requested_size(args)
     previous_camera = scene.camera
     temporary = None
     if args.get("pose") is not None:
@@ -654,6 +689,7 @@ COMMANDS = {
     "render": cmd_render,
     "set_camera": cmd_set_camera,
     "frame_objects": cmd_frame_objects,
+    "render_framed_views": cmd_render_framed_views,
     "set_visibility": cmd_set_visibility,
     "set_frame": cmd_set_frame,
     "list_keyframes": cmd_list_keyframes,

@@ -10,7 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use viga_protocol::bridge::{
     BlendFile, BridgeCommand, CameraPose, CameraState, FaultKind, FrameRequest, FrameState,
-    Keyframes, RenderOutput, RenderReply, RenderRequest, SceneInfo, SceneReset, VisibilityChange,
+    FramedRender, FramedViewsReply, FramedViewsRequest, Keyframes, RenderOutput, RenderReply,
+    RenderRequest, SceneInfo, SceneReset, VisibilityChange,
 };
 use viga_protocol::iteration::{ExecutionResult, FailureClass};
 
@@ -173,47 +174,60 @@ pub trait BlenderCommands: BlenderTransport {
         mut request: RenderRequest,
         timeout: Option<Duration>,
     ) -> Result<RenderOutput, TransportError> {
-        let file = self.shared_folder().map(|folder| {
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            folder.join(format!(
-                "render-{}.png",
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ))
-        });
+        let file = self.shared_folder().map(scratch_render_file);
         if request.output_path.is_none() {
             request.output_path = file
                 .as_ref()
                 .map(|path| path.to_string_lossy().into_owned());
         }
         let reply: RenderReply = typed(self, BridgeCommand::Render(request), timeout).await?;
-        let image = match (reply.image, reply.path) {
-            (Some(image), _) => image,
-            (None, Some(path)) => {
-                let data = std::fs::read(&path).map_err(|err| TransportError::MalformedReply {
-                    command: "render",
-                    message: format!("the render file {path} cannot be read: {err}"),
-                })?;
-                if file.as_deref() == Some(Path::new(&path)) {
-                    // Our scratch file: read once, then gone.
-                    let _ = std::fs::remove_file(&path);
-                }
-                viga_protocol::message::ImageData::png(data)
-            }
-            (None, None) => {
-                return Err(TransportError::MalformedReply {
-                    command: "render",
-                    message: "the reply has neither an image nor a path".to_owned(),
-                });
-            }
+        render_output(reply, file.as_deref())
+    }
+
+    /// Frames the same objects from each direction and renders that view, all in one call;
+    /// one view per direction, in order.
+    async fn render_framed_views(
+        &self,
+        mut request: FramedViewsRequest,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<FramedRender>, TransportError> {
+        let files: Vec<PathBuf> = match self.shared_folder() {
+            Some(folder) if request.output_paths.is_empty() => request
+                .directions
+                .iter()
+                .map(|_| scratch_render_file(folder))
+                .collect(),
+            _ => Vec::new(),
         };
-        Ok(RenderOutput {
-            image,
-            width: reply.width,
-            height: reply.height,
-            engine: reply.engine,
-            camera: reply.camera,
-            render_ms: reply.render_ms,
-        })
+        if !files.is_empty() {
+            request.output_paths = files
+                .iter()
+                .map(|path| path.to_string_lossy().into_owned())
+                .collect();
+        }
+        let wanted = request.directions.len();
+        let reply: FramedViewsReply =
+            typed(self, BridgeCommand::RenderFramedViews(request), timeout).await?;
+        if reply.views.len() != wanted {
+            return Err(TransportError::MalformedReply {
+                command: "render_framed_views",
+                message: format!(
+                    "asked for {wanted} views, the reply has {}",
+                    reply.views.len()
+                ),
+            });
+        }
+        reply
+            .views
+            .into_iter()
+            .enumerate()
+            .map(|(index, view)| {
+                Ok(FramedRender {
+                    framing: view.framing,
+                    output: render_output(view.render, files.get(index).map(PathBuf::as_path))?,
+                })
+            })
+            .collect()
     }
 
     async fn set_camera(&self, pose: CameraPose) -> Result<CameraState, TransportError> {
@@ -257,3 +271,48 @@ pub trait BlenderCommands: BlenderTransport {
 }
 
 impl<T: BlenderTransport + ?Sized> BlenderCommands for T {}
+
+/// A fresh file name in the folder shared with Blender, for one render.
+fn scratch_render_file(folder: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    folder.join(format!(
+        "render-{}.png",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// The image of a render reply: inline, or read from the file it names (and that file
+/// removed when it is our `scratch` file).
+fn render_output(
+    reply: RenderReply,
+    scratch: Option<&Path>,
+) -> Result<RenderOutput, TransportError> {
+    let image = match (reply.image, reply.path) {
+        (Some(image), _) => image,
+        (None, Some(path)) => {
+            let data = std::fs::read(&path).map_err(|err| TransportError::MalformedReply {
+                command: "render",
+                message: format!("the render file {path} cannot be read: {err}"),
+            })?;
+            if scratch == Some(Path::new(&path)) {
+                // Our scratch file: read once, then gone.
+                let _ = std::fs::remove_file(&path);
+            }
+            viga_protocol::message::ImageData::png(data)
+        }
+        (None, None) => {
+            return Err(TransportError::MalformedReply {
+                command: "render",
+                message: "the reply has neither an image nor a path".to_owned(),
+            });
+        }
+    };
+    Ok(RenderOutput {
+        image,
+        width: reply.width,
+        height: reply.height,
+        engine: reply.engine,
+        camera: reply.camera,
+        render_ms: reply.render_ms,
+    })
+}

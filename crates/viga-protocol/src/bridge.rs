@@ -73,6 +73,9 @@ pub enum BridgeCommand {
     /// Point a camera at the joint bounding box of some objects (all visible meshes when
     /// none are named), with padding.
     FrameObjects(FrameRequest),
+    /// Frame the same objects from each direction in turn and render that view: what
+    /// `frame_objects` and `render` do, for several views in one round trip.
+    RenderFramedViews(FramedViewsRequest),
     SetVisibility {
         objects: Vec<String>,
         visible: bool,
@@ -122,6 +125,7 @@ impl BridgeCommand {
             Self::Render(_) => "render",
             Self::SetCamera(_) => "set_camera",
             Self::FrameObjects(_) => "frame_objects",
+            Self::RenderFramedViews(_) => "render_framed_views",
             Self::SetVisibility { .. } => "set_visibility",
             Self::SetFrame { .. } => "set_frame",
             Self::ListKeyframes => "list_keyframes",
@@ -245,6 +249,51 @@ pub struct FrameRequest {
     pub direction: Option<[f64; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub make_active: Option<bool>,
+}
+
+/// Views of the same objects from several directions, each framed like `frame_objects`
+/// (on the verifier's view camera) and rendered from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FramedViewsRequest {
+    /// Objects to frame; every visible mesh when empty.
+    #[serde(default)]
+    pub objects: Vec<String>,
+    /// Fraction of the bounding sphere's radius added around it (0.1 = 10%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<f64>,
+    /// One view per direction (from the box centre towards the camera), rendered in order.
+    pub directions: Vec<[f64; 3]>,
+    pub engine: RenderEngine,
+    pub width: u32,
+    pub height: u32,
+    /// Cycles (and EEVEE) samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+    /// One path per direction to write the PNGs to (clients on the same machine); without
+    /// them the PNGs come inline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_paths: Vec<String>,
+}
+
+/// The `render_framed_views` reply on the wire: one view per requested direction, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FramedViewsReply {
+    pub views: Vec<FramedViewReply>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FramedViewReply {
+    /// Where the view camera was put, and what it framed.
+    pub framing: CameraState,
+    pub render: RenderReply,
+}
+
+/// One view of `render_framed_views`, its image in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FramedRender {
+    pub framing: CameraState,
+    pub output: RenderOutput,
 }
 
 /// A reply frame.

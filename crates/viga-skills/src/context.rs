@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_protocol::bridge::{CameraPose, RenderEngine, RenderRequest, RenderSpec, SceneReset};
+use viga_protocol::bridge::{
+    CameraPose, CameraState, FramedRender, FramedViewsRequest, RenderEngine, RenderRequest,
+    RenderSpec, SceneReset,
+};
 
 use crate::assets::AssetSource;
 use crate::camera::ViewState;
@@ -141,6 +144,46 @@ impl ToolContext {
             view: view.to_owned(),
             output,
         })
+    }
+
+    /// Frames `objects` (every visible mesh when empty) from each of `views`' directions
+    /// and renders it with the run's render settings, in one Blender call; one render per
+    /// view, in order, each with the camera state that made it.
+    pub async fn render_framed_views(
+        &self,
+        views: &[(&str, [f64; 3])],
+        objects: Vec<String>,
+        padding: Option<f64>,
+    ) -> Result<Vec<(CameraState, CapturedRender)>, ToolError> {
+        let request = FramedViewsRequest {
+            objects,
+            padding,
+            directions: views.iter().map(|(_, direction)| *direction).collect(),
+            engine: self.render.spec.engine,
+            width: self.render.spec.width,
+            height: self.render.spec.height,
+            samples: self.render.spec.samples,
+            output_paths: Vec::new(),
+        };
+        let framed = self
+            .blender
+            .render_framed_views(request, Some(self.render.timeout))
+            .await?;
+        self.renders_made
+            .fetch_add(framed.len() as u32, Ordering::Relaxed);
+        Ok(views
+            .iter()
+            .zip(framed)
+            .map(|((view, _), FramedRender { framing, output })| {
+                (
+                    framing,
+                    CapturedRender {
+                        view: (*view).to_owned(),
+                        output,
+                    },
+                )
+            })
+            .collect())
     }
 
     /// How many renders tools made through this context.

@@ -9,10 +9,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use viga_blender::BlenderCommands as _;
-use viga_protocol::bridge::{CameraPose, FrameRequest};
+use viga_protocol::bridge::CameraPose;
 use viga_protocol::iteration::Feedback;
 
-use crate::camera::{CanonicalView, VIEW_CAMERA, ViewState, parse_instruction};
+use crate::camera::{CanonicalView, ViewState, parse_instruction};
 use crate::context::ToolContext;
 use crate::generator::{GetSceneInfo, arguments};
 use crate::montage::{compose, decode_view};
@@ -147,35 +147,31 @@ pub async fn initialize_viewpoint(
     objects: Vec<String>,
     padding: Option<f64>,
 ) -> Result<ToolOutput, ToolError> {
-    let mut renders: Vec<CapturedRender> = Vec::new();
-    // Each view is decoded for the montage while Blender renders the next one.
-    let mut decoding = Vec::new();
-    let mut first_state = None;
-    let mut framed = Vec::new();
-    for view in CanonicalView::INITIAL {
-        let state = context
-            .blender
-            .frame_objects(FrameRequest {
-                camera: Some(VIEW_CAMERA.to_owned()),
-                objects: objects.clone(),
-                padding,
-                direction: Some(view.direction()),
-                make_active: Some(false),
+    let views = CanonicalView::INITIAL.map(|view| (view.name(), view.direction()));
+    let framed = context
+        .render_framed_views(&views, objects, padding)
+        .await?;
+    // The views arrive together, so they are decoded side by side.
+    let decoding: Vec<_> = framed
+        .iter()
+        .map(|(_, render)| {
+            let (label, png) = (render.view.clone(), render.output.image.data.clone());
+            tokio::task::spawn_blocking(move || {
+                decode_view(&label, &png).map(|image| (label, image))
             })
-            .await?;
+        })
+        .collect();
+    let mut framed_objects = Vec::new();
+    let mut first_state = None;
+    let mut renders: Vec<CapturedRender> = Vec::with_capacity(framed.len());
+    for (state, render) in framed {
         let Some(framing) = state.framing else {
             return Err(ToolError::Fatal(
-                "frame_objects returned no framing".to_owned(),
+                "render_framed_views returned a view without its framing".to_owned(),
             ));
         };
-        let orbit = ViewState::looking_from(state.location, framing.center);
-        first_state.get_or_insert(orbit);
-        framed = framing.objects;
-        let render = context.render_view(view.name(), Some(orbit.pose())).await?;
-        let (label, png) = (render.view.clone(), render.output.image.data.clone());
-        decoding.push(tokio::task::spawn_blocking(move || {
-            decode_view(&label, &png).map(|image| (label, image))
-        }));
+        first_state.get_or_insert(ViewState::looking_from(state.location, framing.center));
+        framed_objects = framing.objects;
         renders.push(render);
     }
     if let Some(state) = first_state {
@@ -191,8 +187,8 @@ pub async fn initialize_viewpoint(
     Ok(ToolOutput {
         text: format!(
             "Framed {} ({} objects); views: {}.",
-            framed.join(", "),
-            framed.len(),
+            framed_objects.join(", "),
+            framed_objects.len(),
             CanonicalView::INITIAL.map(CanonicalView::name).join(", ")
         ),
         images: vec![compose(&views)?],

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use viga_blender::{BlenderCommands, TransportError};
 use viga_protocol::bridge::{
-    CameraPose, FaultKind, FrameRequest, RenderEngine, RenderRequest, SceneReset,
+    CameraPose, FaultKind, FrameRequest, FramedViewsRequest, RenderEngine, RenderRequest,
+    SceneReset,
 };
 use viga_protocol::iteration::FailureClass;
 
@@ -138,6 +139,64 @@ print(min(min(v.x, v.y, 1 - v.x, 1 - v.y) for v in views) < 0.3)
 "#;
     let result = worker.execute(check, None, None).await.unwrap();
     assert_eq!(result.stdout, "True\nTrue\n", "{result:?}");
+}
+
+#[tokio::test]
+async fn framed_views_are_framed_and_rendered_in_one_call() {
+    let worker = known_scene_worker().await;
+    let views_of = |directions: Vec<[f64; 3]>, output_paths: Vec<String>| FramedViewsRequest {
+        objects: vec!["Crate".into()],
+        padding: Some(0.1),
+        directions,
+        engine: RenderEngine::Workbench,
+        width: 48,
+        height: 48,
+        samples: None,
+        output_paths,
+    };
+    let front = [0.0, -1.0, 0.0];
+    let views = worker
+        .render_framed_views(
+            views_of(vec![front, front, [1.0, 0.0, 0.0]], Vec::new()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(views.len(), 3);
+    for view in &views {
+        assert_eq!(super::png_size(&view.output.image.data), (48, 48));
+        assert_eq!(view.output.camera, "viga_view_camera");
+        let framing = view.framing.framing.as_ref().expect("each view's framing");
+        assert_eq!(framing.objects, ["Crate"]);
+    }
+    // The scene's own output is 1920x1080; every view, the first included, is framed for
+    // the square it is rendered at, so the same direction gives the same camera.
+    assert_eq!(views[0].framing.location, views[1].framing.location);
+    assert!(views[2].framing.location[0] > 1.0, "{:?}", views[2].framing);
+    let scene = worker.scene_info(0, 50).await.unwrap();
+    assert_eq!(
+        scene.active_camera.as_deref(),
+        Some("Camera1"),
+        "the scene camera stays"
+    );
+
+    let err = worker
+        .render_framed_views(views_of(Vec::new(), Vec::new()), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("non-empty list"), "{err}");
+    let err = worker
+        .render_framed_views(
+            views_of(vec![front, front], vec!["/tmp/one.png".into()]),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("one output path per direction"),
+        "{err}"
+    );
+    worker.ping().await.unwrap();
 }
 
 #[tokio::test]
