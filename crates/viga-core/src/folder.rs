@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use viga_skills::context::safe_file_stem;
 
 use crate::CoreError;
 use crate::config::RunConfig;
@@ -112,19 +113,33 @@ impl RunFolder {
 
     /// Saves a render and returns its id: the path relative to the run folder.
     pub fn write_render(&self, index: u32, view: &str, png: &[u8]) -> Result<String, CoreError> {
-        let safe: String = view
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let relative = format!("renders/{index}/{safe}.png");
+        let relative = format!("renders/{index}/{}.png", safe_file_stem(view));
         self.write_bytes(&relative, png)?;
         Ok(relative)
+    }
+
+    /// The folder of iteration `index`'s renders, created if needed, as an absolute path:
+    /// the tools have Blender, whose working directory may differ, write the verifier's
+    /// renders straight into it.
+    pub fn renders_dir(&self, index: u32) -> Result<PathBuf, CoreError> {
+        let dir = self.root.join(format!("renders/{index}"));
+        std::fs::create_dir_all(&dir).map_err(|err| io(&dir, err))?;
+        std::path::absolute(&dir).map_err(|err| io(&dir, err))
+    }
+
+    /// The id (path relative to the run folder, `/`-separated) of a file inside it, given
+    /// relative to the working directory or absolute.
+    pub fn id_of(&self, file: &Path) -> Option<String> {
+        let absolute_root = std::path::absolute(&self.root).ok()?;
+        let relative = file
+            .strip_prefix(&self.root)
+            .or_else(|_| file.strip_prefix(&absolute_root))
+            .ok()?;
+        let parts: Option<Vec<&str>> = relative
+            .components()
+            .map(|part| part.as_os_str().to_str())
+            .collect();
+        parts.map(|parts| parts.join("/"))
     }
 
     pub fn write_json<T: Serialize>(&self, relative: &str, value: &T) -> Result<(), CoreError> {

@@ -231,6 +231,8 @@ impl Run {
         let mut tally = Tally::default();
         self.emit(RunEvent::IterationStarted { index })?;
         self.tools.reset_view();
+        self.tools
+            .set_render_folder(Some(self.folder.renders_dir(index)?));
 
         let generation_started = Instant::now();
         let plan = if self.config.plan_each_iteration {

@@ -27,10 +27,19 @@ fn save_renders(
 ) -> Result<(), Interrupt> {
     for render in renders {
         tally.timings.render_ms += render.output.render_ms;
-        let view = format!("{}-{}", render.view, ids.len() + 1);
-        let render_id = run
-            .folder
-            .write_render(index, &view, &render.output.image.data)?;
+        // Renders Blender wrote into the run folder itself are already in place.
+        let kept = render
+            .file
+            .as_deref()
+            .and_then(|file| run.folder.id_of(file));
+        let render_id = match kept {
+            Some(id) => id,
+            None => {
+                let view = format!("{}-{}", render.view, ids.len() + 1);
+                run.folder
+                    .write_render(index, &view, &render.output.image.data)?
+            }
+        };
         run.emit(RunEvent::RenderProduced {
             index,
             render_id: render_id.clone(),

@@ -1,6 +1,7 @@
 //! What every tool call can reach: Blender, render settings, the verifier's camera state,
 //! an asset source and the translator for free-form camera instructions.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,6 +65,10 @@ pub struct ToolContext {
     pub translator: Option<Arc<dyn InstructionTranslator>>,
     view: Mutex<Option<ViewState>>,
     renders_made: AtomicU32,
+    /// Where renders are kept, if anywhere (see [`ToolContext::set_render_folder`]).
+    render_folder: Mutex<Option<PathBuf>>,
+    /// Numbers the files in the render folder, so no two renders share a name.
+    next_render_file: AtomicU32,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -90,6 +95,8 @@ impl ToolContext {
             translator: None,
             view: Mutex::new(None),
             renders_made: AtomicU32::new(0),
+            render_folder: Mutex::new(None),
+            next_render_file: AtomicU32::new(0),
         }
     }
 
@@ -120,12 +127,33 @@ impl ToolContext {
         }
     }
 
+    /// Keeps renders in `folder` from now on (the loop passes each iteration's
+    /// `renders/<n>/`). When Blender shares this machine's filesystem it writes each PNG
+    /// there itself, so nobody copies it afterwards, and [`CapturedRender::file`] says
+    /// where it is. `None`, the default, keeps renders in memory only.
+    pub fn set_render_folder(&self, folder: Option<PathBuf>) {
+        if let Ok(mut kept) = self.render_folder.lock() {
+            *kept = folder;
+        }
+    }
+
+    /// Where Blender should write the render of `view`: a `.partial.png` name in the render
+    /// folder, moved into place by [`keep`] once the render is done. `None` when renders
+    /// are not kept or Blender cannot see this machine's files.
+    fn render_file(&self, view: &str) -> Option<PathBuf> {
+        self.blender.shared_folder()?;
+        let folder = self.render_folder.lock().ok()?.clone()?;
+        let number = self.next_render_file.fetch_add(1, Ordering::Relaxed) + 1;
+        Some(folder.join(format!("{}-{number}.partial.png", safe_file_stem(view))))
+    }
+
     /// Renders from a pose (or the scene camera) with the run's render settings.
     pub async fn render_view(
         &self,
         view: &str,
         pose: Option<CameraPose>,
     ) -> Result<CapturedRender, ToolError> {
+        let partial = self.render_file(view);
         let request = RenderRequest {
             camera: None,
             pose,
@@ -133,7 +161,7 @@ impl ToolContext {
             width: self.render.spec.width,
             height: self.render.spec.height,
             samples: self.render.spec.samples,
-            output_path: None,
+            output_path: partial.as_deref().map(path_text),
         };
         let output = self
             .blender
@@ -143,6 +171,7 @@ impl ToolContext {
         Ok(CapturedRender {
             view: view.to_owned(),
             output,
+            file: keep(partial)?,
         })
     }
 
@@ -155,6 +184,10 @@ impl ToolContext {
         objects: Vec<String>,
         padding: Option<f64>,
     ) -> Result<Vec<(CameraState, CapturedRender)>, ToolError> {
+        let partials: Option<Vec<PathBuf>> = views
+            .iter()
+            .map(|(view, _)| self.render_file(view))
+            .collect();
         let request = FramedViewsRequest {
             objects,
             padding,
@@ -163,7 +196,11 @@ impl ToolContext {
             width: self.render.spec.width,
             height: self.render.spec.height,
             samples: self.render.spec.samples,
-            output_paths: Vec::new(),
+            output_paths: partials
+                .iter()
+                .flatten()
+                .map(|path| path_text(path))
+                .collect(),
         };
         let framed = self
             .blender
@@ -171,23 +208,64 @@ impl ToolContext {
             .await?;
         self.renders_made
             .fetch_add(framed.len() as u32, Ordering::Relaxed);
-        Ok(views
+        let mut partials = partials.unwrap_or_default().into_iter();
+        views
             .iter()
             .zip(framed)
             .map(|((view, _), FramedRender { framing, output })| {
-                (
-                    framing,
-                    CapturedRender {
-                        view: (*view).to_owned(),
-                        output,
-                    },
-                )
+                let render = CapturedRender {
+                    view: (*view).to_owned(),
+                    output,
+                    file: keep(partials.next())?,
+                };
+                Ok((framing, render))
             })
-            .collect())
+            .collect()
     }
 
     /// How many renders tools made through this context.
     pub fn renders_made(&self) -> u32 {
         self.renders_made.load(Ordering::Relaxed)
     }
+}
+
+/// `view` as a file name stem: ASCII letters, digits, `-` and `_`, anything else `_`.
+pub fn safe_file_stem(view: &str) -> String {
+    view.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// Moves a render Blender wrote under its `.partial.png` name into place, so a killed run
+/// never leaves a half-written PNG under a render's real name.
+fn keep(partial: Option<PathBuf>) -> Result<Option<PathBuf>, ToolError> {
+    let Some(partial) = partial else {
+        return Ok(None);
+    };
+    let name = partial
+        .file_name()
+        .and_then(|name| name.to_str())
+        .and_then(|name| name.strip_suffix(".partial.png"))
+        .map(|stem| format!("{stem}.png"))
+        .ok_or_else(|| {
+            ToolError::Fatal(format!("{} is not a partial render", partial.display()))
+        })?;
+    let file = partial.with_file_name(name);
+    std::fs::rename(&partial, &file).map_err(|err| {
+        ToolError::Fatal(format!(
+            "could not move the render {} into place: {err}",
+            partial.display()
+        ))
+    })?;
+    Ok(Some(file))
 }

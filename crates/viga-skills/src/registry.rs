@@ -45,6 +45,9 @@ pub struct CapturedRender {
     /// The view's name ("front", "iso", "investigate-2", ...).
     pub view: String,
     pub output: RenderOutput,
+    /// Where the PNG was kept, when the context keeps renders in a folder
+    /// ([`crate::ToolContext::set_render_folder`]); `None` when it is only in memory.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// What a tool asks of the loop after it ran.

@@ -193,3 +193,52 @@ async fn the_generator_runs_code_and_reads_the_scene() {
         "{unknown}"
     );
 }
+
+/// With a render folder, Blender writes each render there itself (no copy afterwards), under
+/// its final name once done; without one, renders stay in memory.
+#[tokio::test]
+async fn renders_are_kept_in_the_render_folder_when_one_is_set() {
+    let context = context().await;
+    let tools = verifier_tools().unwrap();
+    let unkept = tools
+        .invoke(&context, "initialize_viewpoint", json!({}))
+        .await
+        .unwrap();
+    assert!(unkept.renders.iter().all(|render| render.file.is_none()));
+
+    let folder = tempfile::tempdir().unwrap();
+    context.set_render_folder(Some(folder.path().to_path_buf()));
+    let kept = tools
+        .invoke(&context, "initialize_viewpoint", json!({}))
+        .await
+        .unwrap();
+    let turned = tools
+        .invoke(
+            &context,
+            "investigate",
+            json!({"instruction": "rotate left"}),
+        )
+        .await
+        .unwrap();
+    for render in kept.renders.iter().chain(&turned.renders) {
+        let file = render.file.as_ref().expect("kept in the folder");
+        assert_eq!(file.parent(), Some(folder.path()));
+        assert_eq!(std::fs::read(file).unwrap(), render.output.image.data);
+    }
+    let mut names: Vec<String> = std::fs::read_dir(folder.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "front-2.png",
+            "investigate-5.png",
+            "iso-1.png",
+            "right-3.png",
+            "top-4.png"
+        ],
+        "one file per render, none left partial"
+    );
+}
