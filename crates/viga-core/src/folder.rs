@@ -2,7 +2,9 @@
 //! `args.json`, `events.jsonl`, `target.png`, `codes/<n>.py`, `generator_thoughts/<n>.md`,
 //! `verifier_thoughts/<n>.md`, `renders/<n>/<view>.png`, `scores.json`, `final.blend`.
 //! Files other than the append-only event log are written whole and renamed into place, so a
-//! killed run never leaves a half-written file.
+//! killed run never leaves a half-written file; the verifier's renders are written by Blender
+//! itself under a `.partial.png` name and renamed the same way (see
+//! `ToolContext::set_render_folder`).
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
