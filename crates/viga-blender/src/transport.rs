@@ -174,14 +174,16 @@ pub trait BlenderCommands: BlenderTransport {
         mut request: RenderRequest,
         timeout: Option<Duration>,
     ) -> Result<RenderOutput, TransportError> {
-        let file = self.shared_folder().map(scratch_render_file);
-        if request.output_path.is_none() {
-            request.output_path = file
-                .as_ref()
-                .map(|path| path.to_string_lossy().into_owned());
+        // A scratch file only when the caller named no destination of its own.
+        let scratch = match (&request.output_path, self.shared_folder()) {
+            (None, Some(folder)) => Some(scratch_render_file(folder)),
+            _ => None,
+        };
+        if let Some(path) = &scratch {
+            request.output_path = Some(path.to_string_lossy().into_owned());
         }
         let reply: RenderReply = typed(self, BridgeCommand::Render(request), timeout).await?;
-        render_output(reply, file.as_deref())
+        render_output("render", reply, scratch.as_deref())
     }
 
     /// Frames the same objects from each direction and renders that view, all in one call;
@@ -224,7 +226,11 @@ pub trait BlenderCommands: BlenderTransport {
             .map(|(index, view)| {
                 Ok(FramedRender {
                     framing: view.framing,
-                    output: render_output(view.render, files.get(index).map(PathBuf::as_path))?,
+                    output: render_output(
+                        "render_framed_views",
+                        view.render,
+                        files.get(index).map(PathBuf::as_path),
+                    )?,
                 })
             })
             .collect()
@@ -284,6 +290,7 @@ fn scratch_render_file(folder: &Path) -> PathBuf {
 /// The image of a render reply: inline, or read from the file it names (and that file
 /// removed when it is our `scratch` file).
 fn render_output(
+    command: &'static str,
     reply: RenderReply,
     scratch: Option<&Path>,
 ) -> Result<RenderOutput, TransportError> {
@@ -291,7 +298,7 @@ fn render_output(
         (Some(image), _) => image,
         (None, Some(path)) => {
             let data = std::fs::read(&path).map_err(|err| TransportError::MalformedReply {
-                command: "render",
+                command,
                 message: format!("the render file {path} cannot be read: {err}"),
             })?;
             if scratch == Some(Path::new(&path)) {
@@ -302,7 +309,7 @@ fn render_output(
         }
         (None, None) => {
             return Err(TransportError::MalformedReply {
-                command: "render",
+                command,
                 message: "the reply has neither an image nor a path".to_owned(),
             });
         }
