@@ -30,12 +30,27 @@ pub enum Command {
         /// Raise the iteration budget.
         #[arg(long)]
         max_iterations: Option<u32>,
+        /// text for a person, jsonl for a program (the Blender add-on).
+        #[arg(long, value_enum, default_value = "text")]
+        events: crate::progress::EventsFormat,
     },
     /// Write the run's HTML report (report.html in the run folder unless --out is given).
     Report {
         run: PathBuf,
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Apply a finished run's result to the scene open in Blender, as one undo step.
+    Apply {
+        /// The run folder.
+        run: PathBuf,
+        #[command(flatten)]
+        attach: crate::attach::AttachArgs,
+    },
+    /// Build the Blender extension, or run it in a headless Blender.
+    Addon {
+        #[command(subcommand)]
+        command: crate::attach::AddonCommand,
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
@@ -61,6 +76,12 @@ pub enum Command {
     },
     /// Serve Blender's scene tools and add-on tools over MCP on stdin/stdout.
     Mcp {
+        #[command(flatten)]
+        attach: crate::attach::AttachArgs,
+        /// Programs edit the current scene further, each one undo step, instead of starting
+        /// from a fresh scene each time (always so with --attach).
+        #[arg(long)]
+        live: bool,
         /// A folder of add-on packages with addon_ai.json manifests to load as well.
         #[arg(long)]
         addons: Option<PathBuf>,
@@ -68,6 +89,18 @@ pub enum Command {
         #[arg(long, default_value = "512")]
         resolution: String,
     },
+}
+
+impl Command {
+    /// How the command reports progress (errors follow the same format).
+    pub fn events(&self) -> crate::progress::EventsFormat {
+        match self {
+            Self::Run(args) => args.events,
+            Self::Resume { events, .. } => *events,
+            Self::Gn(args) => args.events,
+            _ => crate::progress::EventsFormat::Text,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -140,6 +173,23 @@ pub struct RunArgs {
     /// Programs the search may score (with --generator search).
     #[arg(long, default_value_t = 200)]
     pub search_budget: u32,
+    /// Start from the scene open in your Blender (snapshotted; your scene is untouched
+    /// while the run works) and offer the result back to it as one undo step.
+    #[command(flatten)]
+    pub attach: crate::attach::AttachArgs,
+    /// With --attach: apply the result to your scene (always), leave it (never), or ask.
+    #[arg(long, value_enum, default_value = "ask")]
+    pub apply: ApplyChoice,
+    /// text for a person, jsonl for a program (the Blender add-on).
+    #[arg(long, value_enum, default_value = "text")]
+    pub events: crate::progress::EventsFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApplyChoice {
+    Ask,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

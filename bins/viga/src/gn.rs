@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use viga_blender::BlenderCommands as _;
+use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_gn::run::StepStatus;
 use viga_gn::{
     ExecutorRegistry, GateConfig, GnBlender, GnEvent, GnRun, GnRunConfig, Preset, PresetStore,
@@ -17,6 +17,7 @@ use viga_protocol::event::RunEvent;
 use viga_provider::{ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
+use crate::progress::Output;
 
 #[derive(Debug, Args)]
 pub struct GnArgs {
@@ -49,12 +50,37 @@ pub struct GnArgs {
     /// The preset store used by --save-preset.
     #[arg(long, default_value = "presets")]
     pub presets_dir: PathBuf,
+    /// Work on the active object of the Blender you have open (the viga add-on must be
+    /// enabled there): the result shows at once and is one undo step; a cancelled or failed
+    /// run leaves the scene as it was.
+    #[command(flatten)]
+    pub attach: crate::attach::AttachArgs,
+    /// With --trusted-python: the front end already asked the person and they agreed.
+    #[arg(long, requires = "trusted_python")]
+    pub confirm_trusted: bool,
+    /// text for a person, jsonl for a program (the Blender add-on).
+    #[arg(long, value_enum, default_value = "text")]
+    pub events: crate::progress::EventsFormat,
 }
 
 pub async fn run(args: GnArgs) -> Result<ExitCode> {
-    let python = python_policy(args.trusted_python)?;
+    let python = python_policy(args.trusted_python, args.confirm_trusted)?;
     let registry = ExecutorRegistry::with_defaults(python);
-    let blender = GnBlender::new(crate::start_blender().await?);
+    let out = Output::new(args.events, args.max_rounds);
+    let user = if args.attach.wanted() {
+        if args.blend.is_some() {
+            bail!(
+                "--attach works on the scene open in Blender; drop --blend or run without --attach"
+            );
+        }
+        Some(crate::attach::attach(&args.attach).await?)
+    } else {
+        None
+    };
+    let blender = match &user {
+        Some(user) => GnBlender::new(user.transport.clone()),
+        None => GnBlender::new(crate::start_blender().await?),
+    };
     if let Some(blend) = &args.blend {
         blender
             .transport()
@@ -68,31 +94,51 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     let settings = crate::provider_config(&args.provider, None)?;
     let provider = build_provider(&settings)?;
     if settings.kind == ProviderKind::Scripted {
-        println!("[scripted provider] every model answer is replayed from a script");
+        out.say("[scripted provider] every model answer is replayed from a script");
     }
     let mut config = GnRunConfig::new(args.request.clone());
     config.object.clone_from(&args.object);
     config.max_rounds = args.max_rounds;
     config.output = Some(args.output.clone());
+    let undo_name = viga_core::attached::undo_name(&args.request);
+    if user.is_some() {
+        blender
+            .transport()
+            .undo_push(&format!("before {undo_name}"))
+            .await?;
+    }
     let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
     let run = GnRun::new(config, provider, blender.clone(), registry).with_events(sender);
-    let canceller = run.canceller();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nstopping at the next step (Ctrl-C)...");
-            canceller.cancel();
-        }
-    });
+    let jsonl = out.is_jsonl();
     let printer = tokio::spawn(async move {
         while let Some(event) = events.recv().await {
-            show(&event);
+            show(&event, jsonl);
         }
     });
-    let outcome = run.run().await;
+    // Ctrl-C (or SIGINT from the Blender panel) drops the run where it is, a model call in
+    // flight included, so a cancel takes effect at once.
+    let outcome = tokio::select! {
+        outcome = run.run() => Some(outcome),
+        _ = tokio::signal::ctrl_c() => None,
+    };
     // The run dropped its sender, so the printer ends after the last event.
     let _ = printer.await;
+    let Some(outcome) = outcome else {
+        // The dropped run may have left a call half-answered on this connection: the scene
+        // is put back over a fresh one.
+        let attached = user.is_some();
+        drop((blender, user));
+        out.say("cancelled");
+        if attached {
+            let fresh = crate::attach::attach(&args.attach).await?;
+            discard_changes(fresh.transport.as_ref(), &undo_name).await?;
+            out.say("your scene is as it was before the run");
+        }
+        out.finished("cancelled", "", None, 130);
+        return Ok(ExitCode::from(130));
+    };
     if let Some(folder) = &outcome.folder {
-        println!("run folder: {}", folder.display());
+        out.run_folder(folder);
         if outcome.state == RunState::Done {
             let path = folder.join("final.blend");
             blender
@@ -101,13 +147,28 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
                 .await?;
         }
     }
-    match outcome.state {
-        RunState::Done => println!("done: {}", outcome.final_message),
-        RunState::Cancelled => println!("cancelled"),
-        _ => println!(
-            "error: {}",
-            outcome.error.as_deref().unwrap_or("(no message)")
+    if user.is_some() {
+        if outcome.state == RunState::Done {
+            blender.transport().undo_push(&undo_name).await?;
+        } else {
+            discard_changes(blender.transport().as_ref(), &undo_name).await?;
+        }
+    }
+    let (word, message, code) = match outcome.state {
+        RunState::Done => ("done", outcome.final_message.clone(), 0),
+        RunState::Cancelled => ("cancelled", String::new(), 130),
+        _ => (
+            "error",
+            outcome
+                .error
+                .clone()
+                .unwrap_or_else(|| "(no message)".to_owned()),
+            1,
         ),
+    };
+    out.say(&format!("{word}: {message}"));
+    if user.is_some() && code != 0 {
+        out.say("your scene is as it was before the run");
     }
     if let Some(name) = &args.save_preset
         && outcome.state == RunState::Done
@@ -115,18 +176,28 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
         let mut preset = Preset::new(name.clone(), args.request.clone(), outcome.applied);
         preset.metadata.object.clone_from(&args.object);
         let path = PresetStore::new(&args.presets_dir).save(&preset)?;
-        println!("preset saved: {}", path.display());
+        out.say(&format!("preset saved: {}", path.display()));
     }
-    Ok(if outcome.state == RunState::Done {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    out.finished(word, &message, None, code);
+    Ok(ExitCode::from(code))
 }
 
-fn python_policy(trusted: bool) -> Result<PythonPolicy> {
+/// Takes back what a run changed in a person's scene: the state before the run is the
+/// undo step pushed at its start.
+async fn discard_changes(transport: &dyn BlenderTransport, undo_name: &str) -> Result<()> {
+    transport
+        .undo_push(&format!("{undo_name} (discarded)"))
+        .await?;
+    transport.undo().await?;
+    Ok(())
+}
+
+fn python_policy(trusted: bool, confirmed: bool) -> Result<PythonPolicy> {
     if !trusted {
         return Ok(PythonPolicy::safe());
+    }
+    if confirmed {
+        return Ok(PythonPolicy::trusted(true, true)?);
     }
     eprint!(
         "--trusted-python lets model-written Python run with full access to files, processes and the network inside the Blender worker.\nType 'yes' to allow it for this run: "
@@ -162,7 +233,14 @@ async fn apply(
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(event: &GnEvent) {
+fn show(event: &GnEvent, jsonl: bool) {
+    if jsonl {
+        // The shared run events carry the state changes and steps too.
+        if let GnEvent::Run(timed) = event {
+            crate::progress::event_line(timed);
+        }
+        return;
+    }
     match event {
         GnEvent::State(change) => println!("[round {}] {:?}", change.round, change.to),
         GnEvent::Step(record) => match record.status {

@@ -8,23 +8,47 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use rmcp::ServiceExt as _;
+use viga_blender::BlenderTransport;
 use viga_blender::{Worker, WorkerConfig, locate};
 use viga_protocol::bridge::{RenderSpec, SceneReset};
-use viga_serve::mcp::VigaMcpServer;
+use viga_serve::mcp::{ProgramMode, VigaMcpServer};
 use viga_serve::ws::{Gateway, GatewayConfig};
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
 
-pub async fn serve(addons: Option<&Path>, resolution: &str) -> Result<std::process::ExitCode> {
+pub async fn serve(
+    attach: &crate::attach::AttachArgs,
+    live: bool,
+    addons: Option<&Path>,
+    resolution: &str,
+) -> Result<std::process::ExitCode> {
     let (width, height) = crate::args::parse_resolution(resolution)?;
-    let worker = Worker::start(WorkerConfig::new(locate()?)).await?;
+    // A person's Blender is always live: viga never reloads the file they have open.
+    let (blender, mode): (Arc<dyn BlenderTransport>, ProgramMode) = if attach.wanted() {
+        (
+            crate::attach::attach(attach).await?.transport,
+            ProgramMode::Live,
+        )
+    } else {
+        let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
+        let mode = if live {
+            ProgramMode::Live
+        } else {
+            ProgramMode::Reset
+        };
+        (worker, mode)
+    };
     let mut registry = AddonRegistry::new();
-    for problem in discover(&worker, addons, &mut registry).await? {
+    for problem in discover(blender.as_ref(), addons, &mut registry).await? {
         eprintln!("viga mcp: add-on skipped: {problem}");
     }
     eprintln!(
-        "viga mcp: Blender {} ready; add-ons: {}",
-        worker.hello().blender_version,
+        "viga mcp: {} ready ({} programs); add-ons: {}",
+        blender.describe(),
+        match mode {
+            ProgramMode::Live => "live",
+            ProgramMode::Reset => "fresh-scene",
+        },
         registry.ids().join(", ")
     );
     let render = RenderSettings::new(RenderSpec {
@@ -32,12 +56,8 @@ pub async fn serve(addons: Option<&Path>, resolution: &str) -> Result<std::proce
         height,
         ..RenderSettings::default().spec
     });
-    let context = Arc::new(ToolContext::new(
-        Arc::new(worker),
-        render,
-        SceneReset::Factory,
-    ));
-    let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry)))
+    let context = Arc::new(ToolContext::new(blender, render, SceneReset::Factory));
+    let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry)), mode)
         .map_err(anyhow::Error::msg)?;
     let running = server
         .serve(rmcp::transport::stdio())

@@ -105,3 +105,104 @@ fn first_line(text: &str) -> String {
         line.to_owned()
     }
 }
+
+/// How a command reports its run: lines for a person, or JSON lines for a program (the
+/// Blender add-on's panel), one object per line with a `kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum EventsFormat {
+    #[default]
+    Text,
+    Jsonl,
+}
+
+/// Where a run's progress goes. In JSON-lines mode stdout carries nothing but the JSON
+/// objects, and words for a person go to stderr.
+pub struct Output {
+    format: EventsFormat,
+    printer: Printer,
+}
+
+impl Output {
+    pub fn new(format: EventsFormat, max_iterations: u32) -> Self {
+        Self {
+            format,
+            printer: Printer::new(max_iterations),
+        }
+    }
+
+    pub fn is_jsonl(&self) -> bool {
+        self.format == EventsFormat::Jsonl
+    }
+
+    /// A line for the person at the terminal.
+    pub fn say(&self, text: &str) {
+        match self.format {
+            EventsFormat::Text => println!("{text}"),
+            EventsFormat::Jsonl => eprintln!("{text}"),
+        }
+    }
+
+    pub fn event(&mut self, event: &viga_protocol::event::TimedEvent) {
+        match self.format {
+            EventsFormat::Text => self.printer.show(&event.event),
+            EventsFormat::Jsonl => event_line(event),
+        }
+    }
+
+    pub fn run_folder(&self, path: &std::path::Path) {
+        self.labelled_path("run_folder", "run folder", path);
+    }
+
+    pub fn report(&self, path: &std::path::Path) {
+        self.labelled_path("report", "report", path);
+    }
+
+    fn labelled_path(&self, kind: &str, label: &str, path: &std::path::Path) {
+        let shown = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        match self.format {
+            EventsFormat::Text => println!("{label}: {}", shown.display()),
+            EventsFormat::Jsonl => {
+                json_line(&serde_json::json!({"kind": kind, "path": shown}));
+            }
+        }
+    }
+
+    /// The last line: how the command ended (text mode says this through the events).
+    pub fn finished(
+        &self,
+        outcome: &str,
+        message: &str,
+        final_program: Option<&std::path::Path>,
+        exit_code: u8,
+    ) {
+        if self.format == EventsFormat::Jsonl {
+            let final_program =
+                final_program.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
+            json_line(&serde_json::json!({
+                "kind": "finished",
+                "outcome": outcome,
+                "message": message,
+                "final_program": final_program,
+                "exit_code": exit_code,
+            }));
+        }
+    }
+}
+
+/// The JSON-lines form of a run event.
+pub fn event_line(event: &viga_protocol::event::TimedEvent) {
+    json_line(&serde_json::json!({"kind": "event", "event": event}));
+}
+
+/// The JSON-lines form of an error that ended a command before or during its run.
+pub fn error_line(message: &str) {
+    json_line(&serde_json::json!({"kind": "error", "message": message}));
+}
+
+fn json_line(value: &serde_json::Value) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    // A reader that went away (the panel closed) is no reason to stop the run.
+    let _ = writeln!(stdout, "{value}");
+    let _ = stdout.flush();
+}

@@ -3,9 +3,10 @@
 # Started three ways, all served by the same Dispatcher:
 #   python viga_bridge.py -- --mode serve            (bpy module; main-thread loop)
 #   blender -b --factory-startup -P viga_bridge.py -- --mode serve
-#   as an add-on inside an interactive Blender: a network thread fills a queue that one
-#   persistent bpy.app.timers poller drains on the main thread (`--mode queue` runs the same
-#   queue path headless, with the main thread standing in for the timer).
+#   inside the viga_blender extension (an interactive Blender): a network thread fills a
+#   queue that one persistent bpy.app.timers poller drains on the main thread (`--mode queue`
+#   runs the same queue path headless, with the main thread standing in for the timer). The
+#   extension is built from this very file by `viga addon build`.
 #
 # Wire: every frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON.
 # The first frame from the client must be {"id", "command": "hello", "token",
@@ -13,16 +14,6 @@
 # Replies are {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"kind", "message",
 # ...}}. Exceptions raised by a user program are not bridge errors: `execute` returns them in
 # its result, with traceback and line number.
-
-bl_info = {
-    "name": "viga bridge",
-    "author": "viga",
-    "version": (0, 1, 0),
-    "blender": (4, 2, 0),
-    "location": "runs in the background",
-    "description": "Lets viga drive this Blender over a local, token-protected socket",
-    "category": "System",
-}
 
 import base64
 import contextlib
@@ -34,6 +25,7 @@ import math
 import os
 import queue
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -53,8 +45,11 @@ READY_MARKER = "VIGA_BRIDGE_READY "
 CAPABILITIES = [
     "execute", "scene_info", "render", "set_camera", "frame_objects", "render_framed_views", "set_visibility",
     "set_frame", "list_keyframes", "save_blend", "load_blend", "checkpoint", "restore",
-    "list_addons", "addon_command", "ping", "shutdown",
+    "list_addons", "addon_command", "apply_program", "undo_push", "undo", "ping", "shutdown",
 ]
+# Commands that would replace the open file of a person's Blender: refused in add-on mode,
+# where the scene belongs to the user and is never reloaded, replaced or closed by viga.
+USER_SCENE_REPLACING = ("load_blend", "restore")
 ENGINES = {"WORKBENCH": "BLENDER_WORKBENCH", "CYCLES": "CYCLES", "EEVEE": "BLENDER_EEVEE"}
 VIEW_CAMERA_NAME = "viga_view_camera"
 
@@ -222,6 +217,74 @@ def cmd_execute(args):
         raise BridgeError("bad_request", "execute needs a string field \"code\"")
     reset_scene(args.get("reset"))
     return run_program(code)
+
+
+# --------------------------------------------------------------------------- undo
+#
+# Changes made from a timer or a socket request are on no undo step of their own: each change
+# viga applies to a person's scene is wrapped in steps here, so one Ctrl-Z takes it back.
+
+
+def undo_context():
+    """Undo operators need a window in an interactive Blender, and timers run without one;
+    the bpy module has no windows and needs none."""
+    manager = bpy.context.window_manager
+    windows = list(manager.windows) if manager is not None else []
+    if windows and bpy.context.window is None:
+        return bpy.context.temp_override(window=windows[0])
+    return contextlib.nullcontext()
+
+
+def push_undo_step(message):
+    with undo_context():
+        if not bpy.ops.ed.undo_push.poll():
+            raise BridgeError("undo_unavailable", "Blender cannot record an undo step here (is undo turned off in Preferences > System?)")
+        bpy.ops.ed.undo_push(message=message)
+
+
+def undo_one_step():
+    with undo_context():
+        if not bpy.ops.ed.undo.poll():
+            raise BridgeError("undo_unavailable", "Blender has no undo step to go back to (is undo turned off in Preferences > System?)")
+        bpy.ops.ed.undo()
+
+
+def apply_program(code, message):
+    """Runs a program on the open scene as ONE undo step named `message`: the state before is
+    pushed first, so one undo gives the scene back as it was. A program that fails is taken
+    back at once (`reverted` in the result), so a half-applied change never stays."""
+    push_undo_step("before " + message)
+    result = run_program(code)
+    if "error" in result:
+        push_undo_step(message + " (failed)")
+        undo_one_step()
+        result["reverted"] = True
+    else:
+        push_undo_step(message)
+    return result
+
+
+def text_field(args, field, default=None):
+    value = args.get(field, default)
+    if not isinstance(value, str) or not value:
+        raise BridgeError("bad_request", "%s needs a non-empty string field %r" % (args.get("command"), field))
+    return value
+
+
+def cmd_apply_program(args):
+    execution = apply_program(text_field(args, "code"), text_field(args, "message", "viga: program"))
+    reverted = execution.pop("reverted", False)
+    return {"execution": execution, "reverted": reverted}
+
+
+def cmd_undo_push(args):
+    push_undo_step(text_field(args, "message"))
+    return {"pushed": True}
+
+
+def cmd_undo(_args):
+    undo_one_step()
+    return {"undone": True}
 
 
 def describe_object(obj):
@@ -699,7 +762,13 @@ COMMANDS = {
     "restore": load_blend,
     "list_addons": cmd_list_addons,
     "addon_command": cmd_addon_command,
+    "apply_program": cmd_apply_program,
+    "undo_push": cmd_undo_push,
+    "undo": cmd_undo,
 }
+
+# True while this bridge serves a person's Blender (the extension): its open file is theirs.
+_serving_user_scene = False
 
 
 def dispatch(request):
@@ -721,6 +790,12 @@ def dispatch_timed(request):
     handler = COMMANDS.get(command)
     if handler is None:
         return error_reply(request_id, "unknown_command", "unknown command %r; known: %s" % (command, ", ".join(sorted(COMMANDS))))
+    if _serving_user_scene and (command in USER_SCENE_REPLACING or (command == "execute" and request.get("reset"))):
+        return error_reply(
+            request_id, "user_scene",
+            "%s would replace the open file of this Blender, which belongs to its user; attached, "
+            "viga runs programs on the open scene (apply_program) and keeps base scenes in a worker of its own" % command,
+        )
     try:
         return {"id": request_id, "ok": True, "result": handler(request)}
     except BridgeError as err:
@@ -791,9 +866,10 @@ def announce(server, mode):
     return port
 
 
-def serve_connection(conn, handle):
+def serve_connection(conn, handle, allow_shutdown=True):
     """Reads frames until the client leaves or sends something unreadable. Returns False when
-    the client asked the bridge to shut down."""
+    the client asked the bridge to shut down (refused where `allow_shutdown` is False: a
+    person's Blender stops serving when they disable the add-on, not when a client says so)."""
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     while True:
         try:
@@ -806,8 +882,11 @@ def serve_connection(conn, handle):
         if request is None:
             return True
         if isinstance(request, dict) and request.get("command") == "shutdown":
-            send_quietly(conn, {"id": request.get("id"), "ok": True, "result": {"shutting_down": True}})
-            return False
+            if allow_shutdown:
+                send_quietly(conn, {"id": request.get("id"), "ok": True, "result": {"shutting_down": True}})
+                return False
+            send_quietly(conn, error_reply(request.get("id"), "user_scene", "this Blender stops serving viga when its user disables the viga add-on"))
+            continue
         try:
             write_frame(conn, handle(request))
         except OSError:
@@ -834,7 +913,8 @@ class MainThreadQueue:
         self.requests = queue.Queue()
 
     def submit(self, request):
-        """Called from the network thread; blocks until the main thread has answered."""
+        """Called from the network thread; blocks until the main thread has answered (or the
+        queue was closed, when the add-on is disabled with a request still waiting)."""
         done = threading.Event()
         slot = {}
         self.requests.put((request, slot, done))
@@ -857,20 +937,37 @@ class MainThreadQueue:
             if time.perf_counter() >= deadline:
                 return answered
 
+    def close(self):
+        """Answers every waiting request with a refusal, so no network thread waits forever."""
+        while True:
+            try:
+                request, slot, done = self.requests.get_nowait()
+            except queue.Empty:
+                return
+            request_id = request.get("id") if isinstance(request, dict) else None
+            slot["reply"] = error_reply(request_id, "shutting_down", "the viga add-on was disabled while this request waited")
+            done.set()
+
 
 def start_queue_server(token, port, mode):
-    """Starts the network thread; returns (queue, port, thread)."""
+    """Starts the network thread; returns (queue, server socket, port, thread)."""
     work = MainThreadQueue()
     server = listen(port)
     bound_port = server.getsockname()[1]
+    allow_shutdown = mode != "addon"
 
     def network_loop():
         while True:
-            conn, _ = server.accept()
-            with conn:
-                if handshake(conn, token, mode):
-                    if not serve_connection(conn, work.submit):
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return  # the socket was closed: the add-on is being disabled
+            try:
+                with conn:
+                    if handshake(conn, token, mode) and not serve_connection(conn, work.submit, allow_shutdown):
                         break
+            except Exception:  # noqa: BLE001 - one bad client must never end the service
+                traceback.print_exc()
         server.close()
 
     thread = threading.Thread(target=network_loop, name="viga-bridge-network", daemon=True)
@@ -939,43 +1036,113 @@ def main():
 
 
 # --------------------------------------------------------------------------- add-on
+#
+# In the viga_blender extension this file is a module of the package: the extension's
+# register() calls start_addon_server(), its unregister() stop_addon_server().
 
+CONNECTION_DIR_ENV = "VIGA_CONNECTION_DIR"
+# How often the main thread looks for queued requests: an idle look costs microseconds, and
+# every request waits for the next one.
+POLL_INTERVAL_S = 0.01
 _addon_state = {}
 
 
-def connection_file():
-    return os.path.join(os.path.expanduser("~"), ".viga", "addon-connection.json")
+def connection_dir():
+    """The per-user private folder of connection files: $VIGA_CONNECTION_DIR, else the
+    session's runtime folder, else ~/.viga/connections. viga looks in the same place."""
+    explicit = os.environ.get(CONNECTION_DIR_ENV)
+    if explicit:
+        return explicit
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "viga")
+    return os.path.join(os.path.expanduser("~"), ".viga", "connections")
 
 
-def register():
-    """Add-on entry point: serve on a random port and write the port and a fresh token to
-    ~/.viga/addon-connection.json (readable by this user only) for viga to attach."""
+def private_dir(path):
+    """Creates `path` readable by this user only, or checks that it is: a folder that is a
+    link, or is owned by someone else, is refused (another user could read the token)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError("%s is not a plain folder (a link?); viga will not write its token there" % path)
+    if hasattr(os, "getuid"):
+        if info.st_uid != os.getuid():
+            raise OSError("%s belongs to another user; viga will not write its token there" % path)
+        if info.st_mode & 0o077:
+            os.chmod(path, 0o700)
+    return path
+
+
+def write_private_json(path, value):
+    """Writes `value` to `path` with mode 0600 by exclusive create and rename, so the token
+    is never readable by anyone else, not even for a moment."""
+    partial = "%s.%d.partial" % (path, os.getpid())
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(partial)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(partial, flags, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(value, handle)
+    os.replace(partial, path)
+
+
+def addon_connection_path():
+    """The connection file of this Blender while the add-on serves, else None."""
+    return _addon_state.get("connection")
+
+
+def start_addon_server():
+    """Serves on a random loopback port with a fresh token, and writes port, token, pid and
+    protocol version to blender-<pid>.json in connection_dir() for `viga ... --attach`.
+    Returns the poll function to register as a persistent bpy.app.timers callback."""
+    global _serving_user_scene
+    if "server" in _addon_state:
+        return _addon_state["poll"]
     token = base64.urlsafe_b64encode(os.urandom(24)).decode("ascii")
     work, server, port, _thread = start_queue_server(token, 0, "addon")
-    path = connection_file()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump({"port": port, "token": token, "pid": os.getpid(), "protocol_version": PROTOCOL_VERSION}, handle)
+    try:
+        folder = private_dir(connection_dir())
+        path = os.path.join(folder, "blender-%d.json" % os.getpid())
+        write_private_json(path, {
+            "port": port,
+            "token": token,
+            "pid": os.getpid(),
+            "protocol_version": PROTOCOL_VERSION,
+            "blender_version": bpy.app.version_string,
+            "binary_path": bpy.app.binary_path or "",
+        })
+    except OSError:
+        server.close()
+        raise
+    _serving_user_scene = True
 
     def poll():
         work.drain()
-        return 0.02
+        return POLL_INTERVAL_S
 
-    bpy.app.timers.register(poll, persistent=True)
-    _addon_state.update(server=server, poll=poll)
+    _addon_state.update(server=server, work=work, poll=poll, connection=path)
+    return poll
 
 
-def unregister():
-    poll = _addon_state.pop("poll", None)
-    if poll is not None and bpy.app.timers.is_registered(poll):
-        bpy.app.timers.unregister(poll)
+def stop_addon_server():
+    """Stops serving and removes the connection file; safe to call twice."""
+    global _serving_user_scene
     server = _addon_state.pop("server", None)
     if server is not None:
         with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
             server.close()
-    with contextlib.suppress(OSError):
-        os.remove(connection_file())
+    work = _addon_state.pop("work", None)
+    if work is not None:
+        work.close()
+    path = _addon_state.pop("connection", None)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+    _addon_state.pop("poll", None)
+    _serving_user_scene = False
 
 
 if __name__ == "__main__":

@@ -29,19 +29,26 @@ impl BridgeMode {
 /// Writes the bridge to a temporary folder named after its content (so different viga
 /// builds never share a stale copy) and returns its path.
 pub fn write_bridge_script() -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
-        "viga-bridge-{:016x}",
-        fnv1a(BRIDGE_SOURCE.as_bytes())
-    ));
-    let path = dir.join("viga_bridge.py");
-    if std::fs::read(&path).is_ok_and(|existing| existing == BRIDGE_SOURCE.as_bytes()) {
+    write_embedded_script("viga-bridge", "viga_bridge.py", BRIDGE_SOURCE)
+}
+
+/// Writes `source` as `file_name` into a temporary folder named `prefix` plus a hash of the
+/// content, unless an identical copy is there already, and returns its path.
+pub fn write_embedded_script(
+    prefix: &str,
+    file_name: &str,
+    source: &str,
+) -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{:016x}", fnv1a(source.as_bytes())));
+    let path = dir.join(file_name);
+    if std::fs::read(&path).is_ok_and(|existing| existing == source.as_bytes()) {
         return Ok(path);
     }
     std::fs::create_dir_all(&dir)?;
-    // Written under a unique name, then renamed: workers starting at once never read a
+    // Written under a unique name, then renamed: processes starting at once never read a
     // half-written file.
-    let partial = dir.join(format!("viga_bridge.{}.partial", std::process::id()));
-    std::fs::write(&partial, BRIDGE_SOURCE)?;
+    let partial = dir.join(format!("{file_name}.{}.partial", std::process::id()));
+    std::fs::write(&partial, source)?;
     std::fs::rename(&partial, &path)?;
     Ok(path)
 }

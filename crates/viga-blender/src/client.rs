@@ -69,6 +69,18 @@ impl FramedClient {
                     "could not connect to the bridge at {address}: {err}"
                 ))
             })?;
+        Self::handshake(stream, address, token, default_timeout, handshake_timeout).await
+    }
+
+    /// Performs the hello handshake with `token` over an open connection, waiting at most
+    /// `handshake_timeout` for the reply.
+    pub async fn handshake(
+        stream: TcpStream,
+        address: SocketAddr,
+        token: &str,
+        default_timeout: Duration,
+        handshake_timeout: Duration,
+    ) -> Result<Self, TransportError> {
         stream.set_nodelay(true).map_err(|err| {
             TransportError::Start(format!("could not configure the socket: {err}"))
         })?;
@@ -89,7 +101,10 @@ impl FramedClient {
         )
         .await
         .map_err(|err| match err {
-            CallError::Fault(fault) => TransportError::Handshake(fault.message),
+            CallError::Fault(fault) => TransportError::HandshakeRefused {
+                kind: fault.kind,
+                message: fault.message,
+            },
             other => TransportError::Handshake(other.to_string()),
         })?;
         let hello: HelloInfo = serde_json::from_value(result)

@@ -8,11 +8,15 @@
 //! ([`frame`], [`client`]); the [`BlenderTransport`] trait and its typed commands
 //! ([`BlenderCommands`]); warm, supervised workers ([`Worker`]: per-call timeout, kill and
 //! restart on a hang or crash, scene restored from the last checkpoint) and a
-//! [`WorkerPool`]; one-shot scripts in a fresh process ([`oneshot`], the cold path).
+//! [`WorkerPool`]; one-shot scripts in a fresh process ([`oneshot`], the cold path); the
+//! viga Blender extension built from the bridge ([`addon`]) and attaching to a person's
+//! running Blender through the connection file it writes ([`attach`]).
 //!
 //! **Must not:** know about models, prompts, memory or the agent loop. Layers above talk to
 //! Blender only through [`BlenderTransport`], so tests of those layers may swap in a fake.
 
+pub mod addon;
+pub mod attach;
 pub mod bridge;
 pub mod client;
 pub mod frame;

@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use viga_protocol::bridge::{
-    BlendFile, BridgeCommand, CameraPose, CameraState, FaultKind, FrameRequest, FrameState,
-    FramedRender, FramedViewsReply, FramedViewsRequest, Keyframes, RenderOutput, RenderReply,
-    RenderRequest, SceneInfo, SceneReset, VisibilityChange,
+    AppliedProgram, BlendFile, BridgeCommand, CameraPose, CameraState, FaultKind, FrameRequest,
+    FrameState, FramedRender, FramedViewsReply, FramedViewsRequest, Keyframes, RenderOutput,
+    RenderReply, RenderRequest, SceneInfo, SceneReset, VisibilityChange,
 };
 use viga_protocol::iteration::{ExecutionResult, FailureClass};
 
@@ -84,9 +84,13 @@ pub enum TransportError {
     /// No Blender could be started or reached.
     #[error("could not start Blender: {0}")]
     Start(String),
-    /// The bridge's handshake failed (wrong token, protocol version).
+    /// The handshake could not be completed (no answer, an unreadable one).
     #[error("handshake with the bridge failed: {0}")]
     Handshake(String),
+    /// The bridge answered the handshake with a refusal: a wrong token, another protocol
+    /// version.
+    #[error("the bridge refused the handshake ({kind:?}): {message}")]
+    HandshakeRefused { kind: FaultKind, message: String },
     /// A reply did not have the shape its command promises: a bug, in the bridge or here.
     #[error("malformed reply to `{command}`: {message}")]
     MalformedReply {
@@ -273,6 +277,34 @@ pub trait BlenderCommands: BlenderTransport {
     async fn load_blend(&self, path: &str) -> Result<BlendFile, TransportError> {
         let path = path.to_owned();
         typed(self, BridgeCommand::LoadBlend { path }, None).await
+    }
+
+    /// Runs `code` on the open scene as one undo step named `message`; a failing program is
+    /// undone at once (the reply says so). Meant for a person's Blender (attached).
+    async fn apply_program(
+        &self,
+        code: &str,
+        message: &str,
+        timeout: Option<Duration>,
+    ) -> Result<AppliedProgram, TransportError> {
+        let command = BridgeCommand::ApplyProgram {
+            code: code.to_owned(),
+            message: message.to_owned(),
+        };
+        typed(self, command, timeout).await
+    }
+
+    /// Records the scene as an undo step named `message`.
+    async fn undo_push(&self, message: &str) -> Result<(), TransportError> {
+        let command = BridgeCommand::UndoPush {
+            message: message.to_owned(),
+        };
+        self.call(command, None).await.map(drop)
+    }
+
+    /// Goes back one undo step.
+    async fn undo(&self) -> Result<(), TransportError> {
+        self.call(BridgeCommand::Undo, None).await.map(drop)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The run folder, `output/<mode>/<timestamp>/<task>/`, written as the run goes:
 //! `args.json`, `events.jsonl`, `target.png`, `codes/<n>.py`, `generator_thoughts/<n>.md`,
-//! `verifier_thoughts/<n>.md`, `renders/<n>/<view>.png`, `scores.json`, `final.blend`.
+//! `verifier_thoughts/<n>.md`, `renders/<n>/<view>.png`, `scores.json`, `final.py` and
+//! `final.blend`; attached to a person's Blender, also `base.blend`, the snapshot of their
+//! scene every iteration starts from.
 //! Files other than the append-only event log are written whole and renamed into place, so a
 //! killed run never leaves a half-written file; the verifier's renders are written by Blender
 //! itself under a `.partial.png` name and renamed the same way (see
@@ -20,6 +22,10 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 pub const SCORES_FILE: &str = "scores.json";
 pub const TARGET_FILE: &str = "target.png";
 pub const FINAL_BLEND: &str = "final.blend";
+/// The program of the run's result: what is applied to a person's scene.
+pub const FINAL_PROGRAM: &str = "final.py";
+/// The snapshot of a person's scene an attached run starts every iteration from.
+pub const BASE_SNAPSHOT: &str = "base.blend";
 const SUBFOLDERS: [&str; 4] = [
     "codes",
     "generator_thoughts",
@@ -88,6 +94,10 @@ impl RunFolder {
 
     pub fn final_blend_path(&self) -> PathBuf {
         self.root.join(FINAL_BLEND)
+    }
+
+    pub fn final_program_path(&self) -> PathBuf {
+        self.root.join(FINAL_PROGRAM)
     }
 
     pub fn write_args(&self, config: &RunConfig) -> Result<(), CoreError> {

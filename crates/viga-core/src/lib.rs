@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod attached;
 mod config;
 mod extract;
 pub mod folder;
@@ -145,15 +146,30 @@ pub fn start(
     blender: Arc<dyn BlenderTransport>,
     output_root: &Path,
 ) -> Result<RunHandle, CoreError> {
-    let problems = config.problems();
-    if !problems.is_empty() {
-        return Err(CoreError::Config(format!(
-            "the run settings are invalid:\n  - {}",
-            problems.join("\n  - ")
-        )));
-    }
+    check_settings(&config)?;
     let prompts = Prompts::load(config.prompts_dir.as_deref())?;
     let folder = RunFolder::create(output_root, &config)?;
+    start_in(folder, prompts, config, provider, blender)
+}
+
+fn check_settings(config: &RunConfig) -> Result<(), CoreError> {
+    let problems = config.problems();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(CoreError::Config(format!(
+        "the run settings are invalid:\n  - {}",
+        problems.join("\n  - ")
+    )))
+}
+
+fn start_in(
+    folder: RunFolder,
+    prompts: Prompts,
+    config: RunConfig,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+) -> Result<RunHandle, CoreError> {
     folder.write_args(&config)?;
     let target = match &config.target {
         Some(path) => {

@@ -560,11 +560,14 @@ impl Run {
         Ok(())
     }
 
-    /// Re-runs the last good program on the base scene and saves it as `final.blend`.
+    /// Keeps the last good program as `final.py`, re-runs it on the base scene and saves
+    /// the result as `final.blend`.
     async fn save_final_scene(&mut self) -> Result<(), Interrupt> {
         let Some(code) = self.final_code.clone() else {
             return Ok(());
         };
+        self.folder
+            .write_bytes(crate::folder::FINAL_PROGRAM, code.as_bytes())?;
         let reset = Self::base_scene(&self.config);
         let result = self
             .blender

@@ -165,6 +165,7 @@ fn provider_for(case: &Case) -> Result<Arc<dyn Provider>, GnError> {
                 },
                 FinishReason::Stop,
             ),
+            delay_ms: 0,
         })
         .collect();
     let script = Script {

@@ -111,6 +111,18 @@ pub enum BridgeCommand {
         tool: String,
         params: Value,
     },
+    /// Run a program on the open scene as one undo step named `message` (the state before
+    /// is pushed first); a program that fails is undone at once. For a person's Blender.
+    ApplyProgram {
+        code: String,
+        message: String,
+    },
+    /// Record the scene as an undo step named `message`.
+    UndoPush {
+        message: String,
+    },
+    /// Go back one undo step.
+    Undo,
     Shutdown,
 }
 
@@ -135,6 +147,9 @@ impl BridgeCommand {
             Self::Restore { .. } => "restore",
             Self::ListAddons { .. } => "list_addons",
             Self::AddonCommand { .. } => "addon_command",
+            Self::ApplyProgram { .. } => "apply_program",
+            Self::UndoPush { .. } => "undo_push",
+            Self::Undo => "undo",
             Self::Shutdown => "shutdown",
         }
     }
@@ -322,6 +337,13 @@ pub enum FaultKind {
     UnknownCommand,
     NotFound,
     BlenderError,
+    // Refused in a person's Blender: the command would replace or close their open file.
+    // (Plain comments: doc comments would split the schema's enum into one branch each.)
+    UserScene,
+    // Blender could not record or go back an undo step.
+    UndoUnavailable,
+    // The add-on was disabled while the request waited.
+    ShuttingDown,
 }
 
 /// Why the bridge refused or failed a command.
@@ -345,6 +367,34 @@ pub struct HelloInfo {
     pub pid: u32,
     /// `serve`, `queue` or `addon`.
     pub mode: String,
+}
+
+/// What `apply_program` did to the open scene.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppliedProgram {
+    pub execution: crate::iteration::ExecutionResult,
+    /// The program failed and its partial changes were undone: the scene is as before.
+    pub reverted: bool,
+}
+
+/// The connection file a person's Blender writes while the viga add-on serves it
+/// (`blender-<pid>.json` in a folder only its user can read), so `viga ... --attach` can
+/// find and authenticate to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConnectionInfo {
+    /// The loopback TCP port the add-on's bridge listens on.
+    pub port: u16,
+    pub token: Secret,
+    /// The Blender process; a file whose process is gone is stale.
+    pub pid: u32,
+    pub protocol_version: u32,
+    #[serde(default)]
+    pub blender_version: String,
+    /// The Blender executable (empty for Blender as a Python module): viga can start its
+    /// own workers from it when no other Blender is set up.
+    #[serde(default)]
+    pub binary_path: String,
 }
 
 /// One page of the scene summary.
@@ -539,7 +589,7 @@ pub struct BlendFile {
     pub objects: Option<u32>,
 }
 
-crate::validate::plain_protocol_types!(BridgeRequest, BridgeReply);
+crate::validate::plain_protocol_types!(BridgeRequest, BridgeReply, ConnectionInfo);
 
 // A camera pose can come from a model (a translated camera instruction), so it is validated.
 crate::validate::plain_protocol_types!(CameraPose);

@@ -49,6 +49,14 @@ pub struct Turn {
     #[serde(default)]
     pub expect: Expectation,
     pub response: ModelResponse,
+    /// How long the answer takes, in milliseconds: a model's latency, so front ends can be
+    /// tested while a call is in flight (cancel, progress).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delay_ms: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +101,25 @@ impl ScriptedProvider {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         Ok(Self::new(format!("scripted:{label}"), script))
+    }
+
+    /// Checks the request against the next turn and moves past it: its answer and delay.
+    fn take_turn(&self, request: &ModelRequest) -> Result<(ModelResponse, u64), ProviderError> {
+        let mut next = self
+            .next
+            .lock()
+            .map_err(|_| ProviderError::Script("the script cursor is poisoned".to_owned()))?;
+        let index = *next;
+        let turn = self.turns.get(index).ok_or_else(|| {
+            ProviderError::Script(format!(
+                "the script {} has {} turns and all were used; add turns or lower --max-iterations",
+                self.label,
+                self.turns.len()
+            ))
+        })?;
+        check(index + 1, &turn.expect, request)?;
+        *next += 1;
+        Ok((turn.response.clone(), turn.delay_ms))
     }
 
     /// How many turns have been answered.
@@ -189,20 +216,10 @@ impl Provider for ScriptedProvider {
     }
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let mut next = self
-            .next
-            .lock()
-            .map_err(|_| ProviderError::Script("the script cursor is poisoned".to_owned()))?;
-        let index = *next;
-        let turn = self.turns.get(index).ok_or_else(|| {
-            ProviderError::Script(format!(
-                "the script {} has {} turns and all were used; add turns or lower --max-iterations",
-                self.label,
-                self.turns.len()
-            ))
-        })?;
-        check(index + 1, &turn.expect, request)?;
-        *next += 1;
-        Ok(turn.response.clone())
+        let (response, delay) = self.take_turn(request)?;
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+        Ok(response)
     }
 }

@@ -20,7 +20,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use viga_skills::addons::AddonRegistry;
-use viga_skills::generator::generator_tools;
+use viga_skills::generator::{ExecuteCodeLive, generator_tools};
 use viga_skills::verifier::verifier_tools;
 use viga_skills::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 
@@ -29,12 +29,28 @@ use base64::Engine as _;
 /// Loop-control tools that mean nothing outside the agent loop.
 const LOOP_ONLY: [&str; 2] = ["make_plan", "end_process"];
 
+/// Where an MCP client's programs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramMode {
+    /// Each program starts from the fresh base scene: it must build the whole scene.
+    Reset,
+    /// Each program edits the current scene further, as one undo step (what MCP clients of
+    /// a person's Blender expect).
+    Live,
+}
+
 /// The scene tools an MCP client is offered: the generator's and the verifier's, without the
-/// loop's own control tools.
-pub fn scene_tools() -> Result<ToolRegistry, String> {
+/// loop's own control tools; `execute_code` as `mode` says.
+pub fn scene_tools(mode: ProgramMode) -> Result<ToolRegistry, String> {
     let mut tools = generator_tools().map_err(|err| err.to_string())?;
     for name in LOOP_ONLY {
         tools.unregister(name);
+    }
+    if mode == ProgramMode::Live {
+        tools.unregister("execute_code");
+        tools
+            .register(Arc::new(ExecuteCodeLive))
+            .map_err(|err| err.to_string())?;
     }
     let verifier = verifier_tools().map_err(|err| err.to_string())?;
     for name in verifier.names() {
@@ -69,10 +85,11 @@ impl VigaMcpServer {
     pub fn new(
         context: Arc<ToolContext>,
         addons: Arc<tokio::sync::RwLock<AddonRegistry>>,
+        mode: ProgramMode,
     ) -> Result<Self, String> {
         Ok(Self {
             context,
-            base: scene_tools()?,
+            base: scene_tools(mode)?,
             addons,
         })
     }

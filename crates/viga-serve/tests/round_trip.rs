@@ -10,7 +10,7 @@ use rmcp::model::{CallToolRequestParams, ContentBlock};
 use serde_json::{Value, json};
 use viga_blender::{Worker, WorkerConfig, locate};
 use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
-use viga_serve::mcp::VigaMcpServer;
+use viga_serve::mcp::{ProgramMode, VigaMcpServer};
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
 
@@ -43,7 +43,7 @@ async fn an_mcp_client_lists_tools_runs_code_and_receives_an_image() {
         SceneReset::Factory,
     ));
     let addons = Arc::new(tokio::sync::RwLock::new(addons));
-    let server = VigaMcpServer::new(context, Arc::clone(&addons)).unwrap();
+    let server = VigaMcpServer::new(context, Arc::clone(&addons), ProgramMode::Reset).unwrap();
 
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let serving =

@@ -144,7 +144,7 @@ impl Tool for ExecuteCode {
         "execute_code"
     }
     fn description(&self) -> &str {
-        "Run the whole scene program in Blender on a freshly reloaded base scene and report stdout, stderr and any exception with its line."
+        "Run the whole scene program in Blender on a freshly reloaded base scene (every program starts from the same scene, so send the whole scene each time) and report stdout, stderr and any exception with its line."
     }
     fn parameters(&self) -> Value {
         parameters_of::<ExecuteCodeArgs>()
@@ -160,6 +160,41 @@ impl Tool for ExecuteCode {
             .execute(&args.code, Some(context.base_scene.clone()), None)
             .await?;
         Ok(ToolOutput::text(describe_execution(&result)))
+    }
+}
+
+/// `execute_code` on the scene as it is (live mode: a person's Blender, or an MCP client
+/// that builds a scene step by step): each program edits the scene further, as one undo
+/// step, and a program that fails is undone at once.
+#[derive(Debug)]
+pub struct ExecuteCodeLive;
+
+#[async_trait]
+impl Tool for ExecuteCodeLive {
+    fn name(&self) -> &str {
+        "execute_code"
+    }
+    fn description(&self) -> &str {
+        "Run a Blender Python program on the current scene, which keeps every earlier change (live mode). Each program is one undo step; a program that raises is undone, so the scene is as before it. Reports stdout, stderr and any exception with its line."
+    }
+    fn parameters(&self) -> Value {
+        parameters_of::<ExecuteCodeArgs>()
+    }
+    async fn invoke(
+        &self,
+        context: &ToolContext,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: ExecuteCodeArgs = parse_arguments(self.name(), arguments)?;
+        let applied = context
+            .blender
+            .apply_program(&args.code, "viga: execute_code", None)
+            .await?;
+        let mut text = describe_execution(&applied.execution);
+        if applied.reverted {
+            text.push_str("\nThe program's changes were undone: the scene is as it was before it.");
+        }
+        Ok(ToolOutput::text(text))
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 use viga_blender::bridge::write_bridge_script;
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands, TransportError};
-use viga_protocol::bridge::{READY_MARKER, TOKEN_ENV};
+use viga_protocol::bridge::{FaultKind, READY_MARKER, TOKEN_ENV};
 
 const TOKEN: &str = "test-token-0123456789";
 
@@ -93,7 +93,7 @@ async fn a_wrong_token_is_refused_and_the_bridge_stays_up() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, TransportError::Handshake(message) if message.contains("wrong token")),
+        matches!(&err, TransportError::HandshakeRefused { kind: FaultKind::Auth, message } if message.contains("wrong token")),
         "{err}"
     );
     let mut stream = TcpStream::connect(bridge.address).await.unwrap();

@@ -29,6 +29,7 @@ fn turn(reply: &Value, last_message_contains: Option<&str>) -> Turn {
             ..Expectation::default()
         },
         response: ModelResponse::text_only(text, FinishReason::Stop),
+        delay_ms: 0,
     }
 }
 

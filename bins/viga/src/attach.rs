@@ -1,0 +1,153 @@
+//! `--attach`: driving the Blender a person has open, through the connection file the viga
+//! add-on writes there, and `viga addon build|host`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Subcommand};
+use viga_blender::attach::{Connection, choose};
+use viga_blender::client::FramedClient;
+use viga_blender::{BlenderLauncher, Worker, WorkerConfig, locate};
+
+/// How long one call into a person's Blender may take: applying a whole scene program.
+const USER_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct AttachArgs {
+    /// Work with the Blender you have open (the viga add-on must be enabled there) instead
+    /// of a Blender of viga's own.
+    #[arg(long)]
+    pub attach: bool,
+    /// The connection file of the Blender to attach to, when several run (implies --attach).
+    #[arg(long, value_name = "FILE")]
+    pub connection: Option<PathBuf>,
+}
+
+impl AttachArgs {
+    pub fn wanted(&self) -> bool {
+        self.attach || self.connection.is_some()
+    }
+}
+
+/// A person's Blender, connected.
+pub struct UserBlender {
+    pub transport: Arc<FramedClient>,
+    pub connection: Connection,
+}
+
+/// Finds and connects to the person's Blender, or fails within five seconds with a
+/// one-line message that says what to do.
+pub async fn attach(args: &AttachArgs) -> Result<UserBlender> {
+    let connection = choose(args.connection.as_deref())?;
+    let client = viga_blender::attach::attach(&connection, USER_CALL_TIMEOUT).await?;
+    Ok(UserBlender {
+        transport: Arc::new(client),
+        connection,
+    })
+}
+
+/// A Blender of viga's own for the run's work: the one set up for viga, or else the binary
+/// of the attached Blender itself.
+pub async fn start_worker(attached: Option<&Connection>) -> Result<Arc<Worker>> {
+    let launcher = match (locate(), attached) {
+        (Ok(launcher), _) => launcher,
+        (Err(_), Some(connection)) if !connection.info.binary_path.is_empty() => {
+            BlenderLauncher::Binary {
+                blender: PathBuf::from(&connection.info.binary_path),
+            }
+        }
+        (Err(err), _) => return Err(err.into()),
+    };
+    Ok(Arc::new(Worker::start(WorkerConfig::new(launcher)).await?))
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AddonCommand {
+    /// Write the Blender extension zip (install it with Edit > Preferences > Get Extensions >
+    /// Install from Disk, or `blender --command extension install-file -r user_default ZIP`).
+    Build {
+        /// The folder to write viga_blender-<version>.zip into.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Run a headless Blender with the extension installed from its zip and its timers
+    /// driven, as a stand-in for a person's Blender (tests, CI); runs until killed.
+    Host {
+        /// The extension zip (default: build one).
+        #[arg(long)]
+        zip: Option<PathBuf>,
+        /// A .blend to open first.
+        #[arg(long)]
+        blend: Option<PathBuf>,
+        /// Blender's user folder for the host (default: a fresh temporary one, so your own
+        /// Blender settings are never touched).
+        #[arg(long)]
+        user_dir: Option<PathBuf>,
+        /// Write how long each timer callback held the main thread here, on exit (JSON).
+        #[arg(long)]
+        stats: Option<PathBuf>,
+    },
+}
+
+pub async fn addon(command: AddonCommand) -> Result<std::process::ExitCode> {
+    match command {
+        AddonCommand::Build { out } => {
+            let path =
+                viga_blender::addon::build_zip(&out, std::env::current_exe().ok().as_deref())?;
+            println!("{}", path.display());
+            println!(
+                "install it in Blender 4.2 or newer: Edit > Preferences > Get Extensions > Install from Disk"
+            );
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        AddonCommand::Host {
+            zip,
+            blend,
+            user_dir,
+            stats,
+        } => host(zip, blend, user_dir, stats).await,
+    }
+}
+
+async fn host(
+    zip: Option<PathBuf>,
+    blend: Option<PathBuf>,
+    user_dir: Option<PathBuf>,
+    stats: Option<PathBuf>,
+) -> Result<std::process::ExitCode> {
+    let scratch = tempfile::Builder::new()
+        .prefix("viga-addon-host-")
+        .tempdir()
+        .context("cannot make a temporary folder for the host")?;
+    let zip = match zip {
+        Some(zip) => zip,
+        None => {
+            viga_blender::addon::build_zip(scratch.path(), std::env::current_exe().ok().as_deref())?
+        }
+    };
+    let options = viga_blender::addon::HostOptions {
+        user_dir: user_dir.unwrap_or_else(|| scratch.path().join("blender-user")),
+        blend,
+        stats,
+        connection_dir: None,
+    };
+    let mut command = viga_blender::addon::host_command(&locate()?, &zip, &options)?;
+    let mut child = command
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start the headless Blender")?;
+    let status = tokio::select! {
+        status = child.wait() => status.context("the host could not be waited for")?,
+        _ = tokio::signal::ctrl_c() => {
+            // The host got the same Ctrl-C from the terminal and disables the add-on.
+            child.wait().await.context("the host could not be waited for")?
+        }
+    };
+    Ok(if status.success() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    })
+}

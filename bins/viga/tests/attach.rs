@@ -1,0 +1,454 @@
+//! viga inside Blender, on real Blender: the extension installed from its zip in a headless
+//! host (`viga addon host`'s machinery, timers driven by a loop), then `viga ... --attach`
+//! against it as against a person's Blender.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use viga_blender::addon::{HOST_READY_MARKER, HostOptions, build_zip, host_command};
+use viga_blender::attach::{Connection, attach};
+use viga_blender::client::FramedClient;
+use viga_blender::{BlenderCommands as _, locate};
+
+const VIGA: &str = env!("CARGO_BIN_EXE_viga");
+
+/// A headless Blender with the viga extension installed from its zip, as a person would
+/// have it; killed when dropped.
+struct Host {
+    child: Child,
+    connection: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn start(blend: Option<&Path>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
+        let options = HostOptions {
+            user_dir: dir.path().join("blender-user"),
+            blend: blend.map(Path::to_path_buf),
+            stats: None,
+            connection_dir: Some(dir.path().join("connections")),
+        };
+        let command = host_command(&locate().unwrap(), &zip, &options).unwrap();
+        let mut command = command.into_std();
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(json) = line.strip_prefix(HOST_READY_MARKER) {
+                    let _ = ready_tx.send(json.to_owned());
+                }
+            }
+        });
+        let ready = ready_rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the host never said it was ready");
+        let ready: Value = serde_json::from_str(&ready).unwrap();
+        let connection = PathBuf::from(ready["connection"].as_str().unwrap());
+        Self {
+            child,
+            connection,
+            dir,
+        }
+    }
+
+    fn connection_dir(&self) -> PathBuf {
+        self.dir.path().join("connections")
+    }
+
+    /// viga with this host's connection folder.
+    fn viga(&self) -> Command {
+        let mut command = Command::new(VIGA);
+        command.env("VIGA_CONNECTION_DIR", self.connection_dir());
+        command
+    }
+
+    async fn client(&self) -> Arc<FramedClient> {
+        let connection = Connection::read(&self.connection).unwrap();
+        Arc::new(attach(&connection, Duration::from_secs(60)).await.unwrap())
+    }
+
+    /// Ends the host as Blender ends: SIGTERM, the add-on disabled.
+    fn stop(mut self) -> std::process::ExitStatus {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn object_names(client: &FramedClient) -> Vec<String> {
+    let info = client.scene_info(0, 500).await.unwrap();
+    let mut names: Vec<String> = info.objects.iter().map(|o| o.name.clone()).collect();
+    names.sort();
+    names
+}
+
+/// A .blend as a person's file: a cube named UserCube, a plane named Plane.
+fn user_blend(dir: &Path) -> PathBuf {
+    let path = dir.join("user.blend");
+    let script = format!(
+        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
+         bpy.ops.mesh.primitive_cube_add(location=(3, 0, 0))\nbpy.context.object.name = 'UserCube'\n\
+         bpy.ops.mesh.primitive_plane_add(size=4)\nbpy.context.object.name = 'Plane'\n\
+         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
+        path.display().to_string()
+    );
+    let status = Command::new(python(&locate().unwrap()))
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    path
+}
+
+fn python(launcher: &viga_blender::BlenderLauncher) -> PathBuf {
+    match launcher {
+        viga_blender::BlenderLauncher::PythonModule { python } => python.clone(),
+        viga_blender::BlenderLauncher::Binary { .. } => {
+            panic!("these tests need the bpy module (cargo xtask setup)")
+        }
+    }
+}
+
+fn workspace_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn stdout_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect()
+}
+
+fn with_timeout(mut command: Command, limit: Duration) -> Output {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        let _ = Command::new("kill").args(["-9", &id.to_string()]).status();
+    });
+    let output = child.wait_with_output().unwrap();
+    drop(watchdog);
+    output
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_zip_installs_and_its_connection_file_is_private_and_goes_away_on_disable() {
+    let host = Host::start(None);
+    use std::os::unix::fs::PermissionsExt as _;
+    let file_mode = std::fs::metadata(&host.connection)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(file_mode & 0o777, 0o600);
+    let dir_mode = std::fs::metadata(host.connection.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    let client = host.client().await;
+    assert_eq!(client.hello().mode, "addon");
+    // A person's file is never replaced or closed by a client.
+    let refused = client.load_blend("/nonexistent.blend").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("belongs to its user"),
+        "{refused}"
+    );
+    drop(client);
+    let connection = host.connection.clone();
+    assert!(host.stop().success());
+    assert!(
+        !connection.exists(),
+        "the connection file outlived the add-on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_undo_step() {
+    let files = tempfile::tempdir().unwrap();
+    let blend = user_blend(files.path());
+    let blend_before = std::fs::read(&blend).unwrap();
+    let host = Host::start(Some(&blend));
+    let client = host.client().await;
+    let before = object_names(&client).await;
+    assert_eq!(before, ["Plane", "UserCube"]);
+    drop(client);
+
+    let mut command = host.viga();
+    command
+        .args(["run", "--attach", "--apply", "always", "--events", "jsonl"])
+        .args([
+            "--task",
+            "a red crate on a grey floor",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(workspace_file("fixtures/sessions/demo.json"))
+        .args(["--max-iterations", "3", "--resolution", "48", "--output"])
+        .arg(files.path().join("runs"));
+    let output = with_timeout(command, Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines = stdout_lines(&output);
+    let finished = lines.last().unwrap();
+    assert_eq!(finished["kind"], "finished", "{lines:?}");
+    assert_eq!(finished["outcome"], "accepted");
+    let run_folder = lines
+        .iter()
+        .find(|line| line["kind"] == "run_folder")
+        .and_then(|line| line["path"].as_str())
+        .map(PathBuf::from)
+        .unwrap();
+    assert!(
+        run_folder.join("base.blend").is_file(),
+        "no snapshot of the user's scene"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["kind"] == "event" && l["event"]["type"] == "iteration_started")
+    );
+
+    let client = host.client().await;
+    let after = object_names(&client).await;
+    for name in ["Crate", "Floor", "Plane", "UserCube"] {
+        assert!(
+            after.iter().any(|n| n == name),
+            "{name} missing from {after:?}"
+        );
+    }
+    client.undo().await.unwrap();
+    assert_eq!(
+        object_names(&client).await,
+        before,
+        "one undo gives the scene back"
+    );
+    assert_eq!(
+        std::fs::read(&blend).unwrap(),
+        blend_before,
+        "the user's .blend was written"
+    );
+}
+
+fn gn_script(dir: &Path, delay_first_ms: u64) -> PathBuf {
+    let reply = json!({"version": 1, "steps": [{"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
+        {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"},
+        {"op": "ensure_single_group_io"},
+        {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
+        {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
+        {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
+    ]}}], "done": true, "final_message": "points on the plane"});
+    let path = dir.join("gn.json");
+    let turns = json!([{"response": {"text": reply.to_string(), "finish_reason": "stop"}, "delay_ms": delay_first_ms}]);
+    std::fs::write(
+        &path,
+        json!({"description": "gn attach", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
+async fn plane_modifiers(client: &FramedClient) -> Vec<String> {
+    let info = client.scene_info(0, 500).await.unwrap();
+    let plane = info.objects.iter().find(|o| o.name == "Plane").unwrap();
+    plane.modifiers.iter().map(|m| m.name.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gn_attached_works_on_the_live_object_as_one_undo_step() {
+    let files = tempfile::tempdir().unwrap();
+    let host = Host::start(Some(&user_blend(files.path())));
+    let mut command = host.viga();
+    command
+        .args([
+            "gn",
+            "scatter points on the plane",
+            "--attach",
+            "--object",
+            "Plane",
+        ])
+        .args(["--provider", "scripted", "--script"])
+        .arg(gn_script(files.path(), 0))
+        .arg("--output")
+        .arg(files.path().join("runs"));
+    let output = with_timeout(command, Duration::from_secs(180));
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let client = host.client().await;
+    assert_eq!(plane_modifiers(&client).await, ["Scatter"]);
+    client.undo().await.unwrap();
+    assert!(
+        plane_modifiers(&client).await.is_empty(),
+        "one undo takes the run back"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_an_attached_gn_run_leaves_the_scene_as_it_was() {
+    let files = tempfile::tempdir().unwrap();
+    let host = Host::start(Some(&user_blend(files.path())));
+    let mut child = host
+        .viga()
+        .args([
+            "gn",
+            "scatter points on the plane",
+            "--attach",
+            "--object",
+            "Plane",
+        ])
+        .args(["--events", "jsonl", "--provider", "scripted", "--script"])
+        .arg(gn_script(files.path(), 60_000))
+        .arg("--output")
+        .arg(files.path().join("runs"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the run is in its (slow) model call, then cancel as the panel does.
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("\"generating\"") {
+            break;
+        }
+    }
+    let cancelled_at = Instant::now();
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(3),
+        "cancel took {:?}",
+        cancelled_at.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+    assert!(rest.iter().any(|l| l.contains("\"cancelled\"")), "{rest:?}");
+    let client = host.client().await;
+    assert!(plane_modifiers(&client).await.is_empty());
+    assert_eq!(object_names(&client).await, ["Plane", "UserCube"]);
+}
+
+fn attach_error(host_dir: &Path, args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let mut command = Command::new(VIGA);
+    command
+        .env("VIGA_CONNECTION_DIR", host_dir)
+        .args(["run", "--task", "x", "--provider", "scripted", "--script"])
+        .arg(workspace_file("fixtures/sessions/demo.json"))
+        .args(args);
+    let output = with_timeout(command, Duration::from_secs(30));
+    (output, started.elapsed())
+}
+
+fn one_line_error(output: &Output) -> String {
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    let last = stderr.lines().last().unwrap_or_default().to_owned();
+    assert!(last.starts_with("error: "), "{stderr}");
+    last
+}
+
+#[test]
+fn attaching_with_no_blender_running_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let (output, took) = attach_error(dir.path(), &["--attach"]);
+    let message = one_line_error(&output);
+    assert!(
+        message.contains("no Blender with the viga add-on is running"),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+fn write_connection(dir: &Path, info: Value) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(format!("blender-{}.json", info["pid"]));
+    std::fs::write(&path, info.to_string()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+#[test]
+fn a_stale_connection_file_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    // A pid no process has (pid_max is at most 2^22).
+    write_connection(
+        dir.path(),
+        json!({"port": 9, "token": "t", "pid": 4_194_304 + 7, "protocol_version": 1}),
+    );
+    let (output, took) = attach_error(dir.path(), &["--attach"]);
+    let message = one_line_error(&output);
+    assert!(message.contains("is no longer running"), "{message}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn another_protocol_version_is_refused_before_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let file = write_connection(
+        dir.path(),
+        json!({"port": 9, "token": "t", "pid": me, "protocol_version": 999}),
+    );
+    let (output, took) = attach_error(dir.path(), &["--connection", file.to_str().unwrap()]);
+    let message = one_line_error(&output);
+    assert!(message.contains("speaks protocol 999"), "{message}");
+    assert!(message.contains("viga addon build"), "{message}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_token_is_refused_with_a_clear_message() {
+    let host = Host::start(None);
+    let mut info: Value =
+        serde_json::from_str(&std::fs::read_to_string(&host.connection).unwrap()).unwrap();
+    info["token"] = json!("not-the-token");
+    let forged_dir = tempfile::tempdir().unwrap();
+    let forged = write_connection(forged_dir.path(), info);
+    let (output, took) = attach_error(
+        forged_dir.path(),
+        &["--connection", forged.to_str().unwrap()],
+    );
+    let message = one_line_error(&output);
+    assert!(message.contains("refused the token"), "{message}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // The add-on still serves the right token afterwards.
+    host.client().await.ping().await.unwrap();
+}

@@ -1,0 +1,173 @@
+//! The viga Blender extension (Blender 4.2 and newer): the package in `addon/` (manifest,
+//! panel, operators, the runner of viga processes) plus this crate's bridge as
+//! `viga_bridge.py`, zipped so that Preferences > Get Extensions > Install from Disk and
+//! `blender --command extension install-file` accept it.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use zip::write::SimpleFileOptions;
+
+use crate::bridge::{BRIDGE_SOURCE, write_embedded_script};
+use crate::locate::BlenderLauncher;
+
+include!(concat!(env!("OUT_DIR"), "/addon_files.rs"));
+
+/// The extension's id: Blender imports it as `bl_ext.<repository>.viga_blender`.
+pub const EXTENSION_ID: &str = "viga_blender";
+/// The bridge's name inside the package.
+pub const BRIDGE_FILE: &str = "viga_bridge.py";
+/// Names the viga executable that built the zip: the add-on's default for starting runs.
+pub const VIGA_PATH_FILE: &str = "viga_path.txt";
+
+/// The headless host (see [`host_command`]).
+pub const HOST_SOURCE: &str = include_str!("../python/addon_host.py");
+/// The line the host prints once the add-on serves: the marker, then JSON
+/// `{"connection", "pid", "module"}`.
+pub const HOST_READY_MARKER: &str = "VIGA_ADDON_HOST_READY ";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AddonError {
+    #[error("cannot write {}: {message}", path.display())]
+    Write { path: PathBuf, message: String },
+}
+
+/// How to run the headless host.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Blender's user folder for the host (`BLENDER_USER_RESOURCES`): the extension is
+    /// installed there, so a host never touches the user's own Blender settings.
+    pub user_dir: PathBuf,
+    /// A .blend to open before the add-on is enabled, as a person would have.
+    pub blend: Option<PathBuf>,
+    /// Where to write how long each timer callback held the main thread, on exit.
+    pub stats: Option<PathBuf>,
+    /// Overrides the folder of connection files (`VIGA_CONNECTION_DIR`).
+    pub connection_dir: Option<PathBuf>,
+}
+
+/// The command that starts the headless host: Blender in background mode, the extension
+/// installed from `zip` through Blender's own machinery and enabled, its timers run by a
+/// loop (they never fire in background mode). It prints [`HOST_READY_MARKER`] once serving
+/// and runs until SIGTERM or SIGINT, when it disables the add-on.
+pub fn host_command(
+    launcher: &BlenderLauncher,
+    zip: &Path,
+    options: &HostOptions,
+) -> Result<tokio::process::Command, AddonError> {
+    let script =
+        write_embedded_script("viga-addon-host", "addon_host.py", HOST_SOURCE).map_err(|err| {
+            AddonError::Write {
+                path: std::env::temp_dir(),
+                message: err.to_string(),
+            }
+        })?;
+    let mut script_args: Vec<std::ffi::OsString> = vec!["--zip".into(), zip.into()];
+    if let Some(blend) = &options.blend {
+        script_args.extend(["--blend".into(), blend.into()]);
+    }
+    if let Some(stats) = &options.stats {
+        script_args.extend(["--stats".into(), stats.into()]);
+    }
+    let (program, args) = launcher.command_line(&script, &script_args);
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .env("BLENDER_USER_RESOURCES", &options.user_dir)
+        .env("VIGA_PARENT_PID", std::process::id().to_string());
+    if let Some(dir) = &options.connection_dir {
+        command.env(crate::attach::CONNECTION_DIR_ENV, dir);
+    }
+    Ok(command)
+}
+
+/// The zip's file name for this version.
+pub fn zip_name() -> String {
+    format!("{EXTENSION_ID}-{}.zip", env!("CARGO_PKG_VERSION"))
+}
+
+/// Every file of the package, by name: `addon/`, the bridge, and (when given) the path of
+/// the viga executable the add-on should start.
+pub fn package_files(viga_executable: Option<&Path>) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = ADDON_FILES
+        .iter()
+        .map(|(name, text)| ((*name).to_owned(), text.as_bytes().to_vec()))
+        .collect();
+    files.push((BRIDGE_FILE.to_owned(), BRIDGE_SOURCE.as_bytes().to_vec()));
+    if let Some(path) = viga_executable {
+        files.push((
+            VIGA_PATH_FILE.to_owned(),
+            path.to_string_lossy().into_owned().into_bytes(),
+        ));
+    }
+    files
+}
+
+/// Writes the extension zip into `out_dir` (created if needed) and returns its path. The zip
+/// is written under a temporary name and renamed, so an installer never sees half a file.
+pub fn build_zip(out_dir: &Path, viga_executable: Option<&Path>) -> Result<PathBuf, AddonError> {
+    let path = out_dir.join(zip_name());
+    let failed = |message: String| AddonError::Write {
+        path: path.clone(),
+        message,
+    };
+    std::fs::create_dir_all(out_dir).map_err(|err| failed(err.to_string()))?;
+    let partial = out_dir.join(format!("{}.partial", zip_name()));
+    let file = std::fs::File::create(&partial).map_err(|err| failed(err.to_string()))?;
+    let mut zip = zip::ZipWriter::new(file);
+    let options = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .unix_permissions(0o644);
+    for (name, bytes) in package_files(viga_executable) {
+        zip.start_file(name, options)
+            .map_err(|err| failed(err.to_string()))?;
+        zip.write_all(&bytes)
+            .map_err(|err| failed(err.to_string()))?;
+    }
+    zip.finish().map_err(|err| failed(err.to_string()))?;
+    std::fs::rename(&partial, &path).map_err(|err| failed(err.to_string()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_version_is_the_crate_version() {
+        let manifest = ADDON_FILES
+            .iter()
+            .find(|(name, _)| *name == "blender_manifest.toml")
+            .map(|(_, text)| *text)
+            .unwrap();
+        let wanted = format!("version = \"{}\"", env!("CARGO_PKG_VERSION"));
+        assert!(manifest.lines().any(|line| line == wanted), "{wanted}");
+        assert!(manifest.contains(&format!("id = \"{EXTENSION_ID}\"")));
+    }
+
+    #[test]
+    fn the_zip_holds_the_package_and_the_bridge_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = build_zip(dir.path(), Some(Path::new("/opt/viga/bin/viga"))).unwrap();
+        assert_eq!(path.file_name().unwrap().to_str().unwrap(), zip_name());
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let names: Vec<String> = archive
+            .file_names()
+            .map(|name| name.unwrap().into_owned())
+            .collect();
+        for needed in [
+            "__init__.py",
+            "blender_manifest.toml",
+            BRIDGE_FILE,
+            VIGA_PATH_FILE,
+        ] {
+            assert!(names.iter().any(|n| n == needed), "{needed} in {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.contains("tests")), "{names:?}");
+        let mut bridge = String::new();
+        std::io::Read::read_to_string(&mut archive.by_name(BRIDGE_FILE).unwrap(), &mut bridge)
+            .unwrap();
+        assert_eq!(bridge, BRIDGE_SOURCE);
+        assert!(!dir.path().join(format!("{}.partial", zip_name())).exists());
+    }
+}

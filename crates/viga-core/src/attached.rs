@@ -1,0 +1,95 @@
+//! Runs on a person's open scene (viga attached to their Blender through the add-on).
+//!
+//! Their scene is never the workbench: [`start_on_user_scene`] saves a copy of it into the
+//! run folder (`base.blend`; their file, its path and their unsaved state are untouched) and
+//! the run's own worker starts every iteration from that copy. Only when the run is over does
+//! [`apply_to_user_scene`] run the chosen program on their scene, as one undo step, and only
+//! when they want it. Nothing here saves or opens their .blend.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_protocol::bridge::AppliedProgram;
+use viga_provider::Provider;
+
+use crate::folder::{BASE_SNAPSHOT, RunFolder};
+use crate::{CoreError, Prompts, RunConfig, RunHandle, check_settings, start_in};
+
+/// The longest task text an undo step's name carries.
+const UNDO_NAME_CHARS: usize = 60;
+
+/// Starts a run whose base scene is the open scene of `user` (a person's Blender). The
+/// run's programs, renders and verification all happen in `worker`.
+pub async fn start_on_user_scene(
+    mut config: RunConfig,
+    provider: Arc<dyn Provider>,
+    worker: Arc<dyn BlenderTransport>,
+    user: &dyn BlenderTransport,
+    output_root: &Path,
+) -> Result<RunHandle, CoreError> {
+    if let Some(base) = &config.base_blend {
+        return Err(CoreError::Config(format!(
+            "an attached run starts from the open scene in Blender; drop the base scene {} or run without --attach",
+            base.display()
+        )));
+    }
+    check_settings(&config)?;
+    let prompts = Prompts::load(config.prompts_dir.as_deref())?;
+    let folder = RunFolder::create(output_root, &config)?;
+    let snapshot =
+        std::path::absolute(folder.root().join(BASE_SNAPSHOT)).map_err(|err| CoreError::Io {
+            path: folder.root().join(BASE_SNAPSHOT),
+            message: err.to_string(),
+        })?;
+    user.save_blend(&snapshot.to_string_lossy())
+        .await
+        .map_err(|err| CoreError::Io {
+            path: snapshot.clone(),
+            message: format!("Blender could not save a copy of the open scene: {err}"),
+        })?;
+    config.base_blend = Some(snapshot);
+    start_in(folder, prompts, config, provider, worker)
+}
+
+/// Runs the finished run's program (`final.py`) on the open scene of `user` as one undo
+/// step named after the task. A program that fails there is undone at once; the reply says
+/// so.
+pub async fn apply_to_user_scene(
+    run_folder: &Path,
+    user: &dyn BlenderTransport,
+) -> Result<AppliedProgram, CoreError> {
+    let folder = RunFolder::open(run_folder)?;
+    let config = folder.read_args()?;
+    let path = folder.final_program_path();
+    let code = std::fs::read_to_string(&path).map_err(|err| CoreError::Io {
+        path: path.clone(),
+        message: format!(
+            "{err}; the run produced no program that ran, so there is nothing to apply"
+        ),
+    })?;
+    user.apply_program(&code, &undo_name(&config.task), None)
+        .await
+        .map_err(|err| CoreError::Config(format!("Blender could not apply the result: {err}")))
+}
+
+/// `viga: <task>`, cut to a length Blender's undo history shows whole.
+pub fn undo_name(task: &str) -> String {
+    let mut name: String = task.chars().take(UNDO_NAME_CHARS).collect();
+    if task.chars().count() > UNDO_NAME_CHARS {
+        name.push('…');
+    }
+    format!("viga: {name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::undo_name;
+
+    #[test]
+    fn undo_names_are_short() {
+        assert_eq!(undo_name("a red crate"), "viga: a red crate");
+        let long = "x".repeat(200);
+        assert_eq!(undo_name(&long).chars().count(), "viga: ".len() + 61);
+    }
+}
