@@ -5,6 +5,8 @@
 //! - `test`: `setup`, then the whole test suite.
 //! - `demo`: `setup`, then the smallest real thing viga does today: build a scene in real
 //!   Blender and render it.
+//! - `addon-host`: `setup`, then `viga addon host`: a headless Blender with the viga
+//!   extension installed from its zip, its timers driven, until killed.
 
 mod bench;
 mod demo;
@@ -34,6 +36,12 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         cargo_args: Vec<String>,
     },
+    /// Run setup, then a headless Blender with the viga extension installed from its zip and
+    /// its timers driven (`viga addon host`); extra arguments go to it. Runs until killed.
+    AddonHost {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        host_args: Vec<String>,
+    },
     /// BlenderGym evaluation: `eval blendergym`, `make-mini`, `report`, `merge`, `bench`.
     #[command(subcommand)]
     Eval(eval::EvalTask),
@@ -44,6 +52,13 @@ fn main() -> Result<()> {
         Task::Setup => setup::run().map(|_| ()),
         Task::Demo => demo::run(setup::run()?),
         Task::Eval(task) => eval::run(task, setup::run),
+        Task::AddonHost { host_args } => {
+            setup::run()?;
+            cargo(
+                &["run", "--package", "viga", "--", "addon", "host"],
+                &host_args,
+            )
+        }
         Task::Test { cargo_args } => {
             setup::run()?;
             cargo(&["test", "--workspace"], &cargo_args)

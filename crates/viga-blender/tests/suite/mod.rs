@@ -1,3 +1,4 @@
+mod addon_panel;
 mod bridge_wire;
 mod commands;
 mod locating;

@@ -1,0 +1,450 @@
+# The add-on's operators (bpy.ops.viga.*). They check what the user asked for, build the viga
+# command line and hand it to the runner; the run itself happens in a child process.
+
+import os
+import pathlib
+import tempfile
+import webbrowser
+
+import bpy
+import numpy
+from bpy.props import BoolProperty, StringProperty
+
+from . import history, preferences, properties, runner, viga_bridge
+
+REPORT_FILE = "report.html"
+ENDED_STATES = {"FINISHED", "FAILED", "CANCELLED"}
+
+
+class Refused(Exception):
+    """The operator cannot do what was asked; the message says why, for the user."""
+
+
+def open_in_browser(path):
+    """Opens a local HTML file in the web browser. Module-level so tests can replace it."""
+    webbrowser.open(pathlib.Path(path).as_uri())
+
+
+def _refuse(operator, message):
+    operator.report({"ERROR"}, message)
+    return {"CANCELLED"}
+
+
+def _status(context):
+    return context.window_manager.viga_run
+
+
+def _preferences(context):
+    prefs = preferences.get(context)
+    if prefs is None:
+        raise Refused("viga's preferences are missing: enable the add-on in Preferences > Add-ons")
+    return prefs
+
+
+def _check_setup(prefs):
+    problems = preferences.setup_problems(prefs)
+    if problems:
+        raise Refused(problems[0] + " (Preferences > Add-ons > viga)")
+
+
+def _connection():
+    path = viga_bridge.addon_connection_path()
+    if not path:
+        raise Refused(
+            "viga's bridge is not serving in this Blender, so viga cannot attach to it: "
+            "disable and enable the viga add-on again"
+        )
+    return path
+
+
+def _runs_root(context):
+    root = history.runs_root(context)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        raise Refused("Cannot create the runs folder %s: %s (set another in the add-on preferences)" % (root, exc.strerror or exc)) from exc
+    return root
+
+
+def _rgba(pixels, channels):
+    """Pixels of any channel count as RGBA, the layout of a new image."""
+    if channels == 4:
+        return pixels
+    rows = pixels.reshape(-1, channels)
+    colour = rows[:, :3] if channels == 3 else numpy.repeat(rows[:, :1], 3, axis=1)
+    alpha = rows[:, 1:2] if channels == 2 else numpy.ones((len(rows), 1), numpy.float32)
+    return numpy.hstack([colour, alpha]).ravel()
+
+
+def save_image_png(image):
+    """Writes an Image datablock (file, packed, generated) to a temporary PNG; returns its path.
+    The pixels go to a fresh image, so the user's image keeps its own path and format."""
+    width, height = image.size
+    count = len(image.pixels)
+    if not width or not height or not count:
+        raise Refused(
+            "The target image '%s' has no pixels to save (is its file missing? a render must be "
+            "saved as an image first)" % image.name
+        )
+    pixels = numpy.empty(count, dtype=numpy.float32)
+    image.pixels.foreach_get(pixels)
+    fd, path = tempfile.mkstemp(prefix="viga_target_", suffix=".png")
+    os.close(fd)
+    copy = bpy.data.images.new("viga target (temporary)", width, height, alpha=True, float_buffer=image.is_float)
+    try:
+        copy.colorspace_settings.name = image.colorspace_settings.name
+        copy.pixels.foreach_set(_rgba(pixels, count // (width * height)))
+        copy.filepath_raw = path
+        copy.file_format = "PNG"
+        copy.save()
+    except RuntimeError as exc:
+        os.remove(path)
+        raise Refused("The target image '%s' cannot be saved as a PNG: %s" % (image.name, exc)) from exc
+    finally:
+        bpy.data.images.remove(copy)
+    return path
+
+
+def _target(settings):
+    """(path or None, temporary files to delete when the run ends)."""
+    if settings.target_source == "IMAGE":
+        if settings.target_image is None:
+            return None, []
+        path = save_image_png(settings.target_image)
+        return path, [path]
+    if not settings.target_file.strip():
+        return None, []
+    path = os.path.normpath(bpy.path.abspath(settings.target_file.strip()))
+    if not os.path.isfile(path):
+        raise Refused("The target file does not exist: %s" % path)
+    return path, []
+
+
+class VIGA_OT_start_run(bpy.types.Operator):
+    bl_idname = "viga.start_run"
+    bl_label = "Start"
+    bl_description = (
+        "Start viga: in Scene mode it builds the scene the task describes (and the target shows); "
+        "in Geometry Nodes mode it builds a node tree on the active object"
+    )
+
+    confirmed_trusted: BoolProperty(
+        name="Trusted Python confirmed",
+        description="The user confirmed that this run's Python steps may run unrestricted",
+        options={"HIDDEN", "SKIP_SAVE"},
+    )
+
+    @classmethod
+    def poll(cls, context):
+        if runner.is_running():
+            cls.poll_message_set("A viga run is already running; cancel it or wait for it to finish")
+            return False
+        return True
+
+    def invoke(self, context, event):
+        prefs = preferences.get(context)
+        gn_mode = context.scene.viga.mode == "GEOMETRY_NODES"
+        if gn_mode and prefs is not None and prefs.python_mode == "TRUSTED":
+            # execute() only runs if the user presses the dialog's confirm button.
+            self.confirmed_trusted = True
+            return context.window_manager.invoke_confirm(
+                self, event,
+                title="Run Python steps unrestricted?",
+                message="Trusted mode lets the model's Python steps read and write files, use the "
+                "network and start programs, for this run only.",
+                confirm_text="Start",
+                icon="WARNING",
+            )
+        return self.execute(context)
+
+    def execute(self, context):
+        try:
+            argv, kind, task, max_iterations, cleanup = self._prepare(context)
+            runner.start(argv, kind, task, max_iterations, cleanup)
+        except (Refused, runner.RunnerError) as exc:
+            return _refuse(self, str(exc))
+        self.report({"INFO"}, "viga started")
+        return {"FINISHED"}
+
+    def _prepare(self, context):
+        """(argv, kind, task, max_iterations, temporary files) of the run to start."""
+        prefs = _preferences(context)
+        if runner.is_running():
+            raise Refused("A viga run is already running; cancel it or wait for it to finish")
+        settings = context.scene.viga
+        if settings.mode == "SCENE":
+            return self._scene_run(context, prefs, settings)
+        if settings.mode == "GEOMETRY_NODES":
+            return self._gn_run(context, prefs, settings)
+        raise Refused("Add-on tools mode cannot start a run yet; switch to Scene or Geometry Nodes")
+
+    def _scene_run(self, context, prefs, settings):
+        task = settings.task.strip()
+        if not task:
+            raise Refused("Describe the scene you want in the task field first")
+        _check_setup(prefs)
+        connection = _connection()
+        viga = runner.find_viga(prefs)
+        root = _runs_root(context)
+        target, cleanup = _target(settings)
+        argv = runner.scene_command(viga, connection, task, target, prefs, root)
+        return argv, "SCENE", task, prefs.max_iterations, cleanup
+
+    def _gn_run(self, context, prefs, settings):
+        request = settings.request.strip()
+        if not request:
+            raise Refused("Say what to build in the request field first")
+        active = context.view_layer.objects.active
+        if active is None:
+            raise Refused("Select an object first: Geometry Nodes mode works on the active object")
+        trusted = prefs.python_mode == "TRUSTED"
+        if trusted and not self.confirmed_trusted:
+            raise Refused(
+                "Trusted Python needs your confirmation for every run: press Start in the viga panel "
+                "and confirm, or switch the preferences back to Safe"
+            )
+        _check_setup(prefs)
+        connection = _connection()
+        viga = runner.find_viga(prefs)
+        root = _runs_root(context)
+        argv = runner.gn_command(viga, connection, request, active.name, prefs, root, trusted)
+        return argv, "GN", request, 0, []
+
+
+class VIGA_OT_cancel_run(bpy.types.Operator):
+    bl_idname = "viga.cancel_run"
+    bl_label = "Cancel"
+    bl_description = "Stop the running viga run (it is killed if it has not stopped a second later)"
+
+    @classmethod
+    def poll(cls, context):
+        if not runner.is_running():
+            cls.poll_message_set("No viga run is running")
+            return False
+        return True
+
+    def execute(self, context):
+        try:
+            runner.cancel()
+        except runner.RunnerError as exc:
+            return _refuse(self, str(exc))
+        self.report({"INFO"}, "Cancelling the viga run")
+        return {"FINISHED"}
+
+
+class VIGA_OT_apply_result(bpy.types.Operator):
+    # No 'UNDO' in bl_options: apply_program pushes the one undo step itself.
+    bl_idname = "viga.apply_result"
+    bl_label = "Apply"
+    bl_description = "Run the finished run's final program on this scene, as one step you can undo"
+
+    @classmethod
+    def poll(cls, context):
+        status = _status(context)
+        if status.state != "FINISHED" or status.kind != "SCENE" or not status.final_program:
+            cls.poll_message_set("Only a finished scene run with a final program can be applied")
+            return False
+        if status.applied:
+            cls.poll_message_set("This result is already applied (Edit > Undo takes it back)")
+            return False
+        return True
+
+    def execute(self, context):
+        status = _status(context)
+        try:
+            with open(status.final_program, "r", encoding="utf-8") as handle:
+                code = handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            return _refuse(self, "Cannot read the final program %s: %s" % (status.final_program, exc))
+        result = viga_bridge.apply_program(code, "viga: " + status.task)
+        error = result.get("error")
+        if error:
+            message = runner.describe_error(error)
+            properties.append_log(status, "Apply failed: " + message, "ERROR")
+            return _refuse(self, "The final program failed (%s); the scene was left as it was" % message)
+        status.applied = True
+        properties.append_log(status, "Applied the final program to the scene")
+        self.report({"INFO"}, "Applied viga's result (Edit > Undo takes it back)")
+        return {"FINISHED"}
+
+
+class VIGA_OT_discard_result(bpy.types.Operator):
+    bl_idname = "viga.discard_result"
+    bl_label = "Discard"
+    bl_description = "Forget the last run's result; the scene is not touched and the run folder stays on disk"
+
+    @classmethod
+    def poll(cls, context):
+        if _status(context).state not in ENDED_STATES:
+            cls.poll_message_set("There is no ended run to discard")
+            return False
+        return True
+
+    def execute(self, context):
+        status = _status(context)
+        status.state = "IDLE"
+        status.step = ""
+        status.verdict = ""
+        status.message = ""
+        status.final_program = ""
+        status.applied = False
+        status.iteration = 0
+        status.tokens_in = 0
+        status.tokens_out = 0
+        runner.clear_thumbnails()
+        return {"FINISHED"}
+
+
+def _tools_of(manifest):
+    integration = manifest.get("ai_integration")
+    tools = integration.get("tools") if isinstance(integration, dict) else None
+    return [tool for tool in tools if isinstance(tool, dict)] if isinstance(tools, list) else []
+
+
+class VIGA_OT_refresh_addon_tools(bpy.types.Operator):
+    bl_idname = "viga.refresh_addon_tools"
+    bl_label = "Refresh tools"
+    bl_description = "Look for installed add-ons that offer tools to viga (an addon_ai.json beside their code)"
+
+    folder: StringProperty(
+        name="Extra folder", subtype="DIR_PATH", options={"SKIP_SAVE"},
+        description="Also load add-on packages with an addon_ai.json from this folder",
+    )
+
+    def execute(self, context):
+        args = {"folder": os.path.normpath(bpy.path.abspath(self.folder))} if self.folder else {}
+        try:
+            listing = viga_bridge.cmd_list_addons(args)
+        except viga_bridge.BridgeError as exc:
+            return _refuse(self, "Cannot list add-ons: %s" % exc.message)
+        tools = context.window_manager.viga_tools
+        tools.clear()
+        addons = listing.get("addons", [])
+        for entry in addons:
+            self._add_tools(tools, entry)
+        status = _status(context)
+        for problem in listing.get("problems", []):
+            properties.append_log(status, "Add-on tools: " + str(problem), "WARNING")
+        summary = "Found %d tools in %d add-ons" % (len(tools), len(addons))
+        if listing.get("problems"):
+            self.report({"WARNING"}, summary + "; some add-ons have problems (see the viga log)")
+        else:
+            self.report({"INFO"}, summary)
+        return {"FINISHED"}
+
+    @staticmethod
+    def _add_tools(tools, entry):
+        manifest = entry.get("manifest")
+        if not isinstance(manifest, dict):
+            return
+        info = manifest.get("addon_info") if isinstance(manifest.get("addon_info"), dict) else {}
+        for tool in _tools_of(manifest):
+            item = tools.add()
+            item.name = str(tool.get("name", "?"))
+            item.addon_id = str(info.get("id", ""))
+            item.addon_name = str(info.get("name", item.addon_id))
+            item.description = str(tool.get("description", ""))
+            item.available = entry.get("has_handlers") is True
+
+
+class VIGA_OT_refresh_history(bpy.types.Operator):
+    bl_idname = "viga.refresh_history"
+    bl_label = "Refresh history"
+    bl_description = "Read the list of earlier runs from the runs folder again"
+
+    def execute(self, context):
+        history.refresh(context)
+        self.report({"INFO"}, "%d runs in %s" % (len(history.cached_runs()), history.cached_root()))
+        return {"FINISHED"}
+
+
+class VIGA_OT_open_report(bpy.types.Operator):
+    bl_idname = "viga.open_report"
+    bl_label = "Open report"
+    bl_description = "Open the run's HTML report (report.html in its run folder) in your web browser"
+
+    path: StringProperty(name="Run folder", subtype="DIR_PATH", options={"SKIP_SAVE"})
+
+    def execute(self, context):
+        if not self.path:
+            return _refuse(self, "Which run? The run folder is empty")
+        report = os.path.join(self.path, REPORT_FILE)
+        if not os.path.isfile(report):
+            return _refuse(
+                self,
+                "There is no %s in %s yet (viga writes it when a run ends; `viga report <folder>` "
+                "writes it again)" % (REPORT_FILE, self.path),
+            )
+        try:
+            open_in_browser(report)
+        except webbrowser.Error as exc:
+            return _refuse(self, "Cannot open a web browser: %s (the report is %s)" % (exc, report))
+        self.report({"INFO"}, "Opened %s" % report)
+        return {"FINISHED"}
+
+
+class VIGA_OT_resume_run(bpy.types.Operator):
+    bl_idname = "viga.resume_run"
+    bl_label = "Resume"
+    bl_description = "Continue a stopped or killed run from its next iteration (viga resume)"
+
+    path: StringProperty(name="Run folder", subtype="DIR_PATH", options={"SKIP_SAVE"})
+
+    @classmethod
+    def poll(cls, context):
+        if runner.is_running():
+            cls.poll_message_set("A viga run is already running; cancel it or wait for it to finish")
+            return False
+        return True
+
+    def execute(self, context):
+        if not os.path.isfile(os.path.join(self.path, history.EVENTS_FILE)):
+            return _refuse(self, "Not a viga run folder (it has no %s): %s" % (history.EVENTS_FILE, self.path))
+        try:
+            viga = runner.find_viga(_preferences(context))
+            args = history.read_args(self.path)
+            kind = "GN" if history.run_kind(self.path) == "gn" else "SCENE"
+            budget = args.get("max_iterations")
+            runner.start(
+                runner.resume_command(viga, self.path), kind, history.read_task(self.path),
+                budget if isinstance(budget, int) else 0,
+            )
+        except (Refused, runner.RunnerError) as exc:
+            return _refuse(self, str(exc))
+        self.report({"INFO"}, "Resuming %s" % self.path)
+        return {"FINISHED"}
+
+
+class VIGA_OT_clear_log(bpy.types.Operator):
+    bl_idname = "viga.clear_log"
+    bl_label = "Clear log"
+    bl_description = "Empty the viga log in this panel (run folders keep their own events)"
+
+    def execute(self, context):
+        status = _status(context)
+        status.log.clear()
+        status.log_index = 0
+        return {"FINISHED"}
+
+
+CLASSES = (
+    VIGA_OT_start_run,
+    VIGA_OT_cancel_run,
+    VIGA_OT_apply_result,
+    VIGA_OT_discard_result,
+    VIGA_OT_refresh_addon_tools,
+    VIGA_OT_refresh_history,
+    VIGA_OT_open_report,
+    VIGA_OT_resume_run,
+    VIGA_OT_clear_log,
+)
+
+
+def register():
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+
+
+def unregister():
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)
