@@ -23,7 +23,7 @@ fn panels_and_operators_work_in_blender() {
         .extract(&package)
         .unwrap();
     let checks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("addon/tests/ui_checks.py");
-    let mut child = Command::new(python)
+    let child = Command::new(python)
         .arg(&checks)
         .arg("--")
         .arg("--package-dir")
