@@ -100,13 +100,9 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     config.object.clone_from(&args.object);
     config.max_rounds = args.max_rounds;
     config.output = Some(args.output.clone());
+    // Attached, the state before the run is the last undo step (the add-on makes sure one
+    // exists): a finished run becomes one step on top of it, anything else goes back to it.
     let undo_name = viga_core::attached::undo_name(&args.request);
-    if user.is_some() {
-        blender
-            .transport()
-            .undo_push(&format!("before {undo_name}"))
-            .await?;
-    }
     let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
     let run = GnRun::new(config, provider, blender.clone(), registry).with_events(sender);
     let jsonl = out.is_jsonl();
@@ -182,8 +178,8 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// Takes back what a run changed in a person's scene: the state before the run is the
-/// undo step pushed at its start.
+/// Takes back what a run changed in a person's scene: back to the last undo step, the
+/// state before the run.
 async fn discard_changes(transport: &dyn BlenderTransport, undo_name: &str) -> Result<()> {
     transport
         .undo_push(&format!("{undo_name} (discarded)"))

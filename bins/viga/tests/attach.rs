@@ -452,3 +452,63 @@ async fn a_wrong_token_is_refused_with_a_clear_message() {
     // The add-on still serves the right token afterwards.
     host.client().await.ping().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::{CallToolRequestParams, ContentBlock};
+    use rmcp::transport::TokioChildProcess;
+
+    let host = Host::start(None);
+    let mut command = tokio::process::Command::new(VIGA);
+    command
+        .env("VIGA_CONNECTION_DIR", host.connection_dir())
+        .args(["mcp", "--attach", "--resolution", "32"]);
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let execute = tools.iter().find(|t| t.name == "execute_code").unwrap();
+    assert!(
+        execute
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .contains("live mode"),
+        "{execute:?}"
+    );
+    let run = |code: &str| {
+        let arguments = json!({ "code": code }).as_object().unwrap().clone();
+        client.call_tool(CallToolRequestParams::new("execute_code").with_arguments(arguments))
+    };
+    let add = |name: &str| {
+        format!(
+            "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = '{name}'\n"
+        )
+    };
+    run(&add("Live1")).await.unwrap();
+    run(&add("Live2")).await.unwrap();
+    let failed = run(&format!("{}raise RuntimeError('no')\n", add("Broken")))
+        .await
+        .unwrap();
+    match &failed.content[0] {
+        ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
+        other => panic!("expected text, got {other:?}"),
+    }
+    client.cancel().await.unwrap();
+
+    let user = host.client().await;
+    let names = object_names(&user).await;
+    assert!(
+        names.contains(&"Live1".to_owned()) && names.contains(&"Live2".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"Broken".to_owned()),
+        "a failing program was left half-applied: {names:?}"
+    );
+    user.undo().await.unwrap();
+    let names = object_names(&user).await;
+    assert!(
+        names.contains(&"Live1".to_owned()) && !names.contains(&"Live2".to_owned()),
+        "{names:?}"
+    );
+}

@@ -249,11 +249,22 @@ def undo_one_step():
         bpy.ops.ed.undo()
 
 
+def ensure_undo_base():
+    """Blender undoes back to a recorded step only. With nothing to undo yet (a file just
+    loaded in background Blender has no step at all) the current state is recorded first, so
+    viga's first change can be taken back. Where history exists, its last step already holds
+    the current state: another one would be a duplicate, and one Ctrl-Z would seem to do
+    nothing."""
+    with undo_context():
+        if not bpy.ops.ed.undo.poll():
+            push_undo_step("viga: original")
+
+
 def apply_program(code, message):
-    """Runs a program on the open scene as ONE undo step named `message`: the state before is
-    pushed first, so one undo gives the scene back as it was. A program that fails is taken
-    back at once (`reverted` in the result), so a half-applied change never stays."""
-    push_undo_step("before " + message)
+    """Runs a program on the open scene as ONE undo step named `message`, so one undo gives
+    the scene back as it was. A program that fails is taken back at once (`reverted` in the
+    result), so a half-applied change never stays."""
+    ensure_undo_base()
     result = run_program(code)
     if "error" in result:
         push_undo_step(message + " (failed)")
@@ -1116,6 +1127,8 @@ def start_addon_server():
         server.close()
         raise
     _serving_user_scene = True
+    ensure_undo_base()
+    bpy.app.handlers.load_post.append(ensure_undo_base_after_load)
 
     def poll():
         work.drain()
@@ -1125,9 +1138,16 @@ def start_addon_server():
     return poll
 
 
+@bpy.app.handlers.persistent
+def ensure_undo_base_after_load(_path):
+    ensure_undo_base()
+
+
 def stop_addon_server():
     """Stops serving and removes the connection file; safe to call twice."""
     global _serving_user_scene
+    with contextlib.suppress(ValueError):
+        bpy.app.handlers.load_post.remove(ensure_undo_base_after_load)
     server = _addon_state.pop("server", None)
     if server is not None:
         with contextlib.suppress(OSError):
