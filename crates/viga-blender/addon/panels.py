@@ -254,11 +254,4 @@ class VIGA_PT_log(VigaSidebarPanel, bpy.types.Panel):
 CLASSES = (VIGA_UL_log, VIGA_UL_addon_tools, VIGA_PT_main, VIGA_PT_status, VIGA_PT_history, VIGA_PT_log)
 
 
-def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -104,35 +104,16 @@ def install(zip_path):
     return module_name, sys.modules[module_name]
 
 
-def exit_with_parent():
-    """Ends the host when the process that started it is gone, so none lingers after a
-    killed test run (the parent names itself in VIGA_PARENT_PID)."""
-    named = os.environ.pop("VIGA_PARENT_PID", "")
-    if os.name != "posix" or not named.isdigit():
-        return
-    parent = int(named)
-
-    def watch():
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(0)
-            except PermissionError:
-                pass
-
-    threading.Thread(target=watch, name="viga-host-parent-watch", daemon=True).start()
-
-
 def main():
     options = parse_args(sys.argv)
-    exit_with_parent()
     if options["blend"]:
         bpy.ops.wm.open_mainfile(filepath=os.path.abspath(options["blend"]))
     pump = TimerPump()
     pump.install()
     module_name, module = install(options["zip"])
+    # The host ends with the process that started it (VIGA_PARENT_PID), as workers do, so a
+    # killed test run leaves no Blender behind.
+    module.viga_bridge.exit_with_parent()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
