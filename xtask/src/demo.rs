@@ -51,16 +51,7 @@ pub fn run(launcher: BlenderLauncher) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
         .current_dir(&root)
-        .args([
-            "run",
-            "--quiet",
-            "--package",
-            "viga",
-            "--",
-            "run",
-            "--task",
-            TASK,
-        ])
+        .args(["run", "--package", "viga", "--", "run", "--task", TASK])
         .arg("--target")
         .arg(&target)
         .args(["--provider", "scripted", "--script"])

@@ -8,7 +8,6 @@
 //! - `addon-host`: `setup`, then `viga addon host`: a headless Blender with the viga
 //!   extension installed from its zip, its timers driven, until killed.
 
-mod bench;
 mod demo;
 mod eval;
 mod setup;
@@ -42,16 +41,19 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         host_args: Vec<String>,
     },
-    /// BlenderGym evaluation: `eval blendergym`, `make-mini`, `report`, `merge`, `bench`.
-    #[command(subcommand)]
-    Eval(eval::EvalTask),
+    /// BlenderGym evaluation: `eval blendergym`, `report`, `merge`, `bench` (forwarded to
+    /// `viga eval`), and `make-mini` (regenerates fixtures/blendergym-mini).
+    Eval {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Setup => setup::run().map(|_| ()),
         Task::Demo => demo::run(setup::run()?),
-        Task::Eval(task) => eval::run(task, setup::run),
+        Task::Eval { args } => eval::run(&args, setup::run),
         Task::AddonHost { host_args } => {
             setup::run()?;
             cargo(
@@ -61,7 +63,11 @@ fn main() -> Result<()> {
         }
         Task::Test { cargo_args } => {
             setup::run()?;
-            cargo(&["test", "--workspace"], &cargo_args)
+            // N-CLIP's network is a feature of its own; the tests check it too.
+            cargo(
+                &["test", "--workspace", "--features", "viga-eval/clip"],
+                &cargo_args,
+            )
         }
     }
 }

@@ -54,10 +54,11 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
-    /// BlenderGym evaluation results (running it: `cargo xtask eval blendergym`).
+    /// BlenderGym evaluation: score a system, rewrite reports, merge shards, measure
+    /// throughput (`cargo xtask eval …` forwards here).
     Eval {
         #[command(subcommand)]
-        command: EvalCommand,
+        command: crate::eval::EvalCommand,
     },
     /// Ask the Geometry Nodes assistant to build or edit a node tree on an object.
     Gn(crate::gn::GnArgs),
@@ -145,7 +146,7 @@ pub struct RunArgs {
     pub memory: usize,
     /// workbench, cycles or eevee.
     #[arg(long, default_value = "workbench")]
-    pub engine: String,
+    pub engine: RenderEngine,
     /// Render size: N (square) or WxH.
     #[arg(long, default_value = "512")]
     pub resolution: String,
@@ -198,16 +199,6 @@ pub enum Generator {
     Search,
 }
 
-#[derive(Debug, Subcommand)]
-pub enum EvalCommand {
-    /// Combine the output folders of several shards into one (settings must match).
-    Merge {
-        #[arg(long)]
-        into: PathBuf,
-        shards: Vec<PathBuf>,
-    },
-}
-
 impl RunArgs {
     pub fn run_config(&self) -> Result<RunConfig> {
         let mut config = RunConfig::new(self.task.clone());
@@ -218,15 +209,9 @@ impl RunArgs {
         config.prompts_dir.clone_from(&self.prompts);
         config.plan_each_iteration = !self.no_plan;
         config.target_camera.clone_from(&self.camera);
-        let engine = match self.engine.to_ascii_lowercase().as_str() {
-            "workbench" => RenderEngine::Workbench,
-            "cycles" => RenderEngine::Cycles,
-            "eevee" => RenderEngine::Eevee,
-            other => bail!("unknown engine {other:?}; use workbench, cycles or eevee"),
-        };
         let (width, height) = parse_resolution(&self.resolution)?;
         config.render = RenderSpec {
-            engine,
+            engine: self.engine,
             width,
             height,
             samples: self.samples,

@@ -10,10 +10,10 @@ use clap::Args;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_gn::run::StepStatus;
 use viga_gn::{
-    ExecutorRegistry, GateConfig, GnBlender, GnEvent, GnRun, GnRunConfig, Preset, PresetStore,
+    ExecutorRegistry, GateConfig, GnBlender, GnRun, GnRunConfig, GnRunHandle, Preset, PresetStore,
     PythonPolicy, RunState, apply_preset,
 };
-use viga_protocol::event::RunEvent;
+use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_provider::{ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
@@ -103,45 +103,11 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     // Attached, the state before the run is the last undo step (the add-on makes sure one
     // exists): a finished run becomes one step on top of it, anything else goes back to it.
     let undo_name = viga_core::attached::undo_name(&args.request);
-    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let run = GnRun::new(config, provider, blender.clone(), registry).with_events(sender);
-    let jsonl = out.is_jsonl();
-    let printer = tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            show(&event, jsonl);
-        }
-    });
-    // Ctrl-C (or SIGINT from the Blender panel) drops the run where it is, a model call in
-    // flight included, so a cancel takes effect at once.
-    let outcome = tokio::select! {
-        outcome = run.run() => Some(outcome),
-        _ = tokio::signal::ctrl_c() => None,
-    };
-    // The run dropped its sender, so the printer ends after the last event.
-    let _ = printer.await;
-    let Some(outcome) = outcome else {
-        // The dropped run may have left a call half-answered on this connection: the scene
-        // is put back over a fresh one.
-        let attached = user.is_some();
-        drop((blender, user));
-        out.say("cancelled");
-        if attached {
-            let fresh = crate::attach::attach(&args.attach).await?;
-            discard_changes(fresh.transport.as_ref(), &undo_name).await?;
-            out.say("your scene is as it was before the run");
-        }
-        out.finished("cancelled", "", None, 130);
-        return Ok(ExitCode::from(130));
-    };
+    let mut run = GnRun::new(config, provider, blender.clone(), registry).start();
+    follow(&mut run, &out).await;
+    let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
         out.run_folder(folder);
-        if outcome.state == RunState::Done {
-            let path = folder.join("final.blend");
-            blender
-                .transport()
-                .save_blend(&path.to_string_lossy())
-                .await?;
-        }
     }
     if user.is_some() {
         if outcome.state == RunState::Done {
@@ -229,17 +195,38 @@ async fn apply(
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(event: &GnEvent, jsonl: bool) {
-    if jsonl {
-        // The shared run events carry the state changes and steps too.
-        if let GnEvent::Run(timed) = event {
-            crate::progress::event_line(timed);
+/// Shows the run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels
+/// it: a model call in flight is abandoned at once, a Blender step in flight finishes first,
+/// and the run then ends as cancelled, so the caller can take its changes back over the
+/// same connection.
+async fn follow(run: &mut GnRunHandle, out: &Output) {
+    let jsonl = out.is_jsonl();
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            event = run.next_event() => match event {
+                Some(event) => show(&event, jsonl),
+                None => return,
+            },
+            signal = tokio::signal::ctrl_c(), if !cancelled => {
+                if signal.is_ok() {
+                    out.say("stopping the run (Ctrl-C)...");
+                    run.cancel();
+                    cancelled = true;
+                }
+            },
         }
+    }
+}
+
+fn show(timed: &TimedEvent, jsonl: bool) {
+    if jsonl {
+        crate::progress::event_line(timed);
         return;
     }
-    match event {
-        GnEvent::State(change) => println!("[round {}] {:?}", change.round, change.to),
-        GnEvent::Step(record) => match record.status {
+    match &timed.event {
+        RunEvent::GnStateChanged { round, to, .. } => println!("[round {round}] {to:?}"),
+        RunEvent::GnStepFinished { record } => match record.status {
             StepStatus::Running => {}
             StepStatus::Succeeded => println!("  step {}: {}", record.step_id, record.message),
             StepStatus::Failed => println!(
@@ -248,14 +235,12 @@ fn show(event: &GnEvent, jsonl: bool) {
                 record.error.as_deref().unwrap_or("")
             ),
         },
-        GnEvent::Run(timed) => match &timed.event {
-            RunEvent::GatesChecked { report, .. } if !report.success => {
-                for message in &report.messages {
-                    println!("  gate failed: {message}");
-                }
+        RunEvent::GatesChecked { report, .. } if !report.success => {
+            for message in &report.messages {
+                println!("  gate failed: {message}");
             }
-            RunEvent::Warning { message } => println!("  warning: {message}"),
-            _ => {}
-        },
+        }
+        RunEvent::Warning { message } => println!("  warning: {message}"),
+        _ => {}
     }
 }

@@ -3,6 +3,8 @@
 
 mod args;
 mod attach;
+mod eval;
+mod eval_bench;
 mod gn;
 mod mcp;
 mod progress;
@@ -21,9 +23,6 @@ use viga_provider::{ProviderConfig, ProviderKind, build_provider};
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
 use crate::progress::Output;
-
-/// Where a run keeps the provider settings it was started with (never a key).
-const PROVIDER_FILE: &str = "provider.json";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -59,14 +58,7 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
             search::run(args).await
         }
         Command::Run(args) => run(args).await,
-        Command::Eval {
-            command: args::EvalCommand::Merge { into, shards },
-        } => {
-            let summary = viga_eval::report::merge(&shards, &into)?;
-            println!("{}", viga_eval::report::markdown(&summary));
-            println!("merged into {}", into.display());
-            Ok(std::process::ExitCode::SUCCESS)
-        }
+        Command::Eval { command } => eval::run(command).await,
         Command::Resume {
             run,
             provider,
@@ -76,7 +68,7 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
         Command::Apply { run, attach } => apply(&run, &attach).await,
         Command::Addon { command } => attach::addon(command).await,
         Command::Report { run, out } => {
-            let path = write_report(&run, out.as_deref())?;
+            let path = viga_core::report::write_html(&run, out.as_deref())?;
             println!("report: {}", path.display());
             Ok(std::process::ExitCode::SUCCESS)
         }
@@ -164,9 +156,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     } else {
         viga_core::start(config, provider, start_blender().await?, &args.output)?
     };
-    let settings = serde_json::to_string_pretty(&provider_settings)?;
-    std::fs::write(handle.folder().join(PROVIDER_FILE), settings)
-        .context("cannot save provider.json")?;
+    viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
     let followed = follow(handle, &mut out).await?;
     if args.attach.wanted() {
         offer_result(&followed, &args, &out).await?;
@@ -181,10 +171,7 @@ async fn resume(
     events: progress::EventsFormat,
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
-    viga_core::RunFolder::open(folder)?;
-    let saved = std::fs::read_to_string(folder.join(PROVIDER_FILE))
-        .ok()
-        .and_then(|text| serde_json::from_str::<ProviderConfig>(&text).ok());
+    let saved = viga_core::RunFolder::open(folder)?.read_provider();
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
     let blender = start_blender().await?;
@@ -232,7 +219,7 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
         }
     }
     let outcome = handle.wait().await?;
-    let report = write_report(&outcome.folder, None)?;
+    let report = viga_core::report::write_html(&outcome.folder, None)?;
     out.report(&report);
     Ok(Followed {
         folder,
@@ -327,15 +314,6 @@ async fn apply(folder: &Path, args: &attach::AttachArgs) -> Result<std::process:
     let applied = viga_core::attached::apply_to_user_scene(folder, user.transport.as_ref()).await?;
     report_applied(&applied, &Output::new(progress::EventsFormat::Text, 0))?;
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-fn write_report(folder: &Path, out: Option<&Path>) -> Result<PathBuf> {
-    let html = viga_core::report::render_html(folder)?;
-    let path = out
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| folder.join("report.html"));
-    std::fs::write(&path, html).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
 }
 
 async fn doctor() -> Result<std::process::ExitCode> {

@@ -6,8 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result, bail};
-use rmcp::ServiceExt as _;
+use anyhow::{Context as _, Result};
 use viga_blender::BlenderTransport;
 use viga_blender::{Worker, WorkerConfig, locate};
 use viga_protocol::bridge::{RenderSpec, SceneReset};
@@ -59,31 +58,16 @@ pub async fn serve(
     let context = Arc::new(ToolContext::new(blender, render, SceneReset::Factory));
     let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry)), mode)
         .map_err(anyhow::Error::msg)?;
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .context("the MCP handshake failed")?;
-    running
-        .waiting()
-        .await
-        .context("the MCP session ended with an error")?;
+    server.serve_stdio().await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
-
-/// The environment variable holding the gateway's shared token.
-const GATEWAY_TOKEN_ENV: &str = "VIGA_GATEWAY_TOKEN";
 
 pub async fn gateway(
     listen: SocketAddr,
     addons: Option<PathBuf>,
     setup: Option<PathBuf>,
 ) -> Result<std::process::ExitCode> {
-    let token = std::env::var(GATEWAY_TOKEN_ENV).unwrap_or_default();
-    if token.len() < 16 {
-        bail!(
-            "{GATEWAY_TOKEN_ENV} must hold a shared secret of at least 16 characters; clients send it in their hello"
-        );
-    }
+    let token = viga_serve::ws::token_from_env().map_err(anyhow::Error::msg)?;
     let setup_code = match &setup {
         Some(path) => Some(
             std::fs::read_to_string(path)

@@ -14,6 +14,7 @@ use viga_blender::addon::{HOST_READY_MARKER, HostOptions, build_zip, host_comman
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands as _, locate};
+use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within, within};
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 
@@ -52,8 +53,12 @@ impl Host {
             }
         });
         let ready = ready_rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("the host never said it was ready");
+            .recv_timeout(BLENDER_TEST_LIMIT)
+            .unwrap_or_else(|_| {
+                // Not left running: a host that never got ready may be hung.
+                let _ = child.kill();
+                panic!("the host never said it was ready")
+            });
         let ready: Value = serde_json::from_str(&ready).unwrap();
         let connection = PathBuf::from(ready["connection"].as_str().unwrap());
         Self {
@@ -85,7 +90,11 @@ impl Host {
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .unwrap();
-        self.child.wait().unwrap()
+        // A host that hangs on the way out is killed, and the caller's check of its status fails.
+        let watchdog = kill_after(&self.child, BLENDER_TEST_LIMIT, "the host after SIGTERM");
+        let status = self.child.wait().unwrap();
+        drop(watchdog);
+        status
     }
 }
 
@@ -113,11 +122,12 @@ fn user_blend(dir: &Path) -> PathBuf {
          bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
         path.display().to_string()
     );
-    let status = Command::new(python(&locate().unwrap()))
-        .args(["-c", &script])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+    let status = status_within(
+        Command::new(python(&locate().unwrap()))
+            .args(["-c", &script])
+            .stdout(Stdio::null()),
+        BLENDER_TEST_LIMIT,
+    );
     assert!(status.success());
     path
 }
@@ -144,119 +154,109 @@ fn stdout_lines(output: &Output) -> Vec<Value> {
         .collect()
 }
 
-fn with_timeout(mut command: Command, limit: Duration) -> Output {
-    let child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    let watchdog = std::thread::spawn(move || {
-        std::thread::sleep(limit);
-        let _ = Command::new("kill").args(["-9", &id.to_string()]).status();
-    });
-    let output = child.wait_with_output().unwrap();
-    drop(watchdog);
-    output
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_zip_installs_and_its_connection_file_is_private_and_goes_away_on_disable() {
-    let host = Host::start(None);
-    use std::os::unix::fs::PermissionsExt as _;
-    let file_mode = std::fs::metadata(&host.connection)
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(file_mode & 0o777, 0o600);
-    let dir_mode = std::fs::metadata(host.connection.parent().unwrap())
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(dir_mode & 0o777, 0o700);
-    let client = host.client().await;
-    assert_eq!(client.hello().mode, "addon");
-    // A person's file is never replaced or closed by a client.
-    let refused = client.load_blend("/nonexistent.blend").await.unwrap_err();
-    assert!(
-        refused.to_string().contains("belongs to its user"),
-        "{refused}"
-    );
-    drop(client);
-    let connection = host.connection.clone();
-    assert!(host.stop().success());
-    assert!(
-        !connection.exists(),
-        "the connection file outlived the add-on"
-    );
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let host = Host::start(None);
+        use std::os::unix::fs::PermissionsExt as _;
+        let file_mode = std::fs::metadata(&host.connection)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(file_mode & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(host.connection.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        let client = host.client().await;
+        assert_eq!(client.hello().mode, "addon");
+        // A person's file is never replaced or closed by a client.
+        let refused = client.load_blend("/nonexistent.blend").await.unwrap_err();
+        assert!(
+            refused.to_string().contains("belongs to its user"),
+            "{refused}"
+        );
+        drop(client);
+        let connection = host.connection.clone();
+        assert!(host.stop().success());
+        assert!(
+            !connection.exists(),
+            "the connection file outlived the add-on"
+        );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_undo_step() {
-    let files = tempfile::tempdir().unwrap();
-    let blend = user_blend(files.path());
-    let blend_before = std::fs::read(&blend).unwrap();
-    let host = Host::start(Some(&blend));
-    let client = host.client().await;
-    let before = object_names(&client).await;
-    assert_eq!(before, ["Plane", "UserCube"]);
-    drop(client);
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let blend = user_blend(files.path());
+        let blend_before = std::fs::read(&blend).unwrap();
+        let host = Host::start(Some(&blend));
+        let client = host.client().await;
+        let before = object_names(&client).await;
+        assert_eq!(before, ["Plane", "UserCube"]);
+        drop(client);
 
-    let mut command = host.viga();
-    command
-        .args(["run", "--attach", "--apply", "always", "--events", "jsonl"])
-        .args([
-            "--task",
-            "a red crate on a grey floor",
-            "--provider",
-            "scripted",
-            "--script",
-        ])
-        .arg(workspace_file("fixtures/sessions/demo.json"))
-        .args(["--max-iterations", "3", "--resolution", "48", "--output"])
-        .arg(files.path().join("runs"));
-    let output = with_timeout(command, Duration::from_secs(300));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let lines = stdout_lines(&output);
-    let finished = lines.last().unwrap();
-    assert_eq!(finished["kind"], "finished", "{lines:?}");
-    assert_eq!(finished["outcome"], "accepted");
-    let run_folder = lines
-        .iter()
-        .find(|line| line["kind"] == "run_folder")
-        .and_then(|line| line["path"].as_str())
-        .map(PathBuf::from)
-        .unwrap();
-    assert!(
-        run_folder.join("base.blend").is_file(),
-        "no snapshot of the user's scene"
-    );
-    assert!(
-        lines
+        let mut command = host.viga();
+        command
+            .args(["run", "--attach", "--apply", "always", "--events", "jsonl"])
+            .args([
+                "--task",
+                "a red crate on a grey floor",
+                "--provider",
+                "scripted",
+                "--script",
+            ])
+            .arg(workspace_file("fixtures/sessions/demo.json"))
+            .args(["--max-iterations", "3", "--resolution", "48", "--output"])
+            .arg(files.path().join("runs"));
+        let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        let lines = stdout_lines(&output);
+        let finished = lines.last().unwrap();
+        assert_eq!(finished["kind"], "finished", "{lines:?}");
+        assert_eq!(finished["outcome"], "accepted");
+        let run_folder = lines
             .iter()
-            .any(|l| l["kind"] == "event" && l["event"]["type"] == "iteration_started")
-    );
-
-    let client = host.client().await;
-    let after = object_names(&client).await;
-    for name in ["Crate", "Floor", "Plane", "UserCube"] {
+            .find(|line| line["kind"] == "run_folder")
+            .and_then(|line| line["path"].as_str())
+            .map(PathBuf::from)
+            .unwrap();
         assert!(
-            after.iter().any(|n| n == name),
-            "{name} missing from {after:?}"
+            run_folder.join("base.blend").is_file(),
+            "no snapshot of the user's scene"
         );
-    }
-    client.undo().await.unwrap();
-    assert_eq!(
-        object_names(&client).await,
-        before,
-        "one undo gives the scene back"
-    );
-    assert_eq!(
-        std::fs::read(&blend).unwrap(),
-        blend_before,
-        "the user's .blend was written"
-    );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["kind"] == "event" && l["event"]["type"] == "iteration_started")
+        );
+
+        let client = host.client().await;
+        let after = object_names(&client).await;
+        for name in ["Crate", "Floor", "Plane", "UserCube"] {
+            assert!(
+                after.iter().any(|n| n == name),
+                "{name} missing from {after:?}"
+            );
+        }
+        client.undo().await.unwrap();
+        assert_eq!(
+            object_names(&client).await,
+            before,
+            "one undo gives the scene back"
+        );
+        assert_eq!(
+            std::fs::read(&blend).unwrap(),
+            blend_before,
+            "the user's .blend was written"
+        );
+    })
+    .await;
 }
 
 fn gn_script(dir: &Path, delay_first_ms: u64) -> PathBuf {
@@ -285,84 +285,92 @@ async fn plane_modifiers(client: &FramedClient) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gn_attached_works_on_the_live_object_as_one_undo_step() {
-    let files = tempfile::tempdir().unwrap();
-    let host = Host::start(Some(&user_blend(files.path())));
-    let mut command = host.viga();
-    command
-        .args([
-            "gn",
-            "scatter points on the plane",
-            "--attach",
-            "--object",
-            "Plane",
-        ])
-        .args(["--provider", "scripted", "--script"])
-        .arg(gn_script(files.path(), 0))
-        .arg("--output")
-        .arg(files.path().join("runs"));
-    let output = with_timeout(command, Duration::from_secs(180));
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let client = host.client().await;
-    assert_eq!(plane_modifiers(&client).await, ["Scatter"]);
-    client.undo().await.unwrap();
-    assert!(
-        plane_modifiers(&client).await.is_empty(),
-        "one undo takes the run back"
-    );
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        let mut command = host.viga();
+        command
+            .args([
+                "gn",
+                "scatter points on the plane",
+                "--attach",
+                "--object",
+                "Plane",
+            ])
+            .args(["--provider", "scripted", "--script"])
+            .arg(gn_script(files.path(), 0))
+            .arg("--output")
+            .arg(files.path().join("runs"));
+        let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+        assert!(
+            output.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let client = host.client().await;
+        assert_eq!(plane_modifiers(&client).await, ["Scatter"]);
+        client.undo().await.unwrap();
+        assert!(
+            plane_modifiers(&client).await.is_empty(),
+            "one undo takes the run back"
+        );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_an_attached_gn_run_leaves_the_scene_as_it_was() {
-    let files = tempfile::tempdir().unwrap();
-    let host = Host::start(Some(&user_blend(files.path())));
-    let mut child = host
-        .viga()
-        .args([
-            "gn",
-            "scatter points on the plane",
-            "--attach",
-            "--object",
-            "Plane",
-        ])
-        .args(["--events", "jsonl", "--provider", "scripted", "--script"])
-        .arg(gn_script(files.path(), 60_000))
-        .arg("--output")
-        .arg(files.path().join("runs"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the run is in its (slow) model call, then cancel as the panel does.
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    loop {
-        let line = lines.next().unwrap().unwrap();
-        if line.contains("\"generating\"") {
-            break;
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        let mut child = host
+            .viga()
+            .args([
+                "gn",
+                "scatter points on the plane",
+                "--attach",
+                "--object",
+                "Plane",
+            ])
+            .args(["--events", "jsonl", "--provider", "scripted", "--script"])
+            .arg(gn_script(files.path(), 60_000))
+            .arg("--output")
+            .arg(files.path().join("runs"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let watchdog = kill_after(&child, BLENDER_TEST_LIMIT, "viga gn --attach");
+        // Wait until the run is in its (slow) model call, then cancel as the panel does.
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            let line = lines.next().unwrap().unwrap();
+            if line.contains("\"generating\"") {
+                break;
+            }
         }
-    }
-    let cancelled_at = Instant::now();
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(
-        cancelled_at.elapsed() < Duration::from_secs(3),
-        "cancel took {:?}",
-        cancelled_at.elapsed()
-    );
-    assert_eq!(status.code(), Some(130));
-    assert!(rest.iter().any(|l| l.contains("\"cancelled\"")), "{rest:?}");
-    let client = host.client().await;
-    assert!(plane_modifiers(&client).await.is_empty());
-    assert_eq!(object_names(&client).await, ["Plane", "UserCube"]);
+        let cancelled_at = Instant::now();
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = child.wait().unwrap();
+        drop(watchdog);
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        assert!(
+            cancelled_at.elapsed() < Duration::from_secs(3),
+            "cancel took {:?}",
+            cancelled_at.elapsed()
+        );
+        assert_eq!(status.code(), Some(130));
+        assert!(rest.iter().any(|l| l.contains("\"cancelled\"")), "{rest:?}");
+        let client = host.client().await;
+        assert!(plane_modifiers(&client).await.is_empty());
+        assert_eq!(object_names(&client).await, ["Plane", "UserCube"]);
+    })
+    .await;
 }
 
 fn attach_error(host_dir: &Path, args: &[&str]) -> (Output, Duration) {
@@ -373,7 +381,7 @@ fn attach_error(host_dir: &Path, args: &[&str]) -> (Output, Duration) {
         .args(["run", "--task", "x", "--provider", "scripted", "--script"])
         .arg(workspace_file("fixtures/sessions/demo.json"))
         .args(args);
-    let output = with_timeout(command, Duration::from_secs(30));
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
     (output, started.elapsed())
 }
 
@@ -436,79 +444,85 @@ fn another_protocol_version_is_refused_before_connecting() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_token_is_refused_with_a_clear_message() {
-    let host = Host::start(None);
-    let mut info: Value =
-        serde_json::from_str(&std::fs::read_to_string(&host.connection).unwrap()).unwrap();
-    info["token"] = json!("not-the-token");
-    let forged_dir = tempfile::tempdir().unwrap();
-    let forged = write_connection(forged_dir.path(), info);
-    let (output, took) = attach_error(
-        forged_dir.path(),
-        &["--connection", forged.to_str().unwrap()],
-    );
-    let message = one_line_error(&output);
-    assert!(message.contains("refused the token"), "{message}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
-    // The add-on still serves the right token afterwards.
-    host.client().await.ping().await.unwrap();
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let host = Host::start(None);
+        let mut info: Value =
+            serde_json::from_str(&std::fs::read_to_string(&host.connection).unwrap()).unwrap();
+        info["token"] = json!("not-the-token");
+        let forged_dir = tempfile::tempdir().unwrap();
+        let forged = write_connection(forged_dir.path(), info);
+        let (output, took) = attach_error(
+            forged_dir.path(),
+            &["--connection", forged.to_str().unwrap()],
+        );
+        let message = one_line_error(&output);
+        assert!(message.contains("refused the token"), "{message}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        // The add-on still serves the right token afterwards.
+        host.client().await.ping().await.unwrap();
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
-    use rmcp::ServiceExt as _;
-    use rmcp::model::{CallToolRequestParams, ContentBlock};
-    use rmcp::transport::TokioChildProcess;
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        use rmcp::ServiceExt as _;
+        use rmcp::model::{CallToolRequestParams, ContentBlock};
+        use rmcp::transport::TokioChildProcess;
 
-    let host = Host::start(None);
-    let mut command = tokio::process::Command::new(VIGA);
-    command
-        .env("VIGA_CONNECTION_DIR", host.connection_dir())
-        .args(["mcp", "--attach", "--resolution", "32"]);
-    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
-    let tools = client.list_all_tools().await.unwrap();
-    let execute = tools.iter().find(|t| t.name == "execute_code").unwrap();
-    assert!(
-        execute
-            .description
-            .as_deref()
-            .unwrap_or_default()
-            .contains("live mode"),
-        "{execute:?}"
-    );
-    let run = |code: &str| {
-        let arguments = json!({ "code": code }).as_object().unwrap().clone();
-        client.call_tool(CallToolRequestParams::new("execute_code").with_arguments(arguments))
-    };
-    let add = |name: &str| {
-        format!(
-            "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = '{name}'\n"
-        )
-    };
-    run(&add("Live1")).await.unwrap();
-    run(&add("Live2")).await.unwrap();
-    let failed = run(&format!("{}raise RuntimeError('no')\n", add("Broken")))
-        .await
-        .unwrap();
-    match &failed.content[0] {
-        ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
-        other => panic!("expected text, got {other:?}"),
-    }
-    client.cancel().await.unwrap();
+        let host = Host::start(None);
+        let mut command = tokio::process::Command::new(VIGA);
+        command
+            .env("VIGA_CONNECTION_DIR", host.connection_dir())
+            .args(["mcp", "--attach", "--resolution", "32"]);
+        let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        let execute = tools.iter().find(|t| t.name == "execute_code").unwrap();
+        assert!(
+            execute
+                .description
+                .as_deref()
+                .unwrap_or_default()
+                .contains("live mode"),
+            "{execute:?}"
+        );
+        let run = |code: &str| {
+            let arguments = json!({ "code": code }).as_object().unwrap().clone();
+            client.call_tool(CallToolRequestParams::new("execute_code").with_arguments(arguments))
+        };
+        let add = |name: &str| {
+            format!(
+                "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = '{name}'\n"
+            )
+        };
+        run(&add("Live1")).await.unwrap();
+        run(&add("Live2")).await.unwrap();
+        let failed = run(&format!("{}raise RuntimeError('no')\n", add("Broken")))
+            .await
+            .unwrap();
+        match &failed.content[0] {
+            ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
+            other => panic!("expected text, got {other:?}"),
+        }
+        client.cancel().await.unwrap();
 
-    let user = host.client().await;
-    let names = object_names(&user).await;
-    assert!(
-        names.contains(&"Live1".to_owned()) && names.contains(&"Live2".to_owned()),
-        "{names:?}"
-    );
-    assert!(
-        !names.contains(&"Broken".to_owned()),
-        "a failing program was left half-applied: {names:?}"
-    );
-    user.undo().await.unwrap();
-    let names = object_names(&user).await;
-    assert!(
-        names.contains(&"Live1".to_owned()) && !names.contains(&"Live2".to_owned()),
-        "{names:?}"
-    );
+        let user = host.client().await;
+        let names = object_names(&user).await;
+        assert!(
+            names.contains(&"Live1".to_owned()) && names.contains(&"Live2".to_owned()),
+            "{names:?}"
+        );
+        assert!(
+            !names.contains(&"Broken".to_owned()),
+            "a failing program was left half-applied: {names:?}"
+        );
+        user.undo().await.unwrap();
+        let names = object_names(&user).await;
+        assert!(
+            names.contains(&"Live1".to_owned()) && !names.contains(&"Live2".to_owned()),
+            "{names:?}"
+        );
+    })
+    .await;
 }

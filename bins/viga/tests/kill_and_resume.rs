@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::json;
+use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within};
 
 const CODE: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
 
@@ -60,6 +61,7 @@ fn a_killed_run_resumes_at_the_next_iteration_with_nothing_lost() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let watchdog = kill_after(&child, BLENDER_TEST_LIMIT, "viga run");
     let mut folder = None;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
@@ -72,6 +74,7 @@ fn a_killed_run_resumes_at_the_next_iteration_with_nothing_lost() {
         }
     }
     child.wait().unwrap();
+    drop(watchdog);
     let folder = folder.expect("viga printed its run folder");
     let events = std::fs::read_to_string(folder.join("events.jsonl")).unwrap();
     assert!(
@@ -89,13 +92,14 @@ fn a_killed_run_resumes_at_the_next_iteration_with_nothing_lost() {
         "second.json",
         vec![turn("plan 2 again"), code_turn(), verdict(true)],
     );
-    let output = Command::new(env!("CARGO_BIN_EXE_viga"))
-        .arg("resume")
-        .arg(&folder)
-        .arg("--script")
-        .arg(&second)
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_viga"))
+            .arg("resume")
+            .arg(&folder)
+            .arg("--script")
+            .arg(&second),
+        BLENDER_TEST_LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -164,7 +168,7 @@ fn bad_input_gets_a_clear_error_and_writes_nothing() {
         if args[0] == "run" {
             command.arg("--output").arg(dir.path());
         }
-        let output = command.output().unwrap();
+        let output = output_within(&mut command, BLENDER_TEST_LIMIT);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");

@@ -6,105 +6,116 @@ use std::path::Path;
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
 use rmcp::transport::TokioChildProcess;
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 #[tokio::test]
 async fn viga_mcp_serves_blender_over_stdio() {
-    let addons = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_viga"));
-    command
-        .arg("mcp")
-        .arg("--addons")
-        .arg(&addons)
-        .args(["--resolution", "32"]);
-    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
-    let tools = client.list_all_tools().await.unwrap();
-    assert!(
-        tools.iter().any(|t| t.name == "place_object_relative"),
-        "add-on tools are offered"
-    );
-    let code = serde_json::json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()"});
-    client
-        .call_tool(
-            CallToolRequestParams::new("execute_code")
-                .with_arguments(code.as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    let info = client
-        .call_tool(CallToolRequestParams::new("get_scene_info"))
-        .await
-        .unwrap();
-    match &info.content[0] {
-        ContentBlock::Text(text) => assert!(text.text.contains("- Cube [MESH]"), "{}", text.text),
-        other => panic!("expected text, got {other:?}"),
-    }
-    client.cancel().await.unwrap();
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let addons = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_viga"));
+        command
+            .arg("mcp")
+            .arg("--addons")
+            .arg(&addons)
+            .args(["--resolution", "32"]);
+        let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(
+            tools.iter().any(|t| t.name == "place_object_relative"),
+            "add-on tools are offered"
+        );
+        let code = serde_json::json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()"});
+        client
+            .call_tool(
+                CallToolRequestParams::new("execute_code")
+                    .with_arguments(code.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        let info = client
+            .call_tool(CallToolRequestParams::new("get_scene_info"))
+            .await
+            .unwrap();
+        match &info.content[0] {
+            ContentBlock::Text(text) => {
+                assert!(text.text.contains("- Cube [MESH]"), "{}", text.text)
+            }
+            other => panic!("expected text, got {other:?}"),
+        }
+        client.cancel().await.unwrap();
+    })
+    .await;
 }
 
 /// viga driving another Blender MCP server (here a second `viga mcp`) through its transport.
 #[tokio::test]
 async fn the_mcp_client_transport_runs_code_and_refuses_what_it_cannot_do() {
-    use viga_blender::{BlenderCommands as _, TransportError};
-    use viga_protocol::bridge::{FaultKind, RenderEngine, RenderRequest, SceneReset};
-    use viga_serve::mcp_client::{McpToolNames, McpTransport};
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        use viga_blender::{BlenderCommands as _, TransportError};
+        use viga_protocol::bridge::{FaultKind, RenderEngine, RenderRequest, RenderSpec, SceneReset};
+        use viga_serve::mcp_client::{McpToolNames, McpTransport};
 
-    let spawn = || {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_viga"));
-        command.args(["mcp", "--resolution", "32"]);
-        TokioChildProcess::new(command).unwrap()
-    };
-    let err = McpTransport::connect(spawn(), McpToolNames::blender_mcp())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, TransportError::Handshake(m) if m.contains("no \"execute_blender_code\" tool") && m.contains("execute_code")),
-        "{err}"
-    );
+        let spawn = || {
+            let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_viga"));
+            command.args(["mcp", "--resolution", "32"]);
+            TokioChildProcess::new(command).unwrap()
+        };
+        let err = McpTransport::connect(spawn(), McpToolNames::blender_mcp())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, TransportError::Handshake(m) if m.contains("no \"execute_blender_code\" tool") && m.contains("execute_code")),
+            "{err}"
+        );
 
-    let transport = McpTransport::connect(spawn(), McpToolNames::viga())
-        .await
-        .unwrap();
-    let ran = transport
-        .execute("import bpy\nprint(len(bpy.data.objects))", None, None)
-        .await
-        .unwrap();
-    assert!(
-        ran.succeeded() && ran.stdout.contains("without errors"),
-        "{ran:?}"
-    );
-    let reset = transport
-        .execute("x = 1", Some(SceneReset::Factory), None)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            reset,
-            TransportError::Refused {
-                kind: FaultKind::BadRequest,
-                ..
-            }
-        ),
-        "{reset}"
-    );
-    let request = RenderRequest {
-        camera: None,
-        pose: None,
-        engine: RenderEngine::Workbench,
-        width: 8,
-        height: 8,
-        samples: None,
-        output_path: None,
-    };
-    let render = transport.render(request, None).await.unwrap_err();
-    assert!(
-        matches!(
-            render,
-            TransportError::Refused {
-                kind: FaultKind::UnknownCommand,
-                ..
-            }
-        ),
-        "{render}"
-    );
-    transport.ping().await.unwrap();
+        let transport = McpTransport::connect(spawn(), McpToolNames::viga())
+            .await
+            .unwrap();
+        let ran = transport
+            .execute("import bpy\nprint(len(bpy.data.objects))", None, None)
+            .await
+            .unwrap();
+        assert!(
+            ran.succeeded() && ran.stdout.contains("without errors"),
+            "{ran:?}"
+        );
+        let reset = transport
+            .execute("x = 1", Some(SceneReset::Factory), None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                reset,
+                TransportError::Refused {
+                    kind: FaultKind::BadRequest,
+                    ..
+                }
+            ),
+            "{reset}"
+        );
+        let request = RenderRequest {
+            camera: None,
+            pose: None,
+            spec: RenderSpec {
+                engine: RenderEngine::Workbench,
+                width: 8,
+                height: 8,
+                samples: None,
+            },
+            output_path: None,
+        };
+        let render = transport.render(request, None).await.unwrap_err();
+        assert!(
+            matches!(
+                render,
+                TransportError::Refused {
+                    kind: FaultKind::UnknownCommand,
+                    ..
+                }
+            ),
+            "{render}"
+        );
+        transport.ping().await.unwrap();
+    })
+    .await;
 }

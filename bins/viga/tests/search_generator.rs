@@ -4,39 +4,42 @@
 use std::path::Path;
 use std::process::Command;
 
+use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
+
 #[test]
 fn the_search_generator_moves_the_scene_towards_the_target() {
     let instance =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/blendergym-mini/placement1");
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_viga"))
-        .args([
-            "run",
-            "--generator",
-            "search",
-            "--task",
-            "match the placement",
-            "--camera",
-            "Camera1",
-        ])
-        .args([
-            "--engine",
-            "cycles",
-            "--samples",
-            "4",
-            "--search-budget",
-            "30",
-        ])
-        .arg("--base")
-        .arg(instance.join("blender_file.blend"))
-        .arg("--start")
-        .arg(instance.join("start.py"))
-        .arg("--target")
-        .arg(instance.join("renders/goal/render1.png"))
-        .arg("--output")
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_viga"))
+            .args([
+                "run",
+                "--generator",
+                "search",
+                "--task",
+                "match the placement",
+                "--camera",
+                "Camera1",
+            ])
+            .args([
+                "--engine",
+                "cycles",
+                "--samples",
+                "4",
+                "--search-budget",
+                "30",
+            ])
+            .arg("--base")
+            .arg(instance.join("blender_file.blend"))
+            .arg("--start")
+            .arg(instance.join("start.py"))
+            .arg("--target")
+            .arg(instance.join("renders/goal/render1.png"))
+            .arg("--output")
+            .arg(out.path()),
+        BLENDER_TEST_LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -63,8 +66,8 @@ fn the_search_generator_moves_the_scene_towards_the_target() {
 
 #[test]
 fn the_search_generator_says_what_it_needs() {
-    let output = Command::new(env!("CARGO_BIN_EXE_viga"))
-        .args([
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_viga")).args([
             "run",
             "--generator",
             "search",
@@ -72,9 +75,9 @@ fn the_search_generator_says_what_it_needs() {
             "x",
             "--provider",
             "scripted",
-        ])
-        .output()
-        .unwrap();
+        ]),
+        BLENDER_TEST_LIMIT,
+    );
     assert_eq!(output.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("needs --start"),

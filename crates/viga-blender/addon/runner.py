@@ -22,7 +22,7 @@ from collections import namedtuple
 import bpy
 import bpy.utils.previews
 
-from . import history, properties
+from . import history, properties, viga_bridge
 
 TICK_INTERVAL_S = 0.1
 MAX_LINES_PER_TICK = 200
@@ -41,6 +41,7 @@ OUTCOME_STATES = {
     "error": "FAILED",
 }
 ROLE_STEPS = {
+    "planner": "writing code",
     "generator": "writing code",
     "fast_fix": "fast retry",
     "verifier": "verifying",
@@ -333,6 +334,11 @@ def _kill_if_cancel_ignored(status, session):
     session.proc.kill()
     session.killed = True
     properties.append_log(status, "viga did not stop within %.0f s of the cancel; killed it" % CANCEL_GRACE_S, "WARNING")
+    if status.kind == "GN":
+        # A Geometry Nodes run edits this scene as it goes; killed before it could undo its
+        # changes, it is undone here, so a cancel always leaves the scene as it was.
+        viga_bridge.discard_changes_since_last_step("viga: cancelled run")
+        properties.append_log(status, "The run's changes to the scene were undone")
     return True
 
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use viga_blender::oneshot::run_script;
 use viga_blender::{BlenderCommands, Worker, WorkerConfig, locate};
-use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
+use viga_protocol::bridge::{RenderEngine, RenderRequest, RenderSpec, SceneReset};
 
 /// The same small piece of scene work, done warm and cold: add a mesh object, count the
 /// objects, remove it again (so repeated warm runs see the same scene).
@@ -96,10 +96,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 camera: None,
                 pose: None,
                 output_path: None,
-                engine,
-                width: 256,
-                height: 256,
-                samples,
+                spec: RenderSpec {
+                    engine,
+                    width: 256,
+                    height: 256,
+                    samples,
+                },
             };
             let output = worker
                 .render(request, Some(Duration::from_secs(600)))

@@ -275,6 +275,17 @@ def apply_program(code, message):
     return result
 
 
+def discard_changes_since_last_step(message):
+    """Takes the open scene back to its last undo step: for a viga run that edits the scene as
+    it goes and was killed before it could take its changes back itself. Requests that had
+    already arrived are answered first, so none of them lands after the revert."""
+    work = _addon_state.get("work")
+    if work is not None:
+        work.drain()
+    push_undo_step(message)
+    undo_one_step()
+
+
 def text_field(args, field, default=None):
     value = args.get(field, default)
     if not isinstance(value, str) or not value:

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as SyncMutex};
@@ -272,16 +272,44 @@ struct Ready {
     port: u16,
 }
 
+/// Starts Blender running the bridge, waits for it to announce its port, and connects.
 async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Running, TransportError> {
     let script = write_bridge_script().map_err(|err| {
         TransportError::Start(format!("could not write the bridge script: {err}"))
     })?;
     let token = random_token();
+    let mut child = start_blender(config, &script, &token)?;
+    let stderr_tail = keep_stderr_tail(&mut child, &config.name);
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| TransportError::Start("Blender's output could not be read".to_owned()))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let ready = wait_for_port(config, &mut child, &mut lines, &stderr_tail).await?;
+    log_stdout(lines, config.name.clone());
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, ready.port));
+    let client = FramedClient::connect(address, &token, config.call_timeout)
+        .await?
+        .sharing_busy_counter(Arc::clone(busy_us));
+    Ok(Running {
+        child,
+        client,
+        stderr_tail,
+    })
+}
+
+/// The Blender process, with the bridge's token and this process's id in its environment
+/// and its output piped; it is killed when dropped.
+fn start_blender(
+    config: &WorkerConfig,
+    script: &Path,
+    token: &str,
+) -> Result<Child, TransportError> {
     let args: Vec<OsString> = vec!["--mode".into(), config.mode.as_arg().into()];
-    let (program, args) = config.launcher.command_line(&script, &args);
-    let mut child = Command::new(&program)
+    let (program, args) = config.launcher.command_line(script, &args);
+    Command::new(&program)
         .args(&args)
-        .env(TOKEN_ENV, &token)
+        .env(TOKEN_ENV, token)
         .env(PARENT_PID_ENV, std::process::id().to_string())
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
@@ -289,13 +317,16 @@ async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Runnin
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|err| {
-            TransportError::Start(format!("could not run {}: {err}", program.display()))
-        })?;
+        .map_err(|err| TransportError::Start(format!("could not run {}: {err}", program.display())))
+}
+
+/// Logs Blender's error output as it comes and keeps its last [`STDERR_TAIL_LINES`] lines for
+/// crash reports.
+fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<String>>> {
     let stderr_tail = Arc::new(SyncMutex::new(VecDeque::new()));
     if let Some(stderr) = child.stderr.take() {
         let tail = Arc::clone(&stderr_tail);
-        let name = config.name.clone();
+        let name = name.to_owned();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -309,14 +340,19 @@ async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Runnin
             }
         });
     }
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| TransportError::Start("Blender's output could not be read".to_owned()))?;
-    let mut lines = BufReader::new(stdout).lines();
-    let ready = match tokio::time::timeout(config.startup_timeout, wait_for_ready(&mut lines)).await
-    {
-        Ok(Some(ready)) => ready,
+    stderr_tail
+}
+
+/// The bridge's ready announcement, within the startup limit. When Blender exits first the
+/// error carries its exit status and last error output; when it takes too long it is killed.
+async fn wait_for_port(
+    config: &WorkerConfig,
+    child: &mut Child,
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    stderr_tail: &SyncMutex<VecDeque<String>>,
+) -> Result<Ready, TransportError> {
+    match tokio::time::timeout(config.startup_timeout, wait_for_ready(lines)).await {
+        Ok(Some(ready)) => Ok(ready),
         Ok(None) => {
             let status = child
                 .wait()
@@ -327,33 +363,27 @@ async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Runnin
                 .lock()
                 .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n"))
                 .unwrap_or_default();
-            return Err(TransportError::Start(format!(
+            Err(TransportError::Start(format!(
                 "Blender exited before the bridge was ready ({status}):\n{tail}"
-            )));
+            )))
         }
         Err(_) => {
             let _ = child.kill().await;
-            return Err(TransportError::Start(format!(
+            Err(TransportError::Start(format!(
                 "the bridge did not announce its port within {:?}",
                 config.startup_timeout
-            )));
+            )))
         }
-    };
-    let name = config.name.clone();
+    }
+}
+
+/// Logs the rest of Blender's standard output, so the pipe never fills up and blocks it.
+fn log_stdout(mut lines: Lines<BufReader<ChildStdout>>, name: String) {
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
             tracing::debug!(target: "viga_blender::stdout", worker = %name, "{line}");
         }
     });
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, ready.port));
-    let client = FramedClient::connect(address, &token, config.call_timeout)
-        .await?
-        .sharing_busy_counter(Arc::clone(busy_us));
-    Ok(Running {
-        child,
-        client,
-        stderr_tail,
-    })
 }
 
 async fn wait_for_ready(lines: &mut Lines<BufReader<ChildStdout>>) -> Option<Ready> {

@@ -13,7 +13,7 @@ use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunConfig;
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
-use viga_protocol::event::RunEvent;
+use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::message::ToolCall;
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 
@@ -37,25 +37,25 @@ impl Provider for Instant_ {
         "instant"
     }
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        if request.system.starts_with("You are the verifier") {
-            let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
-            response.tool_calls = vec![ToolCall {
-                id: "v".into(),
-                name: "end_process".into(),
-                arguments: serde_json::json!({"visual_differences": ["the boxes are too far apart"], "suggestions": ["move Box4 to x = 1.5"], "accepted": false}),
-            }];
-            return Ok(response);
-        }
-        if request.system.starts_with("You are the planner") {
-            return Ok(ModelResponse::text_only(
+        match request.role {
+            Some(ModelRole::Verifier) => {
+                let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
+                response.tool_calls = vec![ToolCall {
+                    id: "v".into(),
+                    name: "end_process".into(),
+                    arguments: serde_json::json!({"visual_differences": ["the boxes are too far apart"], "suggestions": ["move Box4 to x = 1.5"], "accepted": false}),
+                }];
+                Ok(response)
+            }
+            Some(ModelRole::Planner) => Ok(ModelResponse::text_only(
                 "1. five boxes\n2. a floor\n3. a sun",
                 FinishReason::Stop,
-            ));
+            )),
+            _ => Ok(ModelResponse::text_only(
+                format!("```python\n{PROGRAM}```"),
+                FinishReason::Stop,
+            )),
         }
-        Ok(ModelResponse::text_only(
-            format!("```python\n{PROGRAM}```"),
-            FinishReason::Stop,
-        ))
     }
 }
 

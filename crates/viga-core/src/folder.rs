@@ -22,6 +22,10 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 pub const SCORES_FILE: &str = "scores.json";
 pub const TARGET_FILE: &str = "target.png";
 pub const FINAL_BLEND: &str = "final.blend";
+/// The run's HTML report.
+pub const REPORT_FILE: &str = "report.html";
+/// The provider settings a run was started with (never a key), for resume.
+pub const PROVIDER_FILE: &str = "provider.json";
 /// The program of the run's result: what is applied to a person's scene.
 pub const FINAL_PROGRAM: &str = "final.py";
 /// The snapshot of a person's scene an attached run starts every iteration from.
@@ -104,6 +108,21 @@ impl RunFolder {
         self.write_json(ARGS_FILE, config)
     }
 
+    /// Saves the provider settings the run was started with (they name the key's
+    /// environment variable, never the key).
+    pub fn write_provider(
+        &self,
+        settings: &viga_provider::ProviderConfig,
+    ) -> Result<(), CoreError> {
+        self.write_json(PROVIDER_FILE, settings)
+    }
+
+    /// The provider settings the run was started with, when it saved readable ones.
+    pub fn read_provider(&self) -> Option<viga_provider::ProviderConfig> {
+        let text = std::fs::read_to_string(self.root.join(PROVIDER_FILE)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
     pub fn read_args(&self) -> Result<RunConfig, CoreError> {
         let path = self.root.join(ARGS_FILE);
         let text = std::fs::read_to_string(&path).map_err(|err| io(&path, err))?;
@@ -163,12 +182,7 @@ impl RunFolder {
     /// Writes a whole file and renames it into place.
     pub fn write_bytes(&self, relative: &str, bytes: &[u8]) -> Result<(), CoreError> {
         let path = self.root.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| io(parent, err))?;
-        }
-        let partial = path.with_extension("partial");
-        std::fs::write(&partial, bytes).map_err(|err| io(&partial, err))?;
-        std::fs::rename(&partial, &path).map_err(|err| io(&path, err))
+        viga_memory::files::write_atomic(&path, bytes).map_err(|err| io(&path, err))
     }
 }
 

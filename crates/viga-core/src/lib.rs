@@ -1,7 +1,11 @@
 //! # viga-core
 //!
 //! The VIGA loop (seeds 000–002), driven as a queue pair: a front end starts a run, reads
-//! typed [`TimedEvent`]s from the [`RunHandle`], and can cancel it. That is the only way in.
+//! typed [`TimedEvent`](viga_protocol::event::TimedEvent)s from the [`RunHandle`], and can
+//! cancel it. That is the only way in, and the one way to drive any run: the handle is
+//! generic over the outcome, and viga-gn's Geometry Nodes runs are driven through it too
+//! ([`RunHandle::spawn`] hands a run its end of the pair, a [`RunLink`]). A cancel abandons a
+//! model call in flight at once.
 //!
 //! **Owns:** the generator (plan, then code; the first fenced Python block wins) and the
 //! verifier (canonical views, tools, verdict); fast retry of E1/E2 failures with seed 002's
@@ -29,6 +33,7 @@ pub mod attached;
 mod config;
 mod extract;
 pub mod folder;
+mod handle;
 mod prompts;
 pub mod report;
 mod run;
@@ -39,18 +44,17 @@ mod verify;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 use viga_blender::BlenderTransport;
 use viga_memory::{Memory, RunLog, iterations_in, read_run_log};
 use viga_protocol::PROTOCOL_VERSION;
-use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
+use viga_protocol::event::{RunEvent, StopReason};
 use viga_protocol::message::ImageData;
 use viga_provider::Provider;
 
 pub use config::{RunConfig, slug};
 pub use extract::first_python_block;
 pub use folder::RunFolder;
+pub use handle::{Cancelled, Canceller, RunHandle, RunLink};
 pub use prompts::Prompts;
 pub use run::RunOutcome;
 pub use scores::{IterationScores, Scores};
@@ -68,51 +72,6 @@ pub enum CoreError {
     Log(String),
     #[error("the run task failed: {0}")]
     Task(String),
-}
-
-/// A run in progress: read its events, cancel it, wait for its outcome.
-#[derive(Debug)]
-pub struct RunHandle {
-    events: mpsc::UnboundedReceiver<TimedEvent>,
-    cancel: watch::Sender<bool>,
-    task: JoinHandle<Result<RunOutcome, CoreError>>,
-    folder: PathBuf,
-}
-
-impl RunHandle {
-    /// The next event; `None` once the run has finished and every event was read.
-    pub async fn next_event(&mut self) -> Option<TimedEvent> {
-        self.events.recv().await
-    }
-
-    /// Asks the run to stop; it finishes writing its folder and ends with `Cancelled`.
-    pub fn cancel(&self) {
-        let _ = self.cancel.send(true);
-    }
-
-    /// A handle that cancels this run from elsewhere (a Ctrl-C handler).
-    pub fn canceller(&self) -> Canceller {
-        Canceller(self.cancel.clone())
-    }
-
-    pub fn folder(&self) -> &Path {
-        &self.folder
-    }
-
-    pub async fn wait(self) -> Result<RunOutcome, CoreError> {
-        self.task
-            .await
-            .map_err(|err| CoreError::Task(err.to_string()))?
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Canceller(watch::Sender<bool>);
-
-impl Canceller {
-    pub fn cancel(&self) {
-        let _ = self.0.send(true);
-    }
 }
 
 fn read_target(path: &Path) -> Result<ImageData, CoreError> {
@@ -263,48 +222,44 @@ fn launch(
     provider: Arc<dyn Provider>,
     blender: Arc<dyn BlenderTransport>,
     folder: RunFolder,
-    log: RunLog,
+    mut log: RunLog,
     memory: Memory,
     target: Option<ImageData>,
     first_index: u32,
     final_code: Option<String>,
 ) -> Result<RunHandle, CoreError> {
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let (cancel, cancel_rx) = watch::channel(false);
+    let root = folder.root().to_path_buf();
+    // Logged before anything is spawned, so a run folder that cannot be written is refused
+    // here rather than reported by a run that already started.
+    let started = log
+        .append(RunEvent::RunStarted {
+            run_id: root.display().to_string(),
+            task: config.task.clone(),
+            protocol_version: PROTOCOL_VERSION,
+            resumed_from_iteration: (first_index > 1).then_some(first_index),
+        })
+        .map_err(|err| CoreError::Log(format!("cannot write the event log: {err}")))?;
     let tools = Run::tool_context(&config, &prompts, &provider, &blender);
     let scores = existing_scores(&folder);
-    let root = folder.root().to_path_buf();
-    let mut run = Run {
-        config,
-        prompts,
-        provider,
-        blender,
-        tools,
-        memory,
-        folder,
-        log,
-        events: events_tx,
-        cancel: cancel_rx,
-        target,
-        scores,
-        first_index,
-        final_code,
-    };
-    let started = RunEvent::RunStarted {
-        run_id: root.display().to_string(),
-        task: run.config.task.clone(),
-        protocol_version: PROTOCOL_VERSION,
-        resumed_from_iteration: (first_index > 1).then_some(first_index),
-    };
-    run.emit(started)
-        .map_err(|err| CoreError::Log(run::interrupt_text(&err)))?;
-    let task = tokio::spawn(run.run());
-    Ok(RunHandle {
-        events,
-        cancel,
-        task,
-        folder: root,
-    })
+    Ok(RunHandle::spawn(root, |link| {
+        link.send(started);
+        Run {
+            config,
+            prompts,
+            provider,
+            blender,
+            tools,
+            memory,
+            folder,
+            log,
+            link,
+            target,
+            scores,
+            first_index,
+            final_code,
+        }
+        .run()
+    }))
 }
 
 fn existing_scores(folder: &RunFolder) -> Scores {

@@ -1,5 +1,5 @@
-//! Prompt templates, loaded at run time: the defaults are compiled in from `prompts/`, and a
-//! folder given by the user replaces any of them by file name.
+//! Prompt templates, loaded at run time: the defaults are compiled in from this crate's
+//! `prompts/`, and a folder given by the user replaces any of them by file name.
 
 use std::path::Path;
 
@@ -19,11 +19,11 @@ pub struct Prompts {
 impl Default for Prompts {
     fn default() -> Self {
         Self {
-            plan: include_str!("../../../prompts/plan.md").to_owned(),
-            generator: include_str!("../../../prompts/generator.md").to_owned(),
-            fast_fix: include_str!("../../../prompts/fast_fix.md").to_owned(),
-            verifier: include_str!("../../../prompts/verifier.md").to_owned(),
-            investigate: include_str!("../../../prompts/investigate.md").to_owned(),
+            plan: include_str!("../prompts/plan.md").to_owned(),
+            generator: include_str!("../prompts/generator.md").to_owned(),
+            fast_fix: include_str!("../prompts/fast_fix.md").to_owned(),
+            verifier: include_str!("../prompts/verifier.md").to_owned(),
+            investigate: include_str!("../prompts/investigate.md").to_owned(),
         }
     }
 }

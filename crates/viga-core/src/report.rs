@@ -8,11 +8,23 @@ use std::path::Path;
 use base64::Engine as _;
 use viga_memory::{iterations_in, read_run_log};
 use viga_protocol::event::RunEvent;
-use viga_protocol::iteration::IterationRecord;
+use viga_protocol::iteration::{Feedback, IterationRecord};
 
 use crate::CoreError;
-use crate::folder::{RunFolder, SCORES_FILE};
+use crate::folder::{REPORT_FILE, RunFolder, SCORES_FILE};
 use crate::scores::Scores;
+
+/// Writes the run's HTML report (`report.html` in the run folder unless `out` says where)
+/// whole, and returns its path.
+pub fn write_html(run_folder: &Path, out: Option<&Path>) -> Result<std::path::PathBuf, CoreError> {
+    let html = render_html(run_folder)?;
+    let path = out.map_or_else(|| run_folder.join(REPORT_FILE), Path::to_path_buf);
+    viga_memory::files::write_atomic(&path, html.as_bytes()).map_err(|err| CoreError::Io {
+        path: path.clone(),
+        message: err.to_string(),
+    })?;
+    Ok(path)
+}
 
 /// Builds the report of a run folder.
 pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
@@ -72,6 +84,8 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     Ok(html)
 }
 
+/// One iteration's section: its status line, the images, then plan, fast-retry errors, code
+/// and execution error, and last the verifier's feedback.
 fn iteration_section(
     html: &mut String,
     folder: &RunFolder,
@@ -81,6 +95,22 @@ fn iteration_section(
     scores: Option<&Scores>,
 ) {
     let _ = write!(html, "<section><h2>Iteration {}</h2>", record.index);
+    status_line(html, record, scores);
+    images_block(html, folder, record, target);
+    if let Some(plan) = &record.plan {
+        let _ = write!(html, "<h3>Plan</h3><pre>{}</pre>", escape(plan));
+    }
+    retry_errors_block(html, &record.retry_errors);
+    code_block(html, record, previous_code);
+    if let Some(feedback) = &record.feedback {
+        feedback_block(html, feedback);
+    }
+    html.push_str("</section>");
+}
+
+/// How the iteration ran (first time, after fast retries, or how it failed), its photometric
+/// loss when `scores.json` has one, its time and its token counts.
+fn status_line(html: &mut String, record: &IterationRecord, scores: Option<&Scores>) {
     let loss = scores
         .and_then(|s| s.iterations.iter().find(|i| i.index == record.index))
         .map(|i| format!("photometric loss {:.5}", i.mean));
@@ -100,6 +130,15 @@ fn iteration_section(
         record.usage.input_tokens,
         record.usage.output_tokens
     );
+}
+
+/// The target beside every render of the iteration; a render whose file is gone is left out.
+fn images_block(
+    html: &mut String,
+    folder: &RunFolder,
+    record: &IterationRecord,
+    target: Option<&str>,
+) {
     html.push_str("<div class=\"images\">");
     if let Some(target) = target {
         let _ = write!(
@@ -118,16 +157,22 @@ fn iteration_section(
         }
     }
     html.push_str("</div>");
-    if let Some(plan) = &record.plan {
-        let _ = write!(html, "<h3>Plan</h3><pre>{}</pre>", escape(plan));
+}
+
+/// The errors fast retry fixed before the program ran; nothing when there were none.
+fn retry_errors_block(html: &mut String, retry_errors: &[String]) {
+    if retry_errors.is_empty() {
+        return;
     }
-    if !record.retry_errors.is_empty() {
-        html.push_str("<h3>Fixed by fast retry</h3><ul>");
-        for error in &record.retry_errors {
-            let _ = write!(html, "<li>{}</li>", escape(error));
-        }
-        html.push_str("</ul>");
+    html.push_str("<h3>Fixed by fast retry</h3><ul>");
+    for error in retry_errors {
+        let _ = write!(html, "<li>{}</li>", escape(error));
     }
+    html.push_str("</ul>");
+}
+
+/// The code as a diff against the previous iteration's, then the traceback if it failed.
+fn code_block(html: &mut String, record: &IterationRecord, previous_code: &str) {
     let _ = write!(
         html,
         "<h3>Code (diff against the previous iteration)</h3><pre class=\"diff\">{}</pre>",
@@ -140,30 +185,32 @@ fn iteration_section(
             escape(&error.traceback)
         );
     }
-    if let Some(feedback) = &record.feedback {
-        let _ = write!(
-            html,
-            "<h3>Verifier: {}</h3>",
-            if feedback.accepted {
-                "accepted"
-            } else {
-                "not accepted"
+}
+
+/// The verifier's verdict, then its differences and suggestions, each list only when it has
+/// items.
+fn feedback_block(html: &mut String, feedback: &Feedback) {
+    let _ = write!(
+        html,
+        "<h3>Verifier: {}</h3>",
+        if feedback.accepted {
+            "accepted"
+        } else {
+            "not accepted"
+        }
+    );
+    for (title, items) in [
+        ("Differences", &feedback.visual_differences),
+        ("Suggestions", &feedback.suggestions),
+    ] {
+        if !items.is_empty() {
+            let _ = write!(html, "<p>{title}</p><ul>");
+            for item in items {
+                let _ = write!(html, "<li>{}</li>", escape(item));
             }
-        );
-        for (title, items) in [
-            ("Differences", &feedback.visual_differences),
-            ("Suggestions", &feedback.suggestions),
-        ] {
-            if !items.is_empty() {
-                let _ = write!(html, "<p>{title}</p><ul>");
-                for item in items {
-                    let _ = write!(html, "<li>{}</li>", escape(item));
-                }
-                html.push_str("</ul>");
-            }
+            html.push_str("</ul>");
         }
     }
-    html.push_str("</section>");
 }
 
 fn image_tag(path: &Path, alt: &str) -> Option<String> {
@@ -175,7 +222,8 @@ fn image_tag(path: &Path, alt: &str) -> Option<String> {
     ))
 }
 
-pub(crate) fn escape(text: &str) -> String {
+/// Text made safe to put in HTML, in element content and in double-quoted attributes.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -5,11 +5,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{mpsc, watch};
 use viga_blender::{BlenderCommands as _, BlenderTransport, Recovery, TransportError};
 use viga_memory::{Memory, MemoryConfig, RunLog};
 use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
-use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
+use viga_protocol::event::{ModelRole, RunEvent, StopReason};
 use viga_protocol::iteration::{ExecutionResult, FailureClass, Feedback, IterationRecord, Timings};
 use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
 use viga_provider::{ModelRequest, ModelResponse, Provider};
@@ -21,6 +20,7 @@ use crate::CoreError;
 use crate::config::RunConfig;
 use crate::extract::first_python_block;
 use crate::folder::RunFolder;
+use crate::handle::{Cancelled, RunLink};
 use crate::prompts::{Prompts, fill};
 use crate::scores::Scores;
 use crate::translate::ProviderTranslator;
@@ -36,6 +36,12 @@ pub(crate) enum Interrupt {
 impl From<CoreError> for Interrupt {
     fn from(err: CoreError) -> Self {
         Self::Fatal(err.to_string())
+    }
+}
+
+impl From<Cancelled> for Interrupt {
+    fn from(Cancelled: Cancelled) -> Self {
+        Self::Cancelled
     }
 }
 
@@ -66,8 +72,8 @@ pub(crate) struct Run {
     pub memory: Memory,
     pub folder: RunFolder,
     pub log: RunLog,
-    pub events: mpsc::UnboundedSender<TimedEvent>,
-    pub cancel: watch::Receiver<bool>,
+    /// The run's end of its queue pair: events out, cancel in.
+    pub link: RunLink,
     pub target: Option<ImageData>,
     pub scores: Scores,
     pub first_index: u32,
@@ -124,8 +130,7 @@ impl Run {
             .log
             .append(event)
             .map_err(|err| Interrupt::Fatal(format!("cannot write the event log: {err}")))?;
-        // A front end that stopped listening does not stop the run.
-        let _ = self.events.send(timed);
+        self.link.send(timed);
         Ok(())
     }
 
@@ -134,16 +139,20 @@ impl Run {
         &self,
         work: impl Future<Output = T>,
     ) -> Result<T, Interrupt> {
-        until_cancelled(&self.cancel, work).await
+        Ok(self.link.until_cancelled(work).await?)
     }
 
+    /// Asks the model as `role`, which the request carries from here on (every model call of
+    /// the loop comes through here, so none goes without one). A cancel abandons the call at
+    /// once.
     pub(crate) async fn call_model(
         &mut self,
         index: u32,
         role: ModelRole,
-        request: ModelRequest,
+        mut request: ModelRequest,
         tally: &mut Tally,
     ) -> Result<ModelResponse, Interrupt> {
+        request.role = Some(role);
         let provider = Arc::clone(&self.provider);
         let started = Instant::now();
         let response = self
@@ -233,10 +242,39 @@ impl Run {
         self.tools.reset_view();
         self.tools
             .set_render_folder(Some(self.folder.renders_dir(index)?));
+        let (plan, attempt) = self.generate(index, &mut tally).await?;
+        let (feedback, render_ids) = self.critique(index, &attempt, &mut tally).await?;
+        self.emit(RunEvent::FeedbackProduced {
+            index,
+            feedback: feedback.clone(),
+        })?;
+        self.write_scores()?;
+        tally.timings.total_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(IterationRecord {
+            index,
+            plan,
+            code: attempt.code.unwrap_or_default(),
+            execution: attempt.result,
+            feedback: Some(feedback),
+            retry_count: attempt.retries,
+            failure: attempt.failure,
+            retry_errors: attempt.retry_errors,
+            render_ids,
+            timings: tally.timings,
+            usage: tally.usage,
+        })
+    }
 
+    /// The generator's half of an iteration: the plan (when enabled), the program and its
+    /// fast retries. The thoughts and the program kept are written to the run folder.
+    async fn generate(
+        &mut self,
+        index: u32,
+        tally: &mut Tally,
+    ) -> Result<(Option<String>, Attempt), Interrupt> {
         let generation_started = Instant::now();
         let plan = if self.config.plan_each_iteration {
-            let plan = self.plan(index, &mut tally).await?;
+            let plan = self.plan(index, tally).await?;
             self.emit(RunEvent::PlanProduced {
                 index,
                 plan: plan.clone(),
@@ -254,13 +292,9 @@ impl Run {
                     .unwrap_or("(no separate plan: decide the edits yourself)")
             )),
         ];
+        let request = self.request(&self.prompts.generator.clone(), conversation.clone());
         let answer = self
-            .call_model(
-                index,
-                ModelRole::Generator,
-                self.request(&self.prompts.generator.clone(), conversation.clone()),
-                &mut tally,
-            )
+            .call_model(index, ModelRole::Generator, request, tally)
             .await?;
         let mut thoughts = format!(
             "# Iteration {index}\n\n## Plan\n\n{}\n\n## Answer\n\n{}\n",
@@ -270,65 +304,36 @@ impl Run {
         tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
 
         let attempt = self
-            .attempt_with_fast_retry(index, &mut conversation, answer, &mut thoughts, &mut tally)
+            .attempt_with_fast_retry(index, &mut conversation, answer, &mut thoughts, tally)
             .await?;
         self.folder.write_generator_thought(index, &thoughts)?;
         if let Some(code) = &attempt.code {
             self.folder.write_code(index, code)?;
         }
+        Ok((plan, attempt))
+    }
 
-        let (feedback, render_ids) = match attempt.failure {
-            Some(FailureClass::E0) | Some(FailureClass::E2) => {
-                // Nothing new to look at: the program never ran.
-                let feedback = Feedback {
-                    visual_differences: vec![format!(
-                        "iteration {index} produced no scene: {}",
-                        attempt
-                            .failure
-                            .map(FailureClass::describe)
-                            .unwrap_or_default()
-                    )],
-                    suggestions: vec![
-                        "answer with one fenced ```python block holding the whole program"
-                            .to_owned(),
-                    ],
-                    accepted: false,
-                };
-                (feedback, Vec::new())
-            }
-            _ => {
-                let verification_started = Instant::now();
-                let verdict: Verdict = verify(self, index, &attempt.result, &mut tally).await?;
-                tally.timings.verification_ms +=
-                    verification_started.elapsed().as_secs_f64() * 1000.0;
-                self.folder
-                    .write_verifier_thought(index, &verdict.thoughts)?;
-                if attempt.failure.is_none() {
-                    self.final_code = attempt.code.clone();
-                }
-                (verdict.feedback, verdict.render_ids)
-            }
-        };
-        self.emit(RunEvent::FeedbackProduced {
-            index,
-            feedback: feedback.clone(),
-        })?;
-        let feedback = Some(feedback);
-        self.write_scores()?;
-        tally.timings.total_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(IterationRecord {
-            index,
-            plan,
-            code: attempt.code.unwrap_or_default(),
-            execution: attempt.result,
-            feedback,
-            retry_count: attempt.retries,
-            failure: attempt.failure,
-            retry_errors: attempt.retry_errors,
-            render_ids,
-            timings: tally.timings,
-            usage: tally.usage,
-        })
+    /// The iteration's critique and the renders behind it: the verifier's whenever the
+    /// program ran, even when all fast retries failed (seed 002); a synthetic one when no
+    /// program ran (E0, E2), since there is nothing new to look at.
+    async fn critique(
+        &mut self,
+        index: u32,
+        attempt: &Attempt,
+        tally: &mut Tally,
+    ) -> Result<(Feedback, Vec<String>), Interrupt> {
+        if let Some(failure @ (FailureClass::E0 | FailureClass::E2)) = attempt.failure {
+            return Ok((nothing_ran(index, failure), Vec::new()));
+        }
+        let verification_started = Instant::now();
+        let verdict: Verdict = verify(self, index, &attempt.result, tally).await?;
+        tally.timings.verification_ms += verification_started.elapsed().as_secs_f64() * 1000.0;
+        self.folder
+            .write_verifier_thought(index, &verdict.thoughts)?;
+        if attempt.failure.is_none() {
+            self.final_code = attempt.code.clone();
+        }
+        Ok((verdict.feedback, verdict.render_ids))
     }
 
     async fn plan(&mut self, index: u32, tally: &mut Tally) -> Result<String, Interrupt> {
@@ -341,7 +346,7 @@ impl Run {
         ];
         let request = self.request(&self.prompts.plan.clone(), messages);
         Ok(self
-            .call_model(index, ModelRole::Generator, request, tally)
+            .call_model(index, ModelRole::Planner, request, tally)
             .await?
             .text
             .trim()
@@ -362,49 +367,21 @@ impl Run {
         let mut attempt_number = 0;
         loop {
             let code = first_python_block(&answer.text);
-            let (result, failure, error_message) = match &code {
-                None => (
-                    ExecutionResult::default(),
-                    Some(FailureClass::E2),
-                    "Your answer contained no fenced ```python code block.".to_owned(),
-                ),
-                Some(code) => {
-                    self.emit(RunEvent::CodeProduced {
-                        index,
-                        attempt: attempt_number,
-                        code: code.clone(),
-                    })?;
-                    let result = self.execute(code, tally).await?;
-                    match result {
-                        Executed::Ran(result) => {
-                            let failure = (!result.succeeded()).then_some(FailureClass::E1);
-                            let message = describe_execution(&result);
-                            (result, failure, message)
-                        }
-                        Executed::WorkerLost(message) => {
-                            (ExecutionResult::default(), Some(FailureClass::E0), message)
-                        }
-                    }
-                }
-            };
-            self.emit(RunEvent::ExecutionFinished {
-                index,
-                attempt: attempt_number,
-                result: result.clone(),
-                failure,
-            })?;
-            let retryable = failure.is_some_and(FailureClass::is_fast_retryable);
+            let tried = self
+                .try_program(index, attempt_number, code.as_deref(), tally)
+                .await?;
+            let retryable = tried.failure.is_some_and(FailureClass::is_fast_retryable);
             if !retryable || attempt_number >= self.config.max_fast_retries {
                 return Ok(Attempt {
                     code,
-                    result,
-                    failure,
+                    result: tried.result,
+                    failure: tried.failure,
                     retries: attempt_number,
                     retry_errors,
                 });
             }
-            let failure = failure.unwrap_or(FailureClass::E1);
-            let summary = first_line(&error_message);
+            let failure = tried.failure.unwrap_or(FailureClass::E1);
+            let summary = first_line(&tried.error_message);
             retry_errors.push(format!("{failure}: {summary}"));
             self.emit(RunEvent::FastRetry {
                 index,
@@ -412,23 +389,9 @@ impl Run {
                 failure,
                 error: summary,
             })?;
-            let generation_started = Instant::now();
-            conversation.push(ChatMessage::assistant(vec![ContentPart::text(
-                answer.text.clone(),
-            )]));
-            conversation.push(ChatMessage::user_text(fill(
-                &self.prompts.fast_fix,
-                &[("error_message", error_message.clone())],
-            )));
             answer = self
-                .call_model(
-                    index,
-                    ModelRole::FastFix,
-                    self.request(&self.prompts.generator.clone(), conversation.clone()),
-                    tally,
-                )
+                .ask_for_fix(index, conversation, &answer, &tried.error_message, tally)
                 .await?;
-            tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
             thoughts.push_str(&format!(
                 "\n## Fast retry {}\n\n{}\n",
                 attempt_number + 1,
@@ -436,6 +399,75 @@ impl Run {
             ));
             attempt_number += 1;
         }
+    }
+
+    /// Runs one attempt's program (an answer without one is E2) and announces it.
+    async fn try_program(
+        &mut self,
+        index: u32,
+        attempt: u32,
+        code: Option<&str>,
+        tally: &mut Tally,
+    ) -> Result<Tried, Interrupt> {
+        let tried = match code {
+            None => Tried {
+                result: ExecutionResult::default(),
+                failure: Some(FailureClass::E2),
+                error_message: "Your answer contained no fenced ```python code block.".to_owned(),
+            },
+            Some(code) => {
+                self.emit(RunEvent::CodeProduced {
+                    index,
+                    attempt,
+                    code: code.to_owned(),
+                })?;
+                match self.execute(code, tally).await? {
+                    Executed::Ran(result) => Tried {
+                        failure: (!result.succeeded()).then_some(FailureClass::E1),
+                        error_message: describe_execution(&result),
+                        result,
+                    },
+                    Executed::WorkerLost(message) => Tried {
+                        result: ExecutionResult::default(),
+                        failure: Some(FailureClass::E0),
+                        error_message: message,
+                    },
+                }
+            }
+        };
+        self.emit(RunEvent::ExecutionFinished {
+            index,
+            attempt,
+            result: tried.result.clone(),
+            failure: tried.failure,
+        })?;
+        Ok(tried)
+    }
+
+    /// Seed 002's fast fix: the failed answer and its error go back into the same
+    /// conversation, and the generator answers again.
+    async fn ask_for_fix(
+        &mut self,
+        index: u32,
+        conversation: &mut Vec<ChatMessage>,
+        failed: &ModelResponse,
+        error_message: &str,
+        tally: &mut Tally,
+    ) -> Result<ModelResponse, Interrupt> {
+        let generation_started = Instant::now();
+        conversation.push(ChatMessage::assistant(vec![ContentPart::text(
+            failed.text.clone(),
+        )]));
+        conversation.push(ChatMessage::user_text(fill(
+            &self.prompts.fast_fix,
+            &[("error_message", error_message.to_owned())],
+        )));
+        let request = self.request(&self.prompts.generator.clone(), conversation.clone());
+        let answer = self
+            .call_model(index, ModelRole::FastFix, request, tally)
+            .await?;
+        tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
+        Ok(answer)
     }
 
     /// Executes a program on the reloaded base scene. A worker lost and restarted gets the
@@ -480,20 +512,7 @@ impl Run {
         let Some(target) = self.target.clone() else {
             return Ok(None);
         };
-        let camera = match self.config.target_camera.clone() {
-            Some(named) => Some(named),
-            None => {
-                self.blender
-                    .scene_info(0, 1)
-                    .await
-                    .map_err(blender_interrupt)?
-                    .active_camera
-            }
-        };
-        let Some(camera) = camera else {
-            self.emit(RunEvent::Warning {
-                message: format!("iteration {index}: the scene has no camera, so it cannot be scored against the target"),
-            })?;
+        let Some(camera) = self.scoring_camera(index).await? else {
             return Ok(None);
         };
         let (width, height) =
@@ -502,17 +521,20 @@ impl Run {
             camera: Some(camera.clone()),
             pose: None,
             output_path: None,
-            engine: self.config.render.engine,
-            width,
-            height,
-            samples: self
-                .config
-                .render
-                .samples
-                .or(match self.config.render.engine {
-                    RenderEngine::Cycles => Some(16),
-                    _ => None,
-                }),
+            // The target's size; Cycles gets 16 samples unless the run names its own.
+            spec: viga_protocol::bridge::RenderSpec {
+                width,
+                height,
+                samples: self
+                    .config
+                    .render
+                    .samples
+                    .or(match self.config.render.engine {
+                        RenderEngine::Cycles => Some(16),
+                        _ => None,
+                    }),
+                ..self.config.render
+            },
         };
         let blender = Arc::clone(&self.blender);
         let output = match self
@@ -550,6 +572,27 @@ impl Run {
             })?,
         }
         Ok(Some((render_id, output.image)))
+    }
+
+    /// The camera that sees the scene as the target does: the one the run names, else the
+    /// scene's active camera. A scene without one is said in a warning (`None`).
+    async fn scoring_camera(&mut self, index: u32) -> Result<Option<String>, Interrupt> {
+        let camera = match self.config.target_camera.clone() {
+            Some(named) => Some(named),
+            None => {
+                self.blender
+                    .scene_info(0, 1)
+                    .await
+                    .map_err(blender_interrupt)?
+                    .active_camera
+            }
+        };
+        if camera.is_none() {
+            self.emit(RunEvent::Warning {
+                message: format!("iteration {index}: the scene has no camera, so it cannot be scored against the target"),
+            })?;
+        }
+        Ok(camera)
     }
 
     fn write_scores(&mut self) -> Result<(), Interrupt> {
@@ -605,27 +648,25 @@ enum Executed {
     WorkerLost(String),
 }
 
-/// Awaits `work` unless `cancel` turns true first.
-pub(crate) async fn until_cancelled<T>(
-    cancel: &watch::Receiver<bool>,
-    work: impl Future<Output = T>,
-) -> Result<T, Interrupt> {
-    if *cancel.borrow() {
-        return Err(Interrupt::Cancelled);
-    }
-    let mut cancel = cancel.clone();
-    tokio::pin!(work);
-    let cancelled = tokio::select! {
-        biased;
-        // `is_ok` drops the borrow guard at once; it must not live across an await.
-        changed = cancel.wait_for(|cancelled| *cancelled) => changed.is_ok(),
-        output = &mut work => return Ok(output),
-    };
-    if cancelled {
-        Err(Interrupt::Cancelled)
-    } else {
-        // The handle was dropped without cancelling: nobody can cancel any more.
-        Ok(work.await)
+/// One attempt's program run (or the lack of one) and what went wrong, in the words the
+/// fast fix sends back to the generator.
+struct Tried {
+    result: ExecutionResult,
+    failure: Option<FailureClass>,
+    error_message: String,
+}
+
+/// The critique of an iteration whose program never ran.
+fn nothing_ran(index: u32, failure: FailureClass) -> Feedback {
+    Feedback {
+        visual_differences: vec![format!(
+            "iteration {index} produced no scene: {}",
+            failure.describe()
+        )],
+        suggestions: vec![
+            "answer with one fenced ```python block holding the whole program".to_owned(),
+        ],
+        accepted: false,
     }
 }
 
@@ -637,7 +678,7 @@ pub(crate) fn blender_interrupt(err: TransportError) -> Interrupt {
     }
 }
 
-pub(crate) fn interrupt_text(interrupt: &Interrupt) -> String {
+fn interrupt_text(interrupt: &Interrupt) -> String {
     match interrupt {
         Interrupt::Cancelled => "cancelled".to_owned(),
         Interrupt::Fatal(message) => message.clone(),

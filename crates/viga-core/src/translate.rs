@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use viga_protocol::bridge::CameraPose;
+use viga_protocol::event::ModelRole;
 use viga_protocol::message::ChatMessage;
 use viga_provider::{ModelRequest, Provider};
 use viga_skills::ToolError;
@@ -54,7 +55,8 @@ impl InstructionTranslator for ProviderTranslator {
                 ("elevation", format!("{:.1}", current.elevation_deg)),
             ],
         );
-        let mut request = ModelRequest::new(
+        let mut request = ModelRequest::for_role(
+            ModelRole::Investigate,
             "You translate camera instructions into JSON camera poses.",
             vec![ChatMessage::user_text(prompt)],
         );

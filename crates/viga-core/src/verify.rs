@@ -4,12 +4,12 @@
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionResult, Feedback};
 use viga_protocol::message::{ChatMessage, ContentPart, ToolResult};
-use viga_provider::ModelRequest;
+use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
 use viga_skills::verifier::{initialize_viewpoint, verifier_tools};
-use viga_skills::{CapturedRender, Control, ToolError};
+use viga_skills::{CapturedRender, Control, ToolError, ToolRegistry};
 
-use crate::run::{Interrupt, Run, Tally, until_cancelled};
+use crate::run::{Interrupt, Run, Tally};
 
 pub(crate) struct Verdict {
     pub feedback: Feedback,
@@ -53,6 +53,8 @@ fn save_renders(
     Ok(())
 }
 
+/// The verifier's turn for one iteration: what it is shown first, then up to
+/// `verifier_max_turns` model turns with its tools until `end_process` gives the verdict.
 pub(crate) async fn verify(
     run: &mut Run,
     index: u32,
@@ -60,53 +62,9 @@ pub(crate) async fn verify(
     tally: &mut Tally,
 ) -> Result<Verdict, Interrupt> {
     let mut render_ids = Vec::new();
-    let mut content = vec![ContentPart::text(format!("Task: {}", run.config.task))];
-    if let Some(target) = &run.target {
-        content.push(ContentPart::text("Target:"));
-        content.push(ContentPart::Image {
-            image: target.clone(),
-            label: Some("target".to_owned()),
-        });
-    }
-    if let Some((render_id, image)) = run.score_against_target(index).await? {
-        render_ids.push(render_id);
-        content.push(ContentPart::text(
-            "The current scene from the scene camera (same view as the target):",
-        ));
-        content.push(ContentPart::Image {
-            image,
-            label: Some("current, scene camera".to_owned()),
-        });
-    }
-    let cancel = run.cancel.clone();
-    let viewpoint =
-        until_cancelled(&cancel, initialize_viewpoint(&run.tools, Vec::new(), None)).await?;
-    match viewpoint {
-        Ok(output) => {
-            save_renders(run, index, &output.renders, &mut render_ids, tally)?;
-            content.push(ContentPart::text(format!(
-                "The current scene, canonical views. {}",
-                output.text
-            )));
-            content.extend(output.images.into_iter().map(|image| ContentPart::Image {
-                image,
-                label: Some("current: iso, front, right, top".to_owned()),
-            }));
-        }
-        Err(ToolError::Recoverable(message)) => {
-            content.push(ContentPart::text(format!(
-                "No canonical views could be rendered: {message}"
-            )));
-        }
-        Err(ToolError::Fatal(message)) => return Err(Interrupt::Fatal(message)),
-    }
-    content.push(ContentPart::text(format!(
-        "Iteration {index}. {}\nCompare the scene with the target and finish with end_process.",
-        describe_execution(execution)
-    )));
-
+    let opening = first_look(run, index, execution, &mut render_ids, tally).await?;
     let tools = verifier_tools().map_err(|err| Interrupt::Fatal(err.to_string()))?;
-    let mut messages = vec![ChatMessage::user(content)];
+    let mut messages = vec![ChatMessage::user(opening)];
     let mut thoughts = format!("# Verification of iteration {index}\n");
     let mut last_text = String::new();
     for _turn in 0..run.config.verifier_max_turns {
@@ -128,53 +86,17 @@ pub(crate) async fn verify(
                 thoughts,
             });
         }
-        let mut assistant = Vec::new();
-        if !response.text.is_empty() {
-            assistant.push(ContentPart::text(response.text.clone()));
-        }
-        let mut results = Vec::new();
-        let mut verdict = None;
-        for call in &response.tool_calls {
-            assistant.push(ContentPart::ToolCall(call.clone()));
-            let invoked = until_cancelled(
-                &cancel,
-                tools.invoke(&run.tools, &call.name, call.arguments.clone()),
-            )
-            .await?;
-            thoughts.push_str(&format!("\n- tool `{}` {}\n", call.name, call.arguments));
-            let (text, images, is_error) = match invoked {
-                Ok(output) => {
-                    save_renders(run, index, &output.renders, &mut render_ids, tally)?;
-                    if let Control::EndVerification(feedback) = output.control {
-                        verdict = Some(feedback);
-                    }
-                    (output.text, output.images, false)
-                }
-                Err(ToolError::Recoverable(message)) => (message, Vec::new(), true),
-                Err(ToolError::Fatal(message)) => return Err(Interrupt::Fatal(message)),
-            };
-            run.emit(RunEvent::ToolInvoked {
-                index,
-                tool: call.name.clone(),
-                ok: !is_error,
-                summary: text.chars().take(200).collect(),
-            })?;
-            results.push(ContentPart::ToolResult(ToolResult {
-                call_id: call.id.clone(),
-                text,
-                images,
-                is_error,
-            }));
-        }
-        if let Some(feedback) = verdict {
+        let turn = use_tools(run, &tools, index, &response, &mut render_ids, tally).await?;
+        thoughts.push_str(&turn.thoughts);
+        if let Some(feedback) = turn.verdict {
             return Ok(Verdict {
                 feedback,
                 render_ids,
                 thoughts,
             });
         }
-        messages.push(ChatMessage::assistant(assistant));
-        messages.push(ChatMessage::user(results));
+        messages.push(ChatMessage::assistant(turn.assistant));
+        messages.push(ChatMessage::user(turn.results));
     }
     let mut feedback = feedback_from_text(&last_text);
     feedback.visual_differences.insert(
@@ -189,6 +111,136 @@ pub(crate) async fn verify(
         render_ids,
         thoughts,
     })
+}
+
+/// The verifier's first message: the task and target, the scene camera's render scored
+/// against the target (when there is one), the canonical views, and how the program ran.
+async fn first_look(
+    run: &mut Run,
+    index: u32,
+    execution: &ExecutionResult,
+    render_ids: &mut Vec<String>,
+    tally: &mut Tally,
+) -> Result<Vec<ContentPart>, Interrupt> {
+    let mut content = vec![ContentPart::text(format!("Task: {}", run.config.task))];
+    if let Some(target) = &run.target {
+        content.push(ContentPart::text("Target:"));
+        content.push(ContentPart::Image {
+            image: target.clone(),
+            label: Some("target".to_owned()),
+        });
+    }
+    if let Some((render_id, image)) = run.score_against_target(index).await? {
+        render_ids.push(render_id);
+        content.push(ContentPart::text(
+            "The current scene from the scene camera (same view as the target):",
+        ));
+        content.push(ContentPart::Image {
+            image,
+            label: Some("current, scene camera".to_owned()),
+        });
+    }
+    content.extend(canonical_views(run, index, render_ids, tally).await?);
+    content.push(ContentPart::text(format!(
+        "Iteration {index}. {}\nCompare the scene with the target and finish with end_process.",
+        describe_execution(execution)
+    )));
+    Ok(content)
+}
+
+/// The scene from iso, front, right and top as one labelled montage; a scene that cannot
+/// be rendered is said in words, so the verifier still gets its turn.
+async fn canonical_views(
+    run: &mut Run,
+    index: u32,
+    render_ids: &mut Vec<String>,
+    tally: &mut Tally,
+) -> Result<Vec<ContentPart>, Interrupt> {
+    let viewpoint = run
+        .cancellable(initialize_viewpoint(&run.tools, Vec::new(), None))
+        .await?;
+    match viewpoint {
+        Ok(output) => {
+            save_renders(run, index, &output.renders, render_ids, tally)?;
+            let mut content = vec![ContentPart::text(format!(
+                "The current scene, canonical views. {}",
+                output.text
+            ))];
+            content.extend(output.images.into_iter().map(|image| ContentPart::Image {
+                image,
+                label: Some("current: iso, front, right, top".to_owned()),
+            }));
+            Ok(content)
+        }
+        Err(ToolError::Recoverable(message)) => Ok(vec![ContentPart::text(format!(
+            "No canonical views could be rendered: {message}"
+        ))]),
+        Err(ToolError::Fatal(message)) => Err(Interrupt::Fatal(message)),
+    }
+}
+
+/// What one verifier turn's tool calls produced.
+struct ToolTurn {
+    /// The model's turn as the conversation keeps it: its text and its calls.
+    assistant: Vec<ContentPart>,
+    /// One result per call, for the next user message.
+    results: Vec<ContentPart>,
+    /// Set when the verifier called `end_process`.
+    verdict: Option<Feedback>,
+    thoughts: String,
+}
+
+/// Runs the tool calls of one verifier answer in order, saving and announcing their renders.
+async fn use_tools(
+    run: &mut Run,
+    tools: &ToolRegistry,
+    index: u32,
+    response: &ModelResponse,
+    render_ids: &mut Vec<String>,
+    tally: &mut Tally,
+) -> Result<ToolTurn, Interrupt> {
+    let mut turn = ToolTurn {
+        assistant: Vec::new(),
+        results: Vec::new(),
+        verdict: None,
+        thoughts: String::new(),
+    };
+    if !response.text.is_empty() {
+        turn.assistant
+            .push(ContentPart::text(response.text.clone()));
+    }
+    for call in &response.tool_calls {
+        turn.assistant.push(ContentPart::ToolCall(call.clone()));
+        let invoked = run
+            .cancellable(tools.invoke(&run.tools, &call.name, call.arguments.clone()))
+            .await?;
+        turn.thoughts
+            .push_str(&format!("\n- tool `{}` {}\n", call.name, call.arguments));
+        let (text, images, is_error) = match invoked {
+            Ok(output) => {
+                save_renders(run, index, &output.renders, render_ids, tally)?;
+                if let Control::EndVerification(feedback) = output.control {
+                    turn.verdict = Some(feedback);
+                }
+                (output.text, output.images, false)
+            }
+            Err(ToolError::Recoverable(message)) => (message, Vec::new(), true),
+            Err(ToolError::Fatal(message)) => return Err(Interrupt::Fatal(message)),
+        };
+        run.emit(RunEvent::ToolInvoked {
+            index,
+            tool: call.name.clone(),
+            ok: !is_error,
+            summary: text.chars().take(200).collect(),
+        })?;
+        turn.results.push(ContentPart::ToolResult(ToolResult {
+            call_id: call.id.clone(),
+            text,
+            images,
+            is_error,
+        }));
+    }
+    Ok(turn)
 }
 
 /// A verdict written as text: a JSON object (fenced or bare) in the Feedback shape, or else

@@ -18,11 +18,15 @@
 
 pub mod agent;
 pub mod chamfer;
+#[cfg(feature = "clip")]
 pub mod clip;
 pub mod layout;
+#[cfg(not(feature = "clip"))]
+pub mod no_clip;
 pub mod report;
 pub mod runner;
 pub mod scene;
+pub mod scene_search;
 pub mod scores;
 pub mod search;
 pub mod shard;
@@ -60,8 +64,13 @@ pub enum EvalError {
     BadResults { path: PathBuf, message: String },
     #[error("instance {instance}: {message}")]
     Harness { instance: String, message: String },
+    #[cfg(feature = "clip")]
     #[error("N-CLIP: {0}")]
     Clip(#[from] clip::ClipError),
+    #[error(
+        "N-CLIP is not in this build of viga: build it with `cargo build --release -p viga --features clip` (`cargo xtask eval … --clip-weights W` does that itself)"
+    )]
+    ClipNotBuilt,
     #[error("Blender: {0}")]
     Blender(#[from] viga_blender::TransportError),
 }
@@ -75,13 +84,8 @@ impl EvalError {
     }
 }
 
-/// Writes a file whole: to a temporary sibling, then renamed into place, so a killed run never
+/// Writes a file whole (see [`viga_memory::files::write_atomic`]), so a killed run never
 /// leaves a half-written `scores.json` that resume would trust.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|err| EvalError::io(parent, err))?;
-    }
-    let temporary = path.with_extension("partial");
-    std::fs::write(&temporary, bytes).map_err(|err| EvalError::io(&temporary, err))?;
-    std::fs::rename(&temporary, path).map_err(|err| EvalError::io(path, err))
+    viga_memory::files::write_atomic(path, bytes).map_err(|err| EvalError::io(path, err))
 }

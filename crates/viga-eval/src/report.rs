@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use viga_core::report::escape;
 
 use crate::EvalError;
 use crate::layout::Task;
@@ -316,13 +317,6 @@ pub fn markdown(summary: &Summary) -> String {
         let _ = writeln!(out, "- {note}");
     }
     out
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 pub fn html(summary: &Summary) -> String {

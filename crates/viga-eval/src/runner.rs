@@ -9,12 +9,16 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinSet;
 use viga_blender::{BlenderTransport, PooledWorker, TransportError, WorkerPool};
 use viga_protocol::bridge::BridgeCommand;
 
 use crate::chamfer::{self, DEFAULT_POINTS};
+#[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
 use crate::layout::{self, Instance, Selection};
+#[cfg(not(feature = "clip"))]
+use crate::no_clip::ClipBackend;
 use crate::scene::{self, Surface};
 use crate::scores::{
     EvalSettings, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, OracleSelected,
@@ -212,22 +216,7 @@ pub async fn run(
             message: "Chamfer distance needs at least one point per surface".to_owned(),
         });
     }
-    // Loaded before any rendering, so a bad weights file fails the run at once; recorded as
-    // an absolute path, so resuming from another directory finds the same settings.
-    let clip = match &config.clip_weights {
-        Some(path) => {
-            let absolute = std::path::absolute(path).map_err(|err| EvalError::io(path, err))?;
-            let loading = absolute.clone();
-            let backend = tokio::task::spawn_blocking(move || ClipBackend::load(&loading))
-                .await
-                .map_err(|err| EvalError::Harness {
-                    instance: "(all)".to_owned(),
-                    message: format!("loading the CLIP weights panicked: {err}"),
-                })??;
-            Some((Arc::new(backend), absolute.display().to_string()))
-        }
-        None => None,
-    };
+    let clip = load_clip(config.clip_weights.as_deref()).await?;
     let instances = config
         .shard
         .select(layout::discover(&config.data, &config.selection)?);
@@ -237,29 +226,13 @@ pub async fn run(
         render: config.render,
         chamfer_points: config.chamfer_points,
         blender_version,
-        clip_weights: clip.as_ref().map(|(_, path)| path.clone()),
+        clip_weights: clip.as_ref().map(|clip| clip.recorded_path.clone()),
         oracle_selected: config.oracle_selected,
     };
     std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     check_settings(&config.out, &settings)?;
 
-    let mut pending = Vec::new();
-    for instance in instances.iter() {
-        let path = config.out.join(&instance.name).join(SCORES_FILE);
-        if path.is_file() {
-            // Parsed, not just seen: a damaged file is reported rather than trusted.
-            let scores: InstanceScores = read_json(&path)?;
-            if scores.settings != settings {
-                return Err(EvalError::BadResults {
-                    path,
-                    message: "made with other settings than eval.json; delete it to recompute"
-                        .to_owned(),
-                });
-            }
-        } else {
-            pending.push(instance.clone());
-        }
-    }
+    let pending = unscored(config, &instances, &settings)?;
     let send = |event: EvalEvent| {
         if let Some(events) = &events {
             let _ = events.send(event);
@@ -271,14 +244,91 @@ pub async fn run(
         skipped,
     });
 
+    let clip = clip.map(|clip| clip.backend);
+    let jobs = spawn_evaluations(config, &pool, &proposer, settings, clip.as_ref(), pending);
+    let mut summary = RunSummary {
+        total: instances.len(),
+        skipped,
+        scored: 0,
+        failed: Vec::new(),
+    };
+    collect_results(jobs, &mut summary, send).await?;
+    summary.failed.sort();
+    Ok(summary)
+}
+
+/// The CLIP backend for N-CLIP, and the weights' path as `eval.json` records it.
+struct LoadedClip {
+    backend: Arc<ClipBackend>,
+    recorded_path: String,
+}
+
+/// Loads the CLIP weights when there are any. Loaded before any rendering, so a bad weights
+/// file fails the run at once; recorded as an absolute path, so resuming from another
+/// directory finds the same settings.
+async fn load_clip(weights: Option<&Path>) -> Result<Option<LoadedClip>, EvalError> {
+    let Some(path) = weights else {
+        return Ok(None);
+    };
+    let absolute = std::path::absolute(path).map_err(|err| EvalError::io(path, err))?;
+    let loading = absolute.clone();
+    let backend = tokio::task::spawn_blocking(move || ClipBackend::load(&loading))
+        .await
+        .map_err(|err| EvalError::Harness {
+            instance: "(all)".to_owned(),
+            message: format!("loading the CLIP weights panicked: {err}"),
+        })??;
+    Ok(Some(LoadedClip {
+        backend: Arc::new(backend),
+        recorded_path: absolute.display().to_string(),
+    }))
+}
+
+/// The instances without a `scores.json` yet, in order. An existing one is parsed, not just
+/// seen, so a damaged file is reported rather than trusted, and one made with other settings
+/// stops the run.
+fn unscored(
+    config: &EvalConfig,
+    instances: &[Instance],
+    settings: &EvalSettings,
+) -> Result<Vec<Instance>, EvalError> {
+    let mut pending = Vec::new();
+    for instance in instances {
+        let path = config.out.join(&instance.name).join(SCORES_FILE);
+        if path.is_file() {
+            let scores: InstanceScores = read_json(&path)?;
+            if scores.settings != *settings {
+                return Err(EvalError::BadResults {
+                    path,
+                    message: "made with other settings than eval.json; delete it to recompute"
+                        .to_owned(),
+                });
+            }
+        } else {
+            pending.push(instance.clone());
+        }
+    }
+    Ok(pending)
+}
+
+/// One task per pending instance, each evaluating its instance on a worker it borrows from
+/// the pool; a task yields the instance's name with its result.
+fn spawn_evaluations(
+    config: &EvalConfig,
+    pool: &Arc<WorkerPool>,
+    proposer: &Arc<dyn Proposer>,
+    settings: EvalSettings,
+    clip: Option<&Arc<ClipBackend>>,
+    pending: Vec<Instance>,
+) -> JoinSet<(String, Result<InstanceScores, EvalError>)> {
     let settings = Arc::new(settings);
-    let mut jobs = tokio::task::JoinSet::new();
+    let mut jobs = JoinSet::new();
     for instance in pending {
         let pool = pool.clone();
         let proposer = proposer.clone();
         let settings = settings.clone();
         let config = config.clone();
-        let clip = clip.as_ref().map(|(backend, _)| backend.clone());
+        let clip = clip.cloned();
         jobs.spawn(async move {
             let name = instance.name.clone();
             let result = async {
@@ -297,12 +347,16 @@ pub async fn run(
             (name, result)
         });
     }
-    let mut summary = RunSummary {
-        total: instances.len(),
-        skipped,
-        scored: 0,
-        failed: Vec::new(),
-    };
+    jobs
+}
+
+/// Waits for every evaluation, counting it in `summary` and reporting it through `send` as it
+/// finishes. A failed instance is a result; only a panicked task ends the run with an error.
+async fn collect_results(
+    mut jobs: JoinSet<(String, Result<InstanceScores, EvalError>)>,
+    summary: &mut RunSummary,
+    send: impl Fn(EvalEvent),
+) -> Result<(), EvalError> {
     while let Some(joined) = jobs.join_next().await {
         let (name, result) = joined.map_err(|err| EvalError::Harness {
             instance: "(unknown)".to_owned(),
@@ -323,8 +377,7 @@ pub async fn run(
             }
         }
     }
-    summary.failed.sort();
-    Ok(summary)
+    Ok(())
 }
 
 fn harness(instance: &Instance, message: impl Into<String>) -> EvalError {
@@ -659,6 +712,7 @@ async fn n_clip_per_view(
 }
 
 #[cfg(test)]
+#[cfg(feature = "clip")]
 mod tests {
     use candle_core::{DType, Device};
     use candle_nn::{Init, VarBuilder, VarMap};

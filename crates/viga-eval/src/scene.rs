@@ -98,10 +98,7 @@ pub async fn render_views(
         let request = RenderRequest {
             camera: Some(camera),
             pose: None,
-            engine: spec.engine,
-            width: spec.width,
-            height: spec.height,
-            samples: spec.samples,
+            spec,
             output_path: None,
         };
         views.push(blender.render(request, Some(timeout)).await?.image.data);

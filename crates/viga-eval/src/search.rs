@@ -191,80 +191,149 @@ pub async fn search(
     budget: u32,
 ) -> Result<SearchOutcome, EvalError> {
     let literals = numeric_literals(start);
-    let mut best: Vec<f64> = literals.iter().map(|l| l.value).collect();
     let start_loss = objective.score(start).await?;
-    let mut best_loss = start_loss.unwrap_or(f64::INFINITY);
-    let mut evaluations = 1;
-    let mut steps: Vec<f64> = literals
-        .iter()
-        .map(|l| {
-            if l.integer {
-                1.0
-            } else {
-                (l.value.abs() * 0.25).max(0.1)
-            }
-        })
-        .collect();
-    let mut frozen = vec![false; literals.len()];
-    while evaluations < budget && frozen.iter().any(|f| !f) {
-        let sweep_start = best.clone();
-        for i in 0..literals.len() {
-            if frozen[i] {
-                continue;
-            }
-            let mut improved = false;
-            for direction in [1.0, -1.0] {
-                if evaluations >= budget {
-                    break;
-                }
-                let mut candidate = best.clone();
-                candidate[i] += direction * steps[i];
-                evaluations += 1;
-                if let Some(loss) = objective
-                    .score(&with_values(start, &literals, &candidate))
-                    .await?
-                    && loss < best_loss
-                {
-                    best = candidate;
-                    best_loss = loss;
-                    improved = true;
-                    break;
-                }
-            }
-            if !improved {
-                if literals[i].integer {
-                    frozen[i] = true;
-                } else {
-                    steps[i] *= 0.5;
-                    frozen[i] = steps[i] < 1e-3 * literals[i].value.abs().max(1.0);
-                }
-            }
-        }
+    let mut search = PatternSearch::new(start, literals, objective, budget, start_loss);
+    while search.has_budget() && search.frozen.iter().any(|f| !f) {
+        let sweep_start = search.best.clone();
+        search.coordinate_sweep().await?;
         // Pattern move: keep going in the direction the whole sweep moved.
-        if best != sweep_start && evaluations < budget {
-            let pattern: Vec<f64> = best
-                .iter()
-                .zip(&sweep_start)
-                .map(|(b, s)| b + (b - s))
-                .collect();
-            evaluations += 1;
-            if let Some(loss) = objective
-                .score(&with_values(start, &literals, &pattern))
-                .await?
-                && loss < best_loss
-            {
-                best = pattern;
-                best_loss = loss;
-            }
+        if search.best != sweep_start && search.has_budget() {
+            search.pattern_move(&sweep_start).await?;
         }
     }
-    Ok(SearchOutcome {
-        code: with_values(start, &literals, &best),
-        start_loss,
-        best_loss: best_loss.is_finite().then_some(best_loss),
-        evaluations,
-        literals: literals.len(),
-    })
+    Ok(search.outcome(start_loss))
+}
+
+/// One search in progress: the best values found so far and, per literal, the step it is
+/// moved by and whether it is done (frozen).
+struct PatternSearch<'a> {
+    start: &'a str,
+    literals: Vec<Literal>,
+    objective: &'a dyn Objective,
+    budget: u32,
+    /// Scored programs so far, the start program included.
+    evaluations: u32,
+    best: Vec<f64>,
+    /// Infinite until a program runs.
+    best_loss: f64,
+    steps: Vec<f64>,
+    frozen: Vec<bool>,
+}
+
+impl<'a> PatternSearch<'a> {
+    /// A search from the start program's own values, which cost one evaluation.
+    fn new(
+        start: &'a str,
+        literals: Vec<Literal>,
+        objective: &'a dyn Objective,
+        budget: u32,
+        start_loss: Option<f64>,
+    ) -> Self {
+        // Integers move by whole units; a real by a quarter of its size, and at least 0.1 so
+        // that a zero moves too.
+        let steps = literals
+            .iter()
+            .map(|l| {
+                if l.integer {
+                    1.0
+                } else {
+                    (l.value.abs() * 0.25).max(0.1)
+                }
+            })
+            .collect();
+        Self {
+            start,
+            best: literals.iter().map(|l| l.value).collect(),
+            frozen: vec![false; literals.len()],
+            literals,
+            objective,
+            budget,
+            evaluations: 1,
+            best_loss: start_loss.unwrap_or(f64::INFINITY),
+            steps,
+        }
+    }
+
+    fn has_budget(&self) -> bool {
+        self.evaluations < self.budget
+    }
+
+    /// Tries each literal that is not frozen in turn, one step up, then one step down.
+    async fn coordinate_sweep(&mut self) -> Result<(), EvalError> {
+        for i in 0..self.literals.len() {
+            if self.frozen[i] {
+                continue;
+            }
+            if !self.step_literal(i).await? {
+                self.refine_or_freeze(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves literal `i` by its step, up first; true when a move improved the loss.
+    async fn step_literal(&mut self, i: usize) -> Result<bool, EvalError> {
+        for direction in [1.0, -1.0] {
+            if !self.has_budget() {
+                break;
+            }
+            let mut candidate = self.best.clone();
+            candidate[i] += direction * self.steps[i];
+            if self.try_values(candidate).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// After a literal failed to improve: an integer is done; a real halves its step, and is
+    /// done once the step is negligible next to its size.
+    fn refine_or_freeze(&mut self, i: usize) {
+        let literal = &self.literals[i];
+        if literal.integer {
+            self.frozen[i] = true;
+        } else {
+            self.steps[i] *= 0.5;
+            self.frozen[i] = self.steps[i] < 1e-3 * literal.value.abs().max(1.0);
+        }
+    }
+
+    /// Tries the point as far beyond the best values as the sweep moved them.
+    async fn pattern_move(&mut self, sweep_start: &[f64]) -> Result<(), EvalError> {
+        let pattern: Vec<f64> = self
+            .best
+            .iter()
+            .zip(sweep_start)
+            .map(|(b, s)| b + (b - s))
+            .collect();
+        self.try_values(pattern).await?;
+        Ok(())
+    }
+
+    /// Scores the program with `values`, counting the evaluation, and keeps them when they
+    /// beat the best loss; true when they did.
+    async fn try_values(&mut self, values: Vec<f64>) -> Result<bool, EvalError> {
+        self.evaluations += 1;
+        let program = with_values(self.start, &self.literals, &values);
+        match self.objective.score(&program).await? {
+            Some(loss) if loss < self.best_loss => {
+                self.best = values;
+                self.best_loss = loss;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn outcome(self, start_loss: Option<f64>) -> SearchOutcome {
+        SearchOutcome {
+            code: with_values(self.start, &self.literals, &self.best),
+            start_loss,
+            best_loss: self.best_loss.is_finite().then_some(self.best_loss),
+            evaluations: self.evaluations,
+            literals: self.literals.len(),
+        }
+    }
 }
 
 /// Mean PL of a program's views against target images: the program runs on a base scene, then
@@ -302,10 +371,7 @@ impl Objective for SceneObjective {
             let request = RenderRequest {
                 camera: Some(camera.clone()),
                 pose: None,
-                engine: self.render.engine,
-                width: self.render.width,
-                height: self.render.height,
-                samples: self.render.samples,
+                spec: self.render,
                 output_path: None,
             };
             let view = match self.blender.render(request, Some(self.timeout)).await {

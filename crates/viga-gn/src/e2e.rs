@@ -220,12 +220,10 @@ pub async fn run_case(case: &Case, blender: &GnBlender, output: Option<&Path>) -
         blender.clone(),
         ExecutorRegistry::with_defaults(PythonPolicy::safe()),
     );
-    let outcome = match tokio::time::timeout(Duration::from_secs(case.timeout_s), run.run()).await {
+    let outcome = match run_within(run, Duration::from_secs(case.timeout_s)).await {
         Ok(outcome) => outcome,
-        Err(_) => {
-            result
-                .failures
-                .push(format!("timed out after {} s", case.timeout_s));
+        Err(failure) => {
+            result.failures.push(failure);
             return result;
         }
     };
@@ -238,6 +236,24 @@ pub async fn run_case(case: &Case, blender: &GnBlender, output: Option<&Path>) -
             .push(format!("cannot read the scene: {err}")),
     }
     result
+}
+
+/// Runs the assistant within `limit`. A run that is waited out is cancelled and waited for,
+/// so the next case has the scene to itself: a model call stops at once, a Blender step in
+/// flight finishes first.
+async fn run_within(run: GnRun, limit: Duration) -> Result<GnOutcome, String> {
+    let run = run.start();
+    let canceller = run.canceller();
+    let finished = run.wait();
+    tokio::pin!(finished);
+    match tokio::time::timeout(limit, &mut finished).await {
+        Ok(outcome) => outcome.map_err(|err| err.to_string()),
+        Err(_) => {
+            canceller.cancel();
+            let _ = finished.await;
+            Err(format!("timed out after {} s", limit.as_secs()))
+        }
+    }
 }
 
 fn check_outcome(expect: &Expectations, outcome: &GnOutcome, failures: &mut Vec<String>) {

@@ -13,6 +13,11 @@
 //! and the Blender-side Python that does the work (`python/*.py`, sent through the bridge's
 //! `execute` command by [`GnBlender`], so it runs on Blender's main thread).
 //!
+//! A run is driven like a loop run of viga-core, through the same [`RunHandle`]:
+//! [`GnRun::start`] returns one with the shared run events out, cancel in, and a
+//! [`GnOutcome`] at the end. A cancel abandons a model call in flight at once; a Blender step
+//! in flight finishes first.
+//!
 //! **Must not:** parse CLI flags or print; talk to Blender other than through
 //! `viga_blender::BlenderTransport`; run anything a reply asks for before the reply passed
 //! protocol validation; treat the in-process Python policy as a security boundary (the
@@ -36,4 +41,6 @@ pub use executor::{
 };
 pub use gates::{Baseline, GateCheck, GateConfig, GateResult, check_gates};
 pub use preset::{Preset, PresetStore, apply_preset};
-pub use run::{Canceller, GnEvent, GnOutcome, GnRun, GnRunConfig, RunState, StepRecord};
+pub use run::{GnOutcome, GnRun, GnRunConfig, GnRunHandle, RunState, StepRecord};
+/// A run is driven through viga-core's queue pair, like a loop run: these come with it.
+pub use viga_core::{Canceller, RunHandle};

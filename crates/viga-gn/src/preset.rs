@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use viga_memory::files::unix_ms;
 use viga_protocol::gn::GnStep;
 use viga_protocol::{PROTOCOL_VERSION, ProtocolType, Violation, parse_json};
 
 use crate::gates::{Baseline, GateCheck, GateConfig, check_gates};
-use crate::run::{unix_ms, write_whole};
+use crate::run::write_whole;
 use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, StepOutcome};
 
 /// A saved run. Loaded through [`viga_protocol::parse_json`], so a preset from another

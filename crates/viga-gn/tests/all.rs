@@ -1,9 +1,5 @@
-//! viga-gn on real Blender: one test binary with its own harness, so all tests share one
-//! warm worker and the worker is shut down when they are done.
+//! viga-gn on real Blender: the tests in `suite/` share one warm Blender worker, one test at a
+//! time, each within a time limit (see `suite::on_blender`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod suite;
-
-fn main() -> std::process::ExitCode {
-    suite::main()
-}

@@ -276,6 +276,7 @@ impl<'a> Prepared<'a> {
             .unwrap_or(0)
     }
 
+    /// The iteration's section under `cut`: header, plan, code, result, outputs, verifier.
     fn render(&self, cut: Cut) -> String {
         let cap = cut.text_cap;
         let mut out = String::with_capacity(1024);
@@ -285,12 +286,21 @@ impl<'a> Prepared<'a> {
             out.push_str(&cut_text(plan, cap, Keep::Head));
             out.push('\n');
         }
+        self.render_code(&mut out, cut.code_lines);
+        self.render_result(&mut out, cap);
+        self.render_outputs(&mut out, cap);
+        self.render_feedback(&mut out, cap);
+        out
+    }
 
+    /// The program in a fence; when `code_lines` keeps fewer lines than it has, the middle
+    /// gives way to a comment saying how many lines were left out.
+    fn render_code(&self, out: &mut String, code_lines: Option<usize>) {
         out.push_str("Code:\n");
         out.push_str(&self.code_fence);
         out.push_str("python\n");
         let total = self.line_starts.len();
-        match cut.code_lines {
+        match code_lines {
             Some(kept) if kept < total => {
                 // The start holds imports and scene setup, the end the latest additions.
                 let head = kept / 2;
@@ -313,7 +323,10 @@ impl<'a> Prepared<'a> {
         }
         out.push_str(&self.code_fence);
         out.push('\n');
+    }
 
+    /// One line: how long the program ran, and `ok` or its error.
+    fn render_result(&self, out: &mut String, cap: Option<usize>) {
         out.push_str("Result: ran in ");
         out.push_str(&self.duration);
         out.push_str(" | ");
@@ -325,7 +338,10 @@ impl<'a> Prepared<'a> {
             }
         }
         out.push('\n');
+    }
 
+    /// Stdout and stderr, each in its own fence; empty ones were dropped when prepared.
+    fn render_outputs(&self, out: &mut String, cap: Option<usize>) {
         for output in &self.outputs {
             out.push_str(output.label);
             out.push_str(":\n");
@@ -337,27 +353,28 @@ impl<'a> Prepared<'a> {
             out.push_str(&output.fence);
             out.push('\n');
         }
+    }
 
-        match &self.feedback {
-            None => out.push_str("Verifier: no feedback\n"),
-            Some(feedback) => {
-                let accepted = if feedback.accepted { "yes" } else { "no" };
-                out.push_str(&format!("Verifier: accepted={accepted}\n"));
-                for (label, body) in [
-                    ("differences", &feedback.differences),
-                    ("suggestions", &feedback.suggestions),
-                ] {
-                    if body.is_empty() {
-                        out.push_str(&format!("- {label}: none\n"));
-                    } else {
-                        out.push_str(&format!("- {label}:\n"));
-                        out.push_str(&cut_text(body, cap, Keep::Head));
-                        out.push('\n');
-                    }
-                }
+    /// The verdict and both lists, or a line saying there was no feedback.
+    fn render_feedback(&self, out: &mut String, cap: Option<usize>) {
+        let Some(feedback) = &self.feedback else {
+            out.push_str("Verifier: no feedback\n");
+            return;
+        };
+        let accepted = if feedback.accepted { "yes" } else { "no" };
+        out.push_str(&format!("Verifier: accepted={accepted}\n"));
+        for (label, body) in [
+            ("differences", &feedback.differences),
+            ("suggestions", &feedback.suggestions),
+        ] {
+            if body.is_empty() {
+                out.push_str(&format!("- {label}: none\n"));
+            } else {
+                out.push_str(&format!("- {label}:\n"));
+                out.push_str(&cut_text(body, cap, Keep::Head));
+                out.push('\n');
             }
         }
-        out
     }
 }
 

@@ -6,10 +6,10 @@
 //! There is no fsync per line: the guarantee is against a killed process, not a power cut,
 //! and an fsync would cost milliseconds per event.
 
+use crate::files::unix_ms;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_protocol::iteration::IterationRecord;
@@ -211,12 +211,4 @@ fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, MemoryError> {
 fn decode(line: &[u8]) -> Result<TimedEvent, String> {
     let text = std::str::from_utf8(line).map_err(|err| format!("not UTF-8 text ({err})"))?;
     parse_json::<TimedEvent>(text).map_err(|err| err.to_string())
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }

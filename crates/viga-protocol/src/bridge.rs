@@ -179,8 +179,25 @@ pub enum RenderEngine {
     Eevee,
 }
 
+/// Reads an engine as a person types it (`workbench`, `cycles`, `eevee`, any case).
+impl std::str::FromStr for RenderEngine {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "workbench" => Ok(Self::Workbench),
+            "cycles" => Ok(Self::Cycles),
+            "eevee" => Ok(Self::Eevee),
+            other => Err(format!(
+                "unknown engine {other:?}; use workbench, cycles or eevee"
+            )),
+        }
+    }
+}
+
 /// How images are rendered: the engine, the size and the samples. Run settings, eval
-/// settings and the tools' render settings all hold one, so they cannot drift apart.
+/// settings, the tools' render settings and the `render` / `render_framed_views` requests
+/// (flattened) all hold one, so they cannot drift apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenderSpec {
@@ -188,7 +205,9 @@ pub struct RenderSpec {
     pub width: u32,
     pub height: u32,
     /// Cycles / EEVEE samples; Workbench ignores it.
-    #[serde(default)]
+    // Left out when unset: requests carry the spec flattened, and the bridge reads a missing
+    // `samples` as the engine's default where `null` would fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u32>,
 }
 
@@ -208,6 +227,7 @@ impl std::fmt::Display for RenderSpec {
     }
 }
 
+/// One render of the scene, from a camera or an explicit pose.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenderRequest {
@@ -217,12 +237,9 @@ pub struct RenderRequest {
     /// An explicit pose, rendered from a temporary camera (overrides `camera`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pose: Option<CameraPose>,
-    pub engine: RenderEngine,
-    pub width: u32,
-    pub height: u32,
-    /// Cycles (and EEVEE) samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub samples: Option<u32>,
+    /// Engine, size and samples: `engine`, `width`, `height` and `samples` on the wire.
+    #[serde(flatten)]
+    pub spec: RenderSpec,
     /// Write the PNG here instead of sending it inline (for clients on the same machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_path: Option<String>,
@@ -279,12 +296,10 @@ pub struct FramedViewsRequest {
     pub padding: Option<f64>,
     /// One view per direction (from the box centre towards the camera), rendered in order.
     pub directions: Vec<[f64; 3]>,
-    pub engine: RenderEngine,
-    pub width: u32,
-    pub height: u32,
-    /// Cycles (and EEVEE) samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub samples: Option<u32>,
+    /// Engine, size and samples of every view: `engine`, `width`, `height` and `samples` on
+    /// the wire.
+    #[serde(flatten)]
+    pub spec: RenderSpec,
     /// One path per direction to write the PNGs to (clients on the same machine); without
     /// them the PNGs come inline.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -24,9 +24,12 @@ pub enum StopReason {
 }
 
 /// Which role a model call served.
+// No doc comments on the variants: schemars would turn the plain string enum of the schema
+// into a `oneOf`. `planner` is the plan call before the generator's program (seed 000 step 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelRole {
+    Planner,
     Generator,
     Verifier,
     FastFix,

@@ -12,7 +12,9 @@ use eventsource_stream::Event;
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use viga_protocol::message::{ChatMessage, ContentPart, Role, TokenUsage, ToolCall, ToolChoice};
+use viga_protocol::message::{
+    ChatMessage, ContentPart, ImageData, Role, TokenUsage, ToolCall, ToolChoice,
+};
 
 use crate::assemble::{ToolCallParts, arguments_text, parse_arguments};
 use crate::config::ProviderConfig;
@@ -174,6 +176,9 @@ fn request_body(
     Ok(body)
 }
 
+/// Appends `message` (number `index` in the request) to `out` as Chat Completions messages:
+/// one assistant message, or for a user message its tool results followed by one user
+/// message with the rest.
 fn push_message(
     provider: &str,
     out: &mut Vec<Value>,
@@ -181,84 +186,107 @@ fn push_message(
     message: &ChatMessage,
     limits: &ImageLimits,
 ) -> Result<(), ProviderError> {
-    let image = |image, which: String| -> Result<Value, ProviderError> {
-        let wire = wire::image(provider, image, limits, &which)?;
-        Ok(json!({"type": "image_url", "image_url": {"url": wire.data_url()}}))
-    };
     match message.role {
-        Role::Assistant => {
-            let mut text = String::new();
-            let mut calls = Vec::new();
-            for part in &message.content {
-                match part {
-                    ContentPart::Text { text: t } => text.push_str(t),
-                    ContentPart::ToolCall(call) => calls.push(json!({
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": arguments_text(&call.arguments)},
-                    })),
-                    ContentPart::Image { .. } | ContentPart::ToolResult(_) => {
-                        tracing::warn!(
-                            message = index,
-                            "an assistant message carries an image or tool result; Chat Completions cannot send it"
-                        );
-                    }
-                }
-            }
-            let content = if text.is_empty() && !calls.is_empty() {
-                Value::Null
-            } else {
-                json!(text)
-            };
-            let mut assistant = json!({"role": "assistant", "content": content});
-            if !calls.is_empty() {
-                assistant["tool_calls"] = json!(calls);
-            }
-            out.push(assistant);
-        }
-        Role::User => {
-            // Tool messages must directly follow the assistant message that made the calls,
-            // so they go out first and everything else follows in one user message.
-            let mut parts = Vec::new();
-            for (part_index, part) in message.content.iter().enumerate() {
-                let which = format!("message {index}, part {part_index}");
-                match part {
-                    ContentPart::Text { text } => parts.push(json!({"type": "text", "text": text})),
-                    ContentPart::Image { image: data, label } => {
-                        if let Some(label) = label {
-                            parts.push(json!({"type": "text", "text": label}));
-                        }
-                        parts.push(image(data, which)?);
-                    }
-                    ContentPart::ToolResult(result) => {
-                        out.push(json!({
-                            "role": "tool",
-                            "tool_call_id": result.call_id,
-                            "content": wire::error_text(&result.text, result.is_error),
-                        }));
-                        if !result.images.is_empty() {
-                            parts.push(json!({"type": "text", "text": format!(
-                                "Images returned by tool call {}:", result.call_id
-                            )}));
-                        }
-                        for (n, data) in result.images.iter().enumerate() {
-                            parts.push(image(data, format!("{which}, tool image {n}"))?);
-                        }
-                    }
-                    ContentPart::ToolCall(_) => {
-                        tracing::warn!(
-                            message = index,
-                            "a user message carries a tool call; Chat Completions cannot send it"
-                        );
-                    }
-                }
-            }
-            if !parts.is_empty() {
-                out.push(json!({"role": "user", "content": parts}));
+        Role::Assistant => out.push(assistant_message(index, message)),
+        Role::User => push_user_message(provider, out, index, message, limits)?,
+    }
+    Ok(())
+}
+
+/// The assistant's text and tool calls as one message; its content is null when it only
+/// calls tools.
+fn assistant_message(index: usize, message: &ChatMessage) -> Value {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for part in &message.content {
+        match part {
+            ContentPart::Text { text: t } => text.push_str(t),
+            ContentPart::ToolCall(call) => calls.push(json!({
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments_text(&call.arguments)},
+            })),
+            ContentPart::Image { .. } | ContentPart::ToolResult(_) => {
+                tracing::warn!(
+                    message = index,
+                    "an assistant message carries an image or tool result; Chat Completions cannot send it"
+                );
             }
         }
     }
+    let content = if text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        json!(text)
+    };
+    let mut assistant = json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        assistant["tool_calls"] = json!(calls);
+    }
+    assistant
+}
+
+/// A user message's tool results as `tool` messages, then everything else (text, images,
+/// and the images the tools returned, which a `tool` message cannot hold) as one user message.
+fn push_user_message(
+    provider: &str,
+    out: &mut Vec<Value>,
+    index: usize,
+    message: &ChatMessage,
+    limits: &ImageLimits,
+) -> Result<(), ProviderError> {
+    // Tool messages must directly follow the assistant message that made the calls,
+    // so they go out first and everything else follows in one user message.
+    let mut parts = Vec::new();
+    for (part_index, part) in message.content.iter().enumerate() {
+        let which = format!("message {index}, part {part_index}");
+        match part {
+            ContentPart::Text { text } => parts.push(json!({"type": "text", "text": text})),
+            ContentPart::Image { image: data, label } => {
+                if let Some(label) = label {
+                    parts.push(json!({"type": "text", "text": label}));
+                }
+                parts.push(image_part(provider, data, limits, &which)?);
+            }
+            ContentPart::ToolResult(result) => {
+                out.push(json!({
+                    "role": "tool",
+                    "tool_call_id": result.call_id,
+                    "content": wire::error_text(&result.text, result.is_error),
+                }));
+                if !result.images.is_empty() {
+                    parts.push(json!({"type": "text", "text": format!(
+                        "Images returned by tool call {}:", result.call_id
+                    )}));
+                }
+                for (n, data) in result.images.iter().enumerate() {
+                    let which = format!("{which}, tool image {n}");
+                    parts.push(image_part(provider, data, limits, &which)?);
+                }
+            }
+            ContentPart::ToolCall(_) => {
+                tracing::warn!(
+                    message = index,
+                    "a user message carries a tool call; Chat Completions cannot send it"
+                );
+            }
+        }
+    }
+    if !parts.is_empty() {
+        out.push(json!({"role": "user", "content": parts}));
+    }
     Ok(())
+}
+
+/// An image as an `image_url` part holding a data URL; `which` names it in errors.
+fn image_part(
+    provider: &str,
+    image: &ImageData,
+    limits: &ImageLimits,
+    which: &str,
+) -> Result<Value, ProviderError> {
+    let wire = wire::image(provider, image, limits, which)?;
+    Ok(json!({"type": "image_url", "image_url": {"url": wire.data_url()}}))
 }
 
 fn finish_reason(reason: &str) -> FinishReason {

@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use viga_protocol::event::ModelRole;
 use viga_protocol::message::{ChatMessage, TokenUsage, ToolCall, ToolChoice, ToolSpec};
 
 /// Ask the model to answer with JSON matching a schema.
@@ -16,6 +17,12 @@ pub struct ResponseFormat {
 /// Everything a provider needs for one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
+    /// Which part of the agent asks (planner, generator, verifier, …); `None` for a request
+    /// made outside a run. It is for this side of the wire only: a stand-in model (a
+    /// benchmark's, a test's) answers by it instead of matching prompt text. The adapters
+    /// never send it, and it is not serialised.
+    #[serde(skip)]
+    pub role: Option<ModelRole>,
     pub system: String,
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
@@ -32,9 +39,11 @@ pub struct ModelRequest {
 }
 
 impl ModelRequest {
-    /// A request with no tools, 4096 output tokens and the provider's default temperature.
+    /// A request with no role, no tools, 4096 output tokens and the provider's default
+    /// temperature.
     pub fn new(system: impl Into<String>, messages: Vec<ChatMessage>) -> Self {
         Self {
+            role: None,
             system: system.into(),
             messages,
             tools: Vec::new(),
@@ -43,6 +52,18 @@ impl ModelRequest {
             max_tokens: 4096,
             temperature: None,
             stop: Vec::new(),
+        }
+    }
+
+    /// [`ModelRequest::new`] for one role of the agent: what every call in a run uses.
+    pub fn for_role(
+        role: ModelRole,
+        system: impl Into<String>,
+        messages: Vec<ChatMessage>,
+    ) -> Self {
+        Self {
+            role: Some(role),
+            ..Self::new(system, messages)
         }
     }
 }
@@ -112,5 +133,19 @@ mod millis {
                 "latency must be a non-negative number of milliseconds",
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_role_stays_on_this_side_of_the_wire() {
+        let request = ModelRequest::for_role(ModelRole::Verifier, "system", Vec::new());
+        assert_eq!(request.role, Some(ModelRole::Verifier));
+        let json = serde_json::to_value(&request).unwrap_or_default();
+        assert!(json.get("role").is_none(), "{json}");
+        assert!(json.get("system").is_some(), "{json}");
     }
 }

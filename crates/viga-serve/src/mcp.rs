@@ -125,6 +125,31 @@ fn to_result(output: ToolOutput) -> CallToolResult {
     CallToolResult::success(content)
 }
 
+/// Why serving MCP ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+    #[error("the MCP session ended with an error: {0}")]
+    Session(String),
+}
+
+impl VigaMcpServer {
+    /// Serves one MCP client on this process's stdin and stdout until it leaves.
+    pub async fn serve_stdio(self) -> Result<(), McpServeError> {
+        use rmcp::ServiceExt as _;
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|err| McpServeError::Handshake(err.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|err| McpServeError::Session(err.to_string()))?;
+        Ok(())
+    }
+}
+
 impl ServerHandler for VigaMcpServer {
     fn get_info(&self) -> ServerConfig {
         let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());

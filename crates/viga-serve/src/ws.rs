@@ -28,6 +28,22 @@ use viga_skills::{RenderSettings, ToolContext, ToolError, ToolRegistry};
 /// Largest message the gateway reads; add-on commands are small.
 const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
+/// The environment variable holding the gateway's shared token.
+pub const GATEWAY_TOKEN_ENV: &str = "VIGA_GATEWAY_TOKEN";
+/// The shortest token the gateway accepts: anything shorter is guessable.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Reads the shared token from [`GATEWAY_TOKEN_ENV`], refusing a missing or short one.
+pub fn token_from_env() -> Result<String, String> {
+    let token = std::env::var(GATEWAY_TOKEN_ENV).unwrap_or_default();
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "{GATEWAY_TOKEN_ENV} must hold a shared secret of at least {MIN_TOKEN_CHARS} characters; clients send it in their hello"
+        ));
+    }
+    Ok(token)
+}
+
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     /// Every client must present this in its hello.

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use viga_blender::locate;
 use viga_serve::ws::{Gateway, GatewayConfig};
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -63,93 +64,96 @@ fn list(id: &str) -> Value {
 
 #[tokio::test]
 async fn users_are_isolated_and_replays_refused() {
-    let address = start().await;
-    let mut alice = connect(address).await;
-    assert_eq!(
-        ask(&mut alice, list("a0")).await["error"],
-        "say hello (with your user and the gateway token) first"
-    );
-    let wrong = ask(
-        &mut alice,
-        json!({"type": "hello", "message_id": "a1", "user": "alice", "token": "guess"}),
-    )
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let address = start().await;
+        let mut alice = connect(address).await;
+        assert_eq!(
+            ask(&mut alice, list("a0")).await["error"],
+            "say hello (with your user and the gateway token) first"
+        );
+        let wrong = ask(
+            &mut alice,
+            json!({"type": "hello", "message_id": "a1", "user": "alice", "token": "guess"}),
+        )
+        .await;
+        assert_eq!(
+            (wrong["ok"].clone(), wrong["error"].clone()),
+            (json!(false), json!("wrong token"))
+        );
+        assert_eq!(ask(&mut alice, hello("a2", "alice")).await["ok"], true);
+
+        let placed = ask(&mut alice, place("a3")).await;
+        assert_eq!(placed["message_id"], "a3");
+        assert!(
+            placed["result"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Chair [MESH] at (-1.500, 0.000, 0.000)"),
+            "{placed}"
+        );
+        let replay = ask(&mut alice, place("a3")).await;
+        assert!(
+            replay["error"].as_str().unwrap().contains("already used"),
+            "{replay}"
+        );
+        let foreign = ask(&mut alice, json!({"type": "addon_command", "message_id": "a4", "addon_id": "object_placer", "command": "paint_object", "params": {}})).await;
+        assert!(
+            foreign["error"]
+                .as_str()
+                .unwrap()
+                .contains("has no command \"paint_object\""),
+            "a command of another add-on: {foreign}"
+        );
+        let unknown = ask(&mut alice, json!({"type": "addon_command", "message_id": "a5", "addon_id": "rm_rf", "command": "go", "params": {}})).await;
+        assert!(
+            unknown["error"]
+                .as_str()
+                .unwrap()
+                .contains("not registered"),
+            "{unknown}"
+        );
+        let garbage = ask(
+            &mut alice,
+            json!({"type": "addon_command", "message_id": "a6"}),
+        )
+        .await;
+        assert!(
+            garbage["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("unreadable message"),
+            "{garbage}"
+        );
+
+        // Bob has his own Blender: alice's move is not in his scene.
+        let mut bob = connect(address).await;
+        assert_eq!(ask(&mut bob, hello("b1", "bob")).await["ok"], true);
+        let bobs = ask(&mut bob, list("b2")).await;
+        assert!(
+            bobs["result"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Chair [MESH] at (5.000, 5.000, 5.000)"),
+            "{bobs}"
+        );
+
+        // Alice again, on a new connection: same session, same scene, and her old ids stay spent.
+        let mut again = connect(address).await;
+        assert_eq!(ask(&mut again, hello("a7", "alice")).await["ok"], true);
+        assert!(
+            ask(&mut again, place("a3")).await["error"]
+                .as_str()
+                .unwrap()
+                .contains("already used")
+        );
+        let hers = ask(&mut again, list("a8")).await;
+        assert!(
+            hers["result"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Chair [MESH] at (-1.500, 0.000, 0.000)"),
+            "{hers}"
+        );
+    })
     .await;
-    assert_eq!(
-        (wrong["ok"].clone(), wrong["error"].clone()),
-        (json!(false), json!("wrong token"))
-    );
-    assert_eq!(ask(&mut alice, hello("a2", "alice")).await["ok"], true);
-
-    let placed = ask(&mut alice, place("a3")).await;
-    assert_eq!(placed["message_id"], "a3");
-    assert!(
-        placed["result"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("Chair [MESH] at (-1.500, 0.000, 0.000)"),
-        "{placed}"
-    );
-    let replay = ask(&mut alice, place("a3")).await;
-    assert!(
-        replay["error"].as_str().unwrap().contains("already used"),
-        "{replay}"
-    );
-    let foreign = ask(&mut alice, json!({"type": "addon_command", "message_id": "a4", "addon_id": "object_placer", "command": "paint_object", "params": {}})).await;
-    assert!(
-        foreign["error"]
-            .as_str()
-            .unwrap()
-            .contains("has no command \"paint_object\""),
-        "a command of another add-on: {foreign}"
-    );
-    let unknown = ask(&mut alice, json!({"type": "addon_command", "message_id": "a5", "addon_id": "rm_rf", "command": "go", "params": {}})).await;
-    assert!(
-        unknown["error"]
-            .as_str()
-            .unwrap()
-            .contains("not registered"),
-        "{unknown}"
-    );
-    let garbage = ask(
-        &mut alice,
-        json!({"type": "addon_command", "message_id": "a6"}),
-    )
-    .await;
-    assert!(
-        garbage["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("unreadable message"),
-        "{garbage}"
-    );
-
-    // Bob has his own Blender: alice's move is not in his scene.
-    let mut bob = connect(address).await;
-    assert_eq!(ask(&mut bob, hello("b1", "bob")).await["ok"], true);
-    let bobs = ask(&mut bob, list("b2")).await;
-    assert!(
-        bobs["result"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("Chair [MESH] at (5.000, 5.000, 5.000)"),
-        "{bobs}"
-    );
-
-    // Alice again, on a new connection: same session, same scene, and her old ids stay spent.
-    let mut again = connect(address).await;
-    assert_eq!(ask(&mut again, hello("a7", "alice")).await["ok"], true);
-    assert!(
-        ask(&mut again, place("a3")).await["error"]
-            .as_str()
-            .unwrap()
-            .contains("already used")
-    );
-    let hers = ask(&mut again, list("a8")).await;
-    assert!(
-        hers["result"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("Chair [MESH] at (-1.500, 0.000, 0.000)"),
-        "{hers}"
-    );
 }

@@ -157,10 +157,7 @@ impl ToolContext {
         let request = RenderRequest {
             camera: None,
             pose,
-            engine: self.render.spec.engine,
-            width: self.render.spec.width,
-            height: self.render.spec.height,
-            samples: self.render.spec.samples,
+            spec: self.render.spec,
             output_path: partial.as_deref().map(path_text),
         };
         let output = self
@@ -192,10 +189,7 @@ impl ToolContext {
             objects,
             padding,
             directions: views.iter().map(|(_, direction)| *direction).collect(),
-            engine: self.render.spec.engine,
-            width: self.render.spec.width,
-            height: self.render.spec.height,
-            samples: self.render.spec.samples,
+            spec: self.render.spec,
             output_paths: partials
                 .iter()
                 .flatten()

@@ -869,6 +869,28 @@ def cancel_run_interrupts_then_kills():
     assert_dead(recorded_argv(argv_file)["pid"])
 
 
+@check
+def a_killed_gn_run_is_undone():
+    # A Geometry Nodes run edits the scene through the bridge as it goes. One that ignores the
+    # cancel is killed after the grace, before it can take its changes back itself: the
+    # add-on takes them back, so the scene is as it was before the run.
+    bpy.ops.ed.undo_push(message="the user's last edit")
+    before = sorted(o.name for o in bpy.data.objects)
+    path, argv_file = fake_viga("fake_stubborn_gn", run_subdir="gn/stubborn", lines=[], sleep=60, ignore_sigint=True)
+    configure(viga_path=path)
+    settings().mode = "GEOMETRY_NODES"
+    settings().request = "scatter cubes"
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_until(lambda: os.path.exists(argv_file))
+    time.sleep(0.3)  # let the fake install its SIGINT handler
+    bpy.data.objects.new("EditOfTheRun", None)  # what the run did, on no undo step of its own
+    bpy.context.scene.collection.objects.link(bpy.data.objects["EditOfTheRun"])
+    bpy.ops.viga.cancel_run("EXEC_DEFAULT")
+    wait_for_run(timeout=4.0)
+    assert status().state == "CANCELLED" and any("undone" in text for text in log_texts()), log_texts()
+    assert sorted(o.name for o in bpy.data.objects) == before, sorted(o.name for o in bpy.data.objects)
+
+
 def wait_until(condition, timeout=RUN_TIMEOUT_S):
     deadline = time.monotonic() + timeout
     while not condition():

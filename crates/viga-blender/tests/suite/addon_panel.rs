@@ -4,10 +4,10 @@
 //! is checked is what ships.
 
 use std::process::Command;
-use std::time::Duration;
 
 use viga_blender::BlenderLauncher;
 use viga_blender::addon::{EXTENSION_ID, build_zip};
+use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
 
 #[test]
 fn panels_and_operators_work_in_blender() {
@@ -23,23 +23,15 @@ fn panels_and_operators_work_in_blender() {
         .extract(&package)
         .unwrap();
     let checks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("addon/tests/ui_checks.py");
-    let child = Command::new(python)
-        .arg(&checks)
-        .arg("--")
-        .arg("--package-dir")
-        .arg(dir.path().join("package"))
-        .env("VIGA_CONNECTION_DIR", dir.path().join("connections"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    // A check that hangs fails the test instead of holding CI.
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(240));
-        let _ = Command::new("kill").args(["-9", &id.to_string()]).status();
-    });
-    let output = child.wait_with_output().unwrap();
+    let output = output_within(
+        Command::new(python)
+            .arg(&checks)
+            .arg("--")
+            .arg("--package-dir")
+            .arg(dir.path().join("package"))
+            .env("VIGA_CONNECTION_DIR", dir.path().join("connections")),
+        BLENDER_TEST_LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let summary = stdout.lines().last().unwrap_or_default();
     assert!(

@@ -14,6 +14,7 @@ use viga_blender::bridge::write_bridge_script;
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands, TransportError};
 use viga_protocol::bridge::{FaultKind, READY_MARKER, TOKEN_ENV};
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 const TOKEN: &str = "test-token-0123456789";
 
@@ -88,135 +89,155 @@ async fn assert_bridge_serves(address: SocketAddr) {
 
 #[tokio::test]
 async fn a_wrong_token_is_refused_and_the_bridge_stays_up() {
-    let bridge = raw_bridge().await;
-    let err = FramedClient::connect(bridge.address, "not-the-token", Duration::from_secs(30))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, TransportError::HandshakeRefused { kind: FaultKind::Auth, message } if message.contains("wrong token")),
-        "{err}"
-    );
-    let mut stream = TcpStream::connect(bridge.address).await.unwrap();
-    send_raw(&mut stream, br#"{"id": 1, "command": "ping"}"#).await;
-    let reply = read_reply(&mut stream).await;
-    assert_eq!(
-        (reply["ok"].clone(), reply["error"]["kind"].clone()),
-        (json!(false), json!("auth"))
-    );
-    assert_bridge_serves(bridge.address).await;
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let bridge = raw_bridge().await;
+        let err = FramedClient::connect(bridge.address, "not-the-token", Duration::from_secs(30))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, TransportError::HandshakeRefused { kind: FaultKind::Auth, message } if message.contains("wrong token")),
+            "{err}"
+        );
+        let mut stream = TcpStream::connect(bridge.address).await.unwrap();
+        send_raw(&mut stream, br#"{"id": 1, "command": "ping"}"#).await;
+        let reply = read_reply(&mut stream).await;
+        assert_eq!(
+            (reply["ok"].clone(), reply["error"]["kind"].clone()),
+            (json!(false), json!("auth"))
+        );
+        assert_bridge_serves(bridge.address).await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn garbage_json_is_refused_and_the_connection_carries_on() {
-    let bridge = raw_bridge().await;
-    let mut stream = greeted_stream(bridge.address).await;
-    send_raw(&mut stream, b"{this is not json").await;
-    let reply = read_reply(&mut stream).await;
-    assert_eq!(reply["error"]["kind"], "bad_frame", "{reply}");
-    send_raw(&mut stream, br#"{"id": 2, "command": "teleport"}"#).await;
-    let reply = read_reply(&mut stream).await;
-    assert_eq!(
-        (reply["id"].clone(), reply["error"]["kind"].clone()),
-        (json!(2), json!("unknown_command"))
-    );
-    send_raw(&mut stream, br#"{"id": 3, "command": "ping"}"#).await;
-    assert_eq!(read_reply(&mut stream).await["result"]["pong"], true);
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let bridge = raw_bridge().await;
+        let mut stream = greeted_stream(bridge.address).await;
+        send_raw(&mut stream, b"{this is not json").await;
+        let reply = read_reply(&mut stream).await;
+        assert_eq!(reply["error"]["kind"], "bad_frame", "{reply}");
+        send_raw(&mut stream, br#"{"id": 2, "command": "teleport"}"#).await;
+        let reply = read_reply(&mut stream).await;
+        assert_eq!(
+            (reply["id"].clone(), reply["error"]["kind"].clone()),
+            (json!(2), json!("unknown_command"))
+        );
+        send_raw(&mut stream, br#"{"id": 3, "command": "ping"}"#).await;
+        assert_eq!(read_reply(&mut stream).await["result"]["pong"], true);
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn oversized_and_truncated_frames_close_only_that_connection() {
-    let bridge = raw_bridge().await;
-    let mut stream = greeted_stream(bridge.address).await;
-    stream.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
-    let reply = read_reply(&mut stream).await;
-    assert_eq!(reply["error"]["kind"], "bad_frame");
-    assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("exceeds the limit"),
-        "{reply}"
-    );
-    let mut rest = Vec::new();
-    stream.read_to_end(&mut rest).await.unwrap();
-    assert!(rest.is_empty(), "the bridge closed the connection");
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let bridge = raw_bridge().await;
+        let mut stream = greeted_stream(bridge.address).await;
+        stream.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+        let reply = read_reply(&mut stream).await;
+        assert_eq!(reply["error"]["kind"], "bad_frame");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("exceeds the limit"),
+            "{reply}"
+        );
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "the bridge closed the connection");
 
-    let mut stream = greeted_stream(bridge.address).await;
-    stream.write_all(&100u32.to_be_bytes()).await.unwrap();
-    stream.write_all(b"{\"id\": 1,").await.unwrap();
-    drop(stream);
-    assert_bridge_serves(bridge.address).await;
+        let mut stream = greeted_stream(bridge.address).await;
+        stream.write_all(&100u32.to_be_bytes()).await.unwrap();
+        stream.write_all(b"{\"id\": 1,").await.unwrap();
+        drop(stream);
+        assert_bridge_serves(bridge.address).await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn a_silent_client_does_not_block_the_bridge_forever() {
-    let bridge = raw_bridge().await;
-    let silent = TcpStream::connect(bridge.address).await.unwrap();
-    // The bridge gives a connection 10 s to say hello, then serves the next one.
-    let started = std::time::Instant::now();
-    assert_bridge_serves(bridge.address).await;
-    assert!(started.elapsed() < Duration::from_secs(25));
-    drop(silent);
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let bridge = raw_bridge().await;
+        let silent = TcpStream::connect(bridge.address).await.unwrap();
+        // The bridge gives a connection 10 s to say hello, then serves the next one.
+        let started = std::time::Instant::now();
+        assert_bridge_serves(bridge.address).await;
+        assert!(started.elapsed() < Duration::from_secs(25));
+        drop(silent);
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn renders_travel_inline_to_a_client_without_a_shared_folder() {
-    use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
-    let bridge = raw_bridge().await;
-    let client = FramedClient::connect(bridge.address, TOKEN, Duration::from_secs(60))
-        .await
-        .unwrap();
-    let scene = "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.ops.object.camera_add(location=(4, -4, 3), rotation=(1.1, 0, 0.785))\nbpy.context.scene.camera = bpy.context.object\n";
-    assert!(
-        client
-            .execute(scene, Some(SceneReset::Factory), None)
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        use viga_protocol::bridge::{RenderEngine, RenderRequest, RenderSpec, SceneReset};
+        let bridge = raw_bridge().await;
+        let client = FramedClient::connect(bridge.address, TOKEN, Duration::from_secs(60))
             .await
-            .unwrap()
-            .succeeded()
-    );
-    let request = RenderRequest {
-        camera: None,
-        pose: None,
-        engine: RenderEngine::Workbench,
-        width: 24,
-        height: 16,
-        samples: None,
-        output_path: None,
-    };
-    let output = client.render(request, None).await.unwrap();
-    assert_eq!(super::png_size(&output.image.data), (24, 16));
+            .unwrap();
+        let scene = "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.ops.object.camera_add(location=(4, -4, 3), rotation=(1.1, 0, 0.785))\nbpy.context.scene.camera = bpy.context.object\n";
+        assert!(
+            client
+                .execute(scene, Some(SceneReset::Factory), None)
+                .await
+                .unwrap()
+                .succeeded()
+        );
+        let request = RenderRequest {
+            camera: None,
+            pose: None,
+            spec: RenderSpec {
+                engine: RenderEngine::Workbench,
+                width: 24,
+                height: 16,
+                samples: None,
+            },
+            output_path: None,
+        };
+        let output = client.render(request, None).await.unwrap();
+        assert_eq!(super::png_size(&output.image.data), (24, 16));
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn the_bridge_exits_when_its_parent_dies() {
-    let script = write_bridge_script().unwrap();
-    let (program, args) =
-        super::blender().command_line(&script, &[OsString::from("--mode"), "serve".into()]);
-    let mut line = vec![program.to_string_lossy().into_owned()];
-    line.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
-    let quoted: Vec<String> = line
-        .iter()
-        .map(|part| format!("'{}'", part.replace('\'', "'\\''")))
-        .collect();
-    // A shell starts the bridge in the background, prints its pid and exits at once.
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "VIGA_PARENT_PID=$$ {} >/dev/null 2>&1 & echo $!",
-            quoted.join(" ")
-        ))
-        .env(TOKEN_ENV, TOKEN)
-        .output()
-        .await
-        .unwrap();
-    let pid: u32 = String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .unwrap();
-    let alive = || Path::new(&format!("/proc/{pid}")).exists();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while alive() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(!alive(), "the orphaned bridge {pid} is still running");
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let script = write_bridge_script().unwrap();
+        let (program, args) =
+            super::blender().command_line(&script, &[OsString::from("--mode"), "serve".into()]);
+        let mut line = vec![program.to_string_lossy().into_owned()];
+        line.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
+        let quoted: Vec<String> = line
+            .iter()
+            .map(|part| format!("'{}'", part.replace('\'', "'\\''")))
+            .collect();
+        // A shell starts the bridge in the background, prints its pid and exits at once.
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "VIGA_PARENT_PID=$$ {} >/dev/null 2>&1 & echo $!",
+                quoted.join(" ")
+            ))
+            .env(TOKEN_ENV, TOKEN)
+            .output()
+            .await
+            .unwrap();
+        let pid: u32 = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        let alive = || Path::new(&format!("/proc/{pid}")).exists();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(!alive(), "the orphaned bridge {pid} is still running");
+    })
+    .await;
 }

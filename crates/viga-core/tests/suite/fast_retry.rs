@@ -2,34 +2,39 @@
 
 use viga_protocol::event::{RunEvent, StopReason};
 use viga_protocol::iteration::{FailureClass, IterationRecord};
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 use super::{GOOD_CODE, blender, code, config, provider, text, verdict};
 
 async fn run_one_iteration(
     turns: Vec<serde_json::Value>,
 ) -> (IterationRecord, Vec<RunEvent>, tempfile::TempDir) {
-    let output = tempfile::tempdir().unwrap();
-    let provider = provider(turns);
-    let mut handle =
-        viga_core::start(config(1), provider.clone(), blender().await, output.path()).unwrap();
-    let mut events = Vec::new();
-    while let Some(event) = handle.next_event().await {
-        events.push(event.event);
-    }
-    let outcome = handle.wait().await.unwrap();
-    assert!(
-        !matches!(outcome.stop, StopReason::Failed { .. }),
-        "{:?}",
-        outcome.stop
-    );
-    let record = events
-        .iter()
-        .find_map(|e| match e {
-            RunEvent::IterationFinished { record } => Some((**record).clone()),
-            _ => None,
-        })
-        .expect("one iteration finished");
-    (record, events, output)
+    // The tests here touch Blender only through this run, so bounding it bounds them.
+    within(BLENDER_TEST_LIMIT, "the one-iteration run", async {
+        let output = tempfile::tempdir().unwrap();
+        let provider = provider(turns);
+        let mut handle =
+            viga_core::start(config(1), provider.clone(), blender().await, output.path()).unwrap();
+        let mut events = Vec::new();
+        while let Some(event) = handle.next_event().await {
+            events.push(event.event);
+        }
+        let outcome = handle.wait().await.unwrap();
+        assert!(
+            !matches!(outcome.stop, StopReason::Failed { .. }),
+            "{:?}",
+            outcome.stop
+        );
+        let record = events
+            .iter()
+            .find_map(|e| match e {
+                RunEvent::IterationFinished { record } => Some((**record).clone()),
+                _ => None,
+            })
+            .expect("one iteration finished");
+        (record, events, output)
+    })
+    .await
 }
 
 fn fast_retries(events: &[RunEvent]) -> usize {

@@ -383,38 +383,42 @@ async fn a_run_with_unusable_weights_fails_before_writing_anything() {
 
     use viga_blender::{WorkerConfig, WorkerPool, locate};
     use viga_eval::{Baseline, EvalConfig, RenderEngine, RenderSpec};
+    use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-    let pool = Arc::new(
-        WorkerPool::start(1, WorkerConfig::new(locate().unwrap()))
-            .await
-            .unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let (_, tiny) = saved_tiny_model(dir.path());
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/blendergym-mini");
-    let render = RenderSpec {
-        engine: RenderEngine::Workbench,
-        width: 16,
-        height: 16,
-        samples: None,
-    };
-    for (weights, says) in [
-        (
-            dir.path().join("absent.safetensors"),
-            "cannot read the CLIP weights",
-        ),
-        (tiny, "lack 160 of the 200"),
-    ] {
-        let out = dir.path().join("out");
-        let mut config = EvalConfig::new(&data, &out, render);
-        config.clip_weights = Some(weights);
-        let err = viga_eval::run(&config, pool.clone(), Arc::new(Baseline::Noop), None)
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("N-CLIP: ") && err.contains(says), "{err}");
-        assert!(!out.exists(), "nothing is written");
-    }
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let pool = Arc::new(
+            WorkerPool::start(1, WorkerConfig::new(locate().unwrap()))
+                .await
+                .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let (_, tiny) = saved_tiny_model(dir.path());
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/blendergym-mini");
+        let render = RenderSpec {
+            engine: RenderEngine::Workbench,
+            width: 16,
+            height: 16,
+            samples: None,
+        };
+        for (weights, says) in [
+            (
+                dir.path().join("absent.safetensors"),
+                "cannot read the CLIP weights",
+            ),
+            (tiny, "lack 160 of the 200"),
+        ] {
+            let out = dir.path().join("out");
+            let mut config = EvalConfig::new(&data, &out, render);
+            config.clip_weights = Some(weights);
+            let err = viga_eval::run(&config, pool.clone(), Arc::new(Baseline::Noop), None)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("N-CLIP: ") && err.contains(says), "{err}");
+            assert!(!out.exists(), "nothing is written");
+        }
+    })
+    .await;
 }
 
 /// fixtures/clip-reference: weights, images and what Hugging Face transformers (PyTorch)

@@ -1,4 +1,5 @@
 mod agent;
+#[cfg(feature = "clip")]
 mod clip;
 mod layout;
 mod mini;

@@ -8,128 +8,72 @@ mod python;
 mod run;
 
 use std::future::Future;
-use std::pin::Pin;
-use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+use tokio::sync::Mutex;
 use viga_blender::{BlenderCommands as _, Worker, WorkerConfig, locate};
 use viga_gn::{ExecContext, ExecutorRegistry, GnBlender, GnError, PythonPolicy, StepOutcome};
 use viga_protocol::bridge::SceneReset;
 use viga_protocol::gn::GnStep;
 
-/// Every test, by name. The list is the harness's, not libtest's: all tests share one
-/// Blender worker that is shut down at the end (a worker in a static would outlive the test
-/// process, since statics are never dropped).
-const TESTS: &[(&str, TestFn)] = tests![
-    context::the_snapshot_is_deterministic_and_names_what_the_spec_lists,
-    context::slices_shrink_their_lists_to_fit_the_budget,
-    e2e::every_manifest_case_passes,
-    gates::a_new_target_passes_every_gate,
-    gates::single_group_output_fails_then_passes,
-    gates::output_connected_fails_then_passes,
-    gates::no_modifier_error_fails_then_passes,
-    gates::no_unexpected_new_modifier_fails_then_passes,
-    gates::no_unexpected_new_node_group_fails_then_passes,
-    gates::gates_that_are_not_required_only_warn,
-    node_tree::reapplying_the_same_tree_changes_nothing,
-    node_tree::a_changed_declaration_updates_only_what_differs,
-    node_tree::simulation_and_repeat_zones_are_paired,
-    node_tree::node_tree_errors_name_the_node,
-    ops::ops_apply_in_order_and_a_second_application_changes_nothing,
-    ops::unlink_remove_node_and_cleanup_unused,
-    ops::ensure_single_group_io_repairs_a_group,
-    ops::set_input_resolves_datablocks_by_name,
-    ops::op_errors_say_what_is_wrong,
-    presets::a_preset_applies_the_same_tree_again,
-    python::safe_mode_refuses_every_escape_before_running_anything,
-    python::safe_mode_runs_ordinary_snippets,
-    python::trusted_mode_runs_what_safe_mode_refuses,
-    run::a_good_reply_runs_to_done_and_writes_the_run_folder,
-    run::an_invalid_reply_goes_back_to_the_model_before_anything_runs,
-    run::failed_gates_send_the_report_back_and_the_run_retries,
-    run::a_failing_step_ends_the_run_in_error_with_the_partial_log,
-    run::the_model_can_ask_for_context_slices,
-    run::running_out_of_rounds_is_an_error,
-    run::a_cancelled_run_stops_before_applying,
-    run::registered_executors_replace_the_defaults,
-];
+/// The longest one test may take. A passing test takes seconds; the margin is for slow CI
+/// machines. A hung Blender fails its test with a message instead of hanging the run.
+const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-type TestFn = fn(GnBlender) -> Pin<Box<dyn Future<Output = ()> + Send>>;
-
-macro_rules! tests {
-    ($($module:ident :: $name:ident),* $(,)?) => {
-        &[$((
-            concat!(stringify!($module), "::", stringify!($name)),
-            (|blender| Box::pin($module::$name(blender))) as TestFn,
-        )),*]
-    };
+/// One warm Blender shared by every test in this binary, so the suite pays for one start
+/// instead of one per test.
+struct SharedWorker {
+    /// A worker's socket, pipes and stderr reader belong to the runtime that started it, and
+    /// libtest runs each test on a thread of its own: so every test runs on this runtime,
+    /// which lives as long as the process.
+    runtime: Runtime,
+    /// Locked for a whole test, since every test owns the scene. Empty until the first test
+    /// starts Blender, and again after a test timed out (that Blender may still be busy).
+    worker: Mutex<Option<Arc<Worker>>>,
 }
-use tests;
 
-/// Runs the tests whose names contain the first non-flag argument (all without one), one
-/// after the other since they all own the scene; `--list` lists them like libtest does.
-pub(crate) fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let filter = args
-        .iter()
-        .find(|a| !a.starts_with('-'))
-        .cloned()
-        .unwrap_or_default();
-    let selected: Vec<_> = TESTS
-        .iter()
-        .filter(|(name, _)| name.contains(&filter))
-        .collect();
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in &selected {
-            println!("{name}: test");
-        }
-        return ExitCode::SUCCESS;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let failed = runtime.block_on(async {
-        let launcher = match locate() {
-            Ok(launcher) => launcher,
-            Err(err) => panic!("{err}"),
-        };
-        let worker = Arc::new(Worker::start(WorkerConfig::new(launcher)).await.unwrap());
-        let blender = GnBlender::new(worker.clone());
-        println!("\nrunning {} tests on one Blender worker", selected.len());
-        let mut failed = Vec::new();
-        for (name, test) in &selected {
-            // A task per test: a panic fails that test and the next one still runs.
-            match tokio::spawn(test(blender.clone())).await {
-                Ok(()) => println!("test {name} ... ok"),
-                Err(_) => {
-                    println!("test {name} ... FAILED");
-                    failed.push(*name);
-                }
-            }
-        }
-        drop(blender);
-        if let Ok(worker) = Arc::try_unwrap(worker) {
-            worker.shutdown().await;
-        }
-        failed
+/// Never dropped (statics are not): when the test process exits, the bridge notices its
+/// parent is gone and Blender exits too.
+static SHARED: OnceLock<SharedWorker> = OnceLock::new();
+
+/// Runs one test on the shared Blender, alone and within [`TEST_TIMEOUT`]. A test that
+/// needs a clean scene resets it first ([`fresh`]): the previous test left its own.
+pub(crate) fn on_blender<Test, Body>(test: Test)
+where
+    Test: FnOnce(GnBlender) -> Body,
+    Body: Future<Output = ()>,
+{
+    let shared = SHARED.get_or_init(|| SharedWorker {
+        runtime: tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        worker: Mutex::new(None),
     });
-    // The closing line in libtest's own format, so CI's test counting reads it.
-    let passed = selected.len() - failed.len();
-    let filtered = TESTS.len() - selected.len();
-    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; 0 ignored; 0 measured; {filtered} filtered out",
-        failed.len()
-    );
-    if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        println!("failed: {}", failed.join(", "));
-        ExitCode::FAILURE
-    }
+    shared.runtime.block_on(async {
+        let mut slot = shared.worker.lock().await;
+        let worker = match slot.as_ref() {
+            Some(worker) => worker.clone(),
+            // Bounded by the worker's own startup timeout.
+            None => slot.insert(Arc::new(start_worker().await)).clone(),
+        };
+        let finished = tokio::time::timeout(TEST_TIMEOUT, test(GnBlender::new(worker))).await;
+        if finished.is_err() {
+            // Blender may still be working on the abandoned call. The test's handles went with
+            // it, so dropping this one kills that Blender, and the next test starts a fresh one.
+            *slot = None;
+            panic!("the test did not finish within {TEST_TIMEOUT:?}: Blender or the test hung");
+        }
+    });
+}
+
+async fn start_worker() -> Worker {
+    // The error's own words say how to install Blender; its Debug form would not.
+    let launcher = locate().unwrap_or_else(|err| panic!("{err}"));
+    Worker::start(WorkerConfig::new(launcher)).await.unwrap()
 }
 
 pub(crate) const PLANE: &str =

@@ -2,10 +2,9 @@
 
 use serde_json::{Value, json};
 use viga_gn::ExecContext;
-use viga_gn::GnBlender;
 use viga_protocol::gn::GnStep;
 
-use super::{PLANE, apply, fresh, step, tree_ir};
+use super::{PLANE, apply, fresh, on_blender, step, tree_ir};
 
 fn tree(density: f64, with_noise: bool) -> GnStep {
     let mut nodes = vec![
@@ -46,136 +45,148 @@ fn changes(detail: &Value) -> Vec<(String, u64)> {
         .collect()
 }
 
-pub(crate) async fn reapplying_the_same_tree_changes_nothing(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let mut context = ExecContext::default();
-    let first = apply(&blender, &mut context, &tree(5.0, true))
-        .await
-        .unwrap();
-    assert_eq!(first.detail["nodes_added"], json!(5));
-    // The default Geometry pass-through link of a new group is not declared.
-    assert_eq!(first.detail["links_removed"], json!(1));
-    assert_eq!(first.detail["links_added"], json!(6));
-    let declared = tree_ir(&blender, "Scatter").await;
-    let interface: Vec<&str> = declared["interface"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(interface, ["Geometry", "Geometry", "Density"]);
-
-    let second = apply(&blender, &mut context, &tree(5.0, true))
-        .await
-        .unwrap();
-    assert_eq!(changes(&second.detail), vec![]);
-    assert!(
-        second.message.contains("nothing changed"),
-        "{}",
-        second.message
-    );
-    assert_eq!(tree_ir(&blender, "Scatter").await, declared);
-}
-
-pub(crate) async fn a_changed_declaration_updates_only_what_differs(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let mut context = ExecContext::default();
-    apply(&blender, &mut context, &tree(5.0, true))
-        .await
-        .unwrap();
-    let updated = apply(&blender, &mut context, &tree(9.0, false))
-        .await
-        .unwrap();
-    assert_eq!(
-        changes(&updated.detail),
-        // Removing the noise node takes its link with it.
-        vec![
-            ("nodes_removed".to_owned(), 1),
-            ("nodes_updated".to_owned(), 1)
-        ]
-    );
-    let ir = tree_ir(&blender, "Scatter").await;
-    let points = ir["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["id"] == "points")
-        .unwrap();
-    assert_eq!(points["inputs"]["Density"], json!(9.0));
-    assert!(
-        ir["nodes"]
+#[test]
+fn reapplying_the_same_tree_changes_nothing() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let mut context = ExecContext::default();
+        let first = apply(&blender, &mut context, &tree(5.0, true))
+            .await
+            .unwrap();
+        assert_eq!(first.detail["nodes_added"], json!(5));
+        // The default Geometry pass-through link of a new group is not declared.
+        assert_eq!(first.detail["links_removed"], json!(1));
+        assert_eq!(first.detail["links_added"], json!(6));
+        let declared = tree_ir(&blender, "Scatter").await;
+        let interface: Vec<&str> = declared["interface"]
             .as_array()
             .unwrap()
             .iter()
-            .all(|n| n["id"] != "noise")
-    );
-    let again = apply(&blender, &mut context, &tree(9.0, false))
-        .await
-        .unwrap();
-    assert_eq!(changes(&again.detail), vec![]);
-}
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(interface, ["Geometry", "Geometry", "Density"]);
 
-pub(crate) async fn simulation_and_repeat_zones_are_paired(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let zones = step(json!({"id": "zones", "type": "NODE_TREE", "payload": {
-        "object": "Plane", "modifier": "Zones",
-        "nodes": [
-            {"id": "sim_in", "bl_idname": "GeometryNodeSimulationInput"},
-            {"id": "sim_out", "bl_idname": "GeometryNodeSimulationOutput", "paired_with": "sim_in"},
-            {"id": "rep_in", "bl_idname": "GeometryNodeRepeatInput", "inputs": {"Iterations": 3}},
-            {"id": "rep_out", "bl_idname": "GeometryNodeRepeatOutput", "paired_with": "rep_in"}
-        ],
-        "links": [
-            {"from_node": "Group Input", "from_socket": "Geometry", "to_node": "sim_in", "to_socket": "Geometry"},
-            {"from_node": "sim_in", "from_socket": "Geometry", "to_node": "sim_out", "to_socket": "Geometry"},
-            {"from_node": "sim_out", "from_socket": "Geometry", "to_node": "rep_in", "to_socket": "Geometry"},
-            {"from_node": "rep_in", "from_socket": "Geometry", "to_node": "rep_out", "to_socket": "Geometry"},
-            {"from_node": "rep_out", "from_socket": "Geometry", "to_node": "Group Output", "to_socket": "Geometry"}
-        ]
-    }}));
-    let mut context = ExecContext::default();
-    let first = apply(&blender, &mut context, &zones).await.unwrap();
-    assert_eq!(first.detail["zones_paired"], json!(2));
-    let ir = tree_ir(&blender, "Zones").await;
-    let paired: Vec<(&str, &str)> = ir["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|n| Some((n["id"].as_str()?, n.get("paired_output")?.as_str()?)))
-        .collect();
-    assert_eq!(paired, [("rep_in", "rep_out"), ("sim_in", "sim_out")]);
-    let again = apply(&blender, &mut context, &zones).await.unwrap();
-    assert_eq!(changes(&again.detail), vec![]);
-}
-
-pub(crate) async fn node_tree_errors_name_the_node(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let cases = [
-        (
-            json!([{"id": "m", "bl_idname": "ShaderNodeMath", "properties": {"operation": "EXPLODE"}}]),
-            "node 'm': property 'operation'",
-        ),
-        (
-            json!([{"id": "m", "bl_idname": "ShaderNodeMath", "properties": {"nonsense": 1}}]),
-            "has no property 'nonsense'",
-        ),
-        (
-            json!([{"id": "c", "bl_idname": "GeometryNodeMeshCube", "inputs": {"Colour": 1}}]),
-            "no input socket 'Colour'",
-        ),
-        (
-            json!([{"id": "c", "bl_idname": "GeometryNodeMeshCube", "paired_with": "Group Input"}]),
-            "must name a zone input node",
-        ),
-    ];
-    for (nodes, needle) in cases {
-        let bad = step(
-            json!({"id": "t", "type": "NODE_TREE", "payload": {"object": "Plane", "modifier": "Bad", "nodes": nodes}}),
-        );
-        let err = apply(&blender, &mut ExecContext::default(), &bad)
+        let second = apply(&blender, &mut context, &tree(5.0, true))
             .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains(needle), "{needle}: {err}");
-    }
+            .unwrap();
+        assert_eq!(changes(&second.detail), vec![]);
+        assert!(
+            second.message.contains("nothing changed"),
+            "{}",
+            second.message
+        );
+        assert_eq!(tree_ir(&blender, "Scatter").await, declared);
+    });
+}
+
+#[test]
+fn a_changed_declaration_updates_only_what_differs() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let mut context = ExecContext::default();
+        apply(&blender, &mut context, &tree(5.0, true))
+            .await
+            .unwrap();
+        let updated = apply(&blender, &mut context, &tree(9.0, false))
+            .await
+            .unwrap();
+        assert_eq!(
+            changes(&updated.detail),
+            // Removing the noise node takes its link with it.
+            vec![
+                ("nodes_removed".to_owned(), 1),
+                ("nodes_updated".to_owned(), 1)
+            ]
+        );
+        let ir = tree_ir(&blender, "Scatter").await;
+        let points = ir["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == "points")
+            .unwrap();
+        assert_eq!(points["inputs"]["Density"], json!(9.0));
+        assert!(
+            ir["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n["id"] != "noise")
+        );
+        let again = apply(&blender, &mut context, &tree(9.0, false))
+            .await
+            .unwrap();
+        assert_eq!(changes(&again.detail), vec![]);
+    });
+}
+
+#[test]
+fn simulation_and_repeat_zones_are_paired() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let zones = step(json!({"id": "zones", "type": "NODE_TREE", "payload": {
+            "object": "Plane", "modifier": "Zones",
+            "nodes": [
+                {"id": "sim_in", "bl_idname": "GeometryNodeSimulationInput"},
+                {"id": "sim_out", "bl_idname": "GeometryNodeSimulationOutput", "paired_with": "sim_in"},
+                {"id": "rep_in", "bl_idname": "GeometryNodeRepeatInput", "inputs": {"Iterations": 3}},
+                {"id": "rep_out", "bl_idname": "GeometryNodeRepeatOutput", "paired_with": "rep_in"}
+            ],
+            "links": [
+                {"from_node": "Group Input", "from_socket": "Geometry", "to_node": "sim_in", "to_socket": "Geometry"},
+                {"from_node": "sim_in", "from_socket": "Geometry", "to_node": "sim_out", "to_socket": "Geometry"},
+                {"from_node": "sim_out", "from_socket": "Geometry", "to_node": "rep_in", "to_socket": "Geometry"},
+                {"from_node": "rep_in", "from_socket": "Geometry", "to_node": "rep_out", "to_socket": "Geometry"},
+                {"from_node": "rep_out", "from_socket": "Geometry", "to_node": "Group Output", "to_socket": "Geometry"}
+            ]
+        }}));
+        let mut context = ExecContext::default();
+        let first = apply(&blender, &mut context, &zones).await.unwrap();
+        assert_eq!(first.detail["zones_paired"], json!(2));
+        let ir = tree_ir(&blender, "Zones").await;
+        let paired: Vec<(&str, &str)> = ir["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| Some((n["id"].as_str()?, n.get("paired_output")?.as_str()?)))
+            .collect();
+        assert_eq!(paired, [("rep_in", "rep_out"), ("sim_in", "sim_out")]);
+        let again = apply(&blender, &mut context, &zones).await.unwrap();
+        assert_eq!(changes(&again.detail), vec![]);
+    });
+}
+
+#[test]
+fn node_tree_errors_name_the_node() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let cases = [
+            (
+                json!([{"id": "m", "bl_idname": "ShaderNodeMath", "properties": {"operation": "EXPLODE"}}]),
+                "node 'm': property 'operation'",
+            ),
+            (
+                json!([{"id": "m", "bl_idname": "ShaderNodeMath", "properties": {"nonsense": 1}}]),
+                "has no property 'nonsense'",
+            ),
+            (
+                json!([{"id": "c", "bl_idname": "GeometryNodeMeshCube", "inputs": {"Colour": 1}}]),
+                "no input socket 'Colour'",
+            ),
+            (
+                json!([{"id": "c", "bl_idname": "GeometryNodeMeshCube", "paired_with": "Group Input"}]),
+                "must name a zone input node",
+            ),
+        ];
+        for (nodes, needle) in cases {
+            let bad = step(
+                json!({"id": "t", "type": "NODE_TREE", "payload": {"object": "Plane", "modifier": "Bad", "nodes": nodes}}),
+            );
+            let err = apply(&blender, &mut ExecContext::default(), &bad)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+    });
 }

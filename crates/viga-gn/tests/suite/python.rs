@@ -4,7 +4,7 @@
 use serde_json::json;
 use viga_gn::{ExecContext, ExecutorRegistry, GnBlender, GnError, PythonPolicy};
 
-use super::{PLANE, fresh, step};
+use super::{PLANE, fresh, on_blender, step};
 
 async fn run(blender: &GnBlender, policy: PythonPolicy, code: &str) -> Result<String, GnError> {
     let snippet = step(json!({"id": "py", "type": "PYTHON", "payload": {"code": code}}));
@@ -88,64 +88,73 @@ const ESCAPES: &[(&str, &str)] = &[
     ("def f():\n    global bpy\n", "global and nonlocal"),
 ];
 
-pub(crate) async fn safe_mode_refuses_every_escape_before_running_anything(blender: GnBlender) {
-    assert!(ESCAPES.len() >= 25);
-    fresh(&blender, PLANE).await;
-    for (escape, needle) in ESCAPES {
-        let code = format!("bpy.data.objects['Plane'].location.x = 7.0\n{escape}\n");
-        let err = run(&blender, PythonPolicy::safe(), &code)
-            .await
-            .unwrap_err();
-        let GnError::Step(message) = &err else {
-            panic!("{escape}: not a step error: {err}");
-        };
-        assert!(
-            message.starts_with("safe mode refused this snippet:"),
-            "{escape}: {message}"
-        );
-        assert!(message.contains(needle), "{escape}: {message}");
-        assert!(message.contains("line "), "{escape}: {message}");
-    }
-    let moved = run(
-        &blender,
-        PythonPolicy::safe(),
-        "print(bpy.data.objects['Plane'].location.x)",
-    )
-    .await
-    .unwrap();
-    assert_eq!(moved.trim(), "0.0", "a refused snippet ran in part");
+#[test]
+fn safe_mode_refuses_every_escape_before_running_anything() {
+    on_blender(|blender| async move {
+        assert!(ESCAPES.len() >= 25);
+        fresh(&blender, PLANE).await;
+        for (escape, needle) in ESCAPES {
+            let code = format!("bpy.data.objects['Plane'].location.x = 7.0\n{escape}\n");
+            let err = run(&blender, PythonPolicy::safe(), &code)
+                .await
+                .unwrap_err();
+            let GnError::Step(message) = &err else {
+                panic!("{escape}: not a step error: {err}");
+            };
+            assert!(
+                message.starts_with("safe mode refused this snippet:"),
+                "{escape}: {message}"
+            );
+            assert!(message.contains(needle), "{escape}: {message}");
+            assert!(message.contains("line "), "{escape}: {message}");
+        }
+        let moved = run(
+            &blender,
+            PythonPolicy::safe(),
+            "print(bpy.data.objects['Plane'].location.x)",
+        )
+        .await
+        .unwrap();
+        assert_eq!(moved.trim(), "0.0", "a refused snippet ran in part");
+    });
 }
 
-pub(crate) async fn safe_mode_runs_ordinary_snippets(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let code = "import math\nfrom mathutils import Vector\nimport random\n\
+#[test]
+fn safe_mode_runs_ordinary_snippets() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let code = "import math\nfrom mathutils import Vector\nimport random\n\
                     plane = bpy.data.objects['Plane']\n\
                     plane.location = Vector((1.0, 2.0, 0.0))\n\
                     print(f'{math.pi:.2f}', '{:.1f}'.format(plane.location.y), len([random.random() for _ in range(3)]))\n";
-    let output = run(&blender, PythonPolicy::safe(), code).await.unwrap();
-    assert_eq!(output, "3.14 2.0 3\n");
-    let raised = run(
-        &blender,
-        PythonPolicy::safe(),
-        "print('before')\nx = 1 / 0\n",
-    )
-    .await
-    .unwrap_err()
-    .to_string();
-    assert!(
-        raised.contains("the snippet raised ZeroDivisionError at line 2"),
-        "{raised}"
-    );
-    assert!(
-        raised.contains("before"),
-        "the output so far is kept: {raised}"
-    );
+        let output = run(&blender, PythonPolicy::safe(), code).await.unwrap();
+        assert_eq!(output, "3.14 2.0 3\n");
+        let raised = run(
+            &blender,
+            PythonPolicy::safe(),
+            "print('before')\nx = 1 / 0\n",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            raised.contains("the snippet raised ZeroDivisionError at line 2"),
+            "{raised}"
+        );
+        assert!(
+            raised.contains("before"),
+            "the output so far is kept: {raised}"
+        );
+    });
 }
 
-pub(crate) async fn trusted_mode_runs_what_safe_mode_refuses(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let code = "import os\nprint(os.path.basename('/a/b.txt'))";
-    assert!(run(&blender, PythonPolicy::safe(), code).await.is_err());
-    let trusted = PythonPolicy::trusted(true, true).unwrap();
-    assert_eq!(run(&blender, trusted, code).await.unwrap(), "b.txt\n");
+#[test]
+fn trusted_mode_runs_what_safe_mode_refuses() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let code = "import os\nprint(os.path.basename('/a/b.txt'))";
+        assert!(run(&blender, PythonPolicy::safe(), code).await.is_err());
+        let trusted = PythonPolicy::trusted(true, true).unwrap();
+        assert_eq!(run(&blender, trusted, code).await.unwrap(), "b.txt\n");
+    });
 }

@@ -6,17 +6,17 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use viga_gn::run::{StateChange, StepStatus};
 use viga_gn::{
-    Canceller, ExecContext, ExecutorRegistry, GnBlender, GnError, GnEvent, GnOutcome, GnRun,
-    GnRunConfig, PythonPolicy, RunState, StepExecutor, StepOutcome,
+    Canceller, ExecContext, ExecutorRegistry, GnBlender, GnError, GnOutcome, GnRun, GnRunConfig,
+    PythonPolicy, RunState, StepExecutor, StepOutcome,
 };
-use viga_protocol::event::RunEvent;
+use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_protocol::gn::{ActionType, GateName, GnStep};
 use viga_provider::scripted::{Expectation, Script, Turn};
 use viga_provider::{
     FinishReason, ModelRequest, ModelResponse, Provider, ProviderError, ScriptedProvider,
 };
 
-use super::{PLANE, fresh};
+use super::{PLANE, fresh, on_blender};
 
 fn turn(reply: &Value, last_message_contains: Option<&str>) -> Turn {
     let text = match reply {
@@ -63,21 +63,19 @@ async fn run_with(
     blender: &GnBlender,
     config: GnRunConfig,
     provider: Arc<dyn Provider>,
-) -> (GnOutcome, Vec<GnEvent>) {
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let run = GnRun::new(
+) -> (GnOutcome, Vec<TimedEvent>) {
+    let mut run = GnRun::new(
         config,
         provider,
         blender.clone(),
         ExecutorRegistry::with_defaults(PythonPolicy::safe()),
     )
-    .with_events(sender);
-    let outcome = run.run().await;
+    .start();
     let mut events = Vec::new();
-    while let Ok(event) = receiver.try_recv() {
+    while let Some(event) = run.next_event().await {
         events.push(event);
     }
-    (outcome, events)
+    (run.wait().await.unwrap(), events)
 }
 
 fn states(outcome: &GnOutcome) -> Vec<RunState> {
@@ -88,38 +86,39 @@ fn states(outcome: &GnOutcome) -> Vec<RunState> {
         .collect()
 }
 
-pub(crate) async fn a_good_reply_runs_to_done_and_writes_the_run_folder(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let output = tempfile::tempdir().unwrap();
-    let mut config = config();
-    config.output = Some(output.path().to_path_buf());
-    let provider = scripted(vec![turn(
-        &reply(vec![target_step("target")], true),
-        Some("Scene (JSON)"),
-    )]);
-    let (outcome, events) = run_with(&blender, config, provider).await;
-    assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
-    assert_eq!(outcome.final_message, "finished");
-    use RunState::*;
-    assert_eq!(
-        states(&outcome),
-        [RequestingContext, Generating, Applying, Verifying, Done]
-    );
-    assert_eq!(outcome.transitions[0].from, Idle);
-    let record = &outcome.steps[0];
-    assert_eq!(
-        (record.step_id.as_str(), record.action_type, record.status),
-        ("target", ActionType::GnOps, StepStatus::Succeeded)
-    );
-    assert!(record.ended_at.unwrap() >= record.started_at);
-    assert_eq!(outcome.telemetry.counters.requests, 1);
-    assert_eq!(outcome.telemetry.counters.gate_passes, 1);
-    assert_eq!(outcome.telemetry.steps.len(), 1);
+#[test]
+fn a_good_reply_runs_to_done_and_writes_the_run_folder() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let output = tempfile::tempdir().unwrap();
+        let mut config = config();
+        config.output = Some(output.path().to_path_buf());
+        let provider = scripted(vec![turn(
+            &reply(vec![target_step("target")], true),
+            Some("Scene (JSON)"),
+        )]);
+        let (outcome, events) = run_with(&blender, config, provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.final_message, "finished");
+        use RunState::*;
+        assert_eq!(
+            states(&outcome),
+            [RequestingContext, Generating, Applying, Verifying, Done]
+        );
+        assert_eq!(outcome.transitions[0].from, Idle);
+        let record = &outcome.steps[0];
+        assert_eq!(
+            (record.step_id.as_str(), record.action_type, record.status),
+            ("target", ActionType::GnOps, StepStatus::Succeeded)
+        );
+        assert!(record.ended_at.unwrap() >= record.started_at);
+        assert_eq!(outcome.telemetry.counters.requests, 1);
+        assert_eq!(outcome.telemetry.counters.gate_passes, 1);
+        assert_eq!(outcome.telemetry.steps.len(), 1);
 
-    let kinds: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            GnEvent::Run(timed) => match &timed.event {
+        let kinds: Vec<&str> = events
+            .iter()
+            .filter_map(|timed| match &timed.event {
                 // State changes are checked on their own below.
                 RunEvent::GnStateChanged { .. } => None,
                 RunEvent::RunStarted { .. } => Some("started"),
@@ -128,212 +127,212 @@ pub(crate) async fn a_good_reply_runs_to_done_and_writes_the_run_folder(blender:
                 RunEvent::GatesChecked { .. } => Some("gates"),
                 RunEvent::RunFinished { .. } => Some("finished"),
                 _ => Some("other"),
-            },
-            _ => None,
-        })
-        .collect();
-    assert_eq!(kinds, ["started", "model", "step", "gates", "finished"]);
-    // Every state change is in the shared stream too, in order.
-    let shared: Vec<RunState> = events
-        .iter()
-        .filter_map(|e| match e {
-            GnEvent::Run(timed) => match &timed.event {
+            })
+            .collect();
+        assert_eq!(kinds, ["started", "model", "step", "gates", "finished"]);
+        // Every state change is in the shared stream, in order.
+        let shared: Vec<RunState> = events
+            .iter()
+            .filter_map(|timed| match &timed.event {
                 RunEvent::GnStateChanged { to, .. } => Some(*to),
                 _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    let direct: Vec<RunState> = events
-        .iter()
-        .filter_map(|e| match e {
-            GnEvent::State(change) => Some(change.to),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(shared, direct);
-    assert_eq!(shared.last(), Some(&RunState::Done));
+            })
+            .collect();
+        assert_eq!(shared, states(&outcome));
+        assert_eq!(shared.last(), Some(&RunState::Done));
 
-    let folder = outcome.folder.clone().unwrap();
-    for file in [
-        "events.jsonl",
-        "steps.jsonl",
-        "outcome.json",
-        "telemetry.json",
-        "request.json",
-        "responses/0.txt",
-    ] {
-        assert!(folder.join(file).is_file(), "{file} is missing");
-    }
-    let log = viga_memory::read_run_log(&folder.join("events.jsonl")).unwrap();
-    assert_eq!(
-        log.events.len(),
-        5 + shared.len(),
-        "the shared events plus one per state change"
-    );
-    let steps_log = std::fs::read_to_string(folder.join("steps.jsonl")).unwrap();
-    assert_eq!(
-        steps_log.lines().count(),
-        5 + 2,
-        "five state changes, a step started and finished"
-    );
+        let folder = outcome.folder.clone().unwrap();
+        for file in [
+            "events.jsonl",
+            "steps.jsonl",
+            "outcome.json",
+            "telemetry.json",
+            "request.json",
+            "responses/0.txt",
+            "final.blend",
+        ] {
+            assert!(folder.join(file).is_file(), "{file} is missing");
+        }
+        let log = viga_memory::read_run_log(&folder.join("events.jsonl")).unwrap();
+        assert_eq!(
+            log.events.len(),
+            5 + shared.len(),
+            "the shared events plus one per state change"
+        );
+        let steps_log = std::fs::read_to_string(folder.join("steps.jsonl")).unwrap();
+        assert_eq!(
+            steps_log.lines().count(),
+            5 + 2,
+            "five state changes, a step started and finished"
+        );
+    });
 }
 
-pub(crate) async fn an_invalid_reply_goes_back_to_the_model_before_anything_runs(
-    blender: GnBlender,
-) {
-    fresh(&blender, PLANE).await;
-    let bad = json!({"version": 1, "done": true, "steps": [
-        {"id": "t", "type": "GN_OPS", "payload": {"ops": [{"op": "ensure_target", "object": "Plane", "modifier": "Sneaky"}]}},
-        {"id": "x", "type": "GN_OPS", "payload": {"ops": [{"op": "teleport"}]}}
-    ]});
-    let provider = scripted(vec![
-        turn(&bad, None),
-        turn(&json!("not json at all"), Some("/steps/1")),
-        turn(
-            &reply(vec![target_step("target")], true),
-            Some("malformed JSON"),
-        ),
-    ]);
-    let (outcome, _) = run_with(&blender, config(), provider).await;
-    assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
-    assert_eq!(outcome.telemetry.counters.protocol_errors, 2);
-    assert_eq!(outcome.rounds, 3);
-    // The first reply's valid first step never ran: the whole reply was refused.
-    assert!(outcome.targets.iter().all(|t| t.modifier != "Sneaky"));
-    assert_eq!(outcome.steps.len(), 1);
-    use RunState::*;
-    assert_eq!(
-        states(&outcome),
-        [
-            RequestingContext,
-            Generating,
-            Generating,
-            Generating,
-            Applying,
-            Verifying,
-            Done
-        ]
-    );
+#[test]
+fn an_invalid_reply_goes_back_to_the_model_before_anything_runs() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let bad = json!({"version": 1, "done": true, "steps": [
+            {"id": "t", "type": "GN_OPS", "payload": {"ops": [{"op": "ensure_target", "object": "Plane", "modifier": "Sneaky"}]}},
+            {"id": "x", "type": "GN_OPS", "payload": {"ops": [{"op": "teleport"}]}}
+        ]});
+        let provider = scripted(vec![
+            turn(&bad, None),
+            turn(&json!("not json at all"), Some("/steps/1")),
+            turn(
+                &reply(vec![target_step("target")], true),
+                Some("malformed JSON"),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.telemetry.counters.protocol_errors, 2);
+        assert_eq!(outcome.rounds, 3);
+        // The first reply's valid first step never ran: the whole reply was refused.
+        assert!(outcome.targets.iter().all(|t| t.modifier != "Sneaky"));
+        assert_eq!(outcome.steps.len(), 1);
+        use RunState::*;
+        assert_eq!(
+            states(&outcome),
+            [
+                RequestingContext,
+                Generating,
+                Generating,
+                Generating,
+                Applying,
+                Verifying,
+                Done
+            ]
+        );
+    });
 }
 
-pub(crate) async fn failed_gates_send_the_report_back_and_the_run_retries(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let unlinked = json!({"id": "broken", "type": "GN_OPS", "payload": {"ops": [
-        {"op": "ensure_target", "object": "Plane", "modifier": "GN"},
-        {"op": "unlink", "from_node": "Group Input", "from_socket": 0, "to_node": "Group Output", "to_socket": 0}
-    ]}});
-    let fixed = json!({"id": "fix", "type": "GN_OPS", "payload": {"ops": [
-        {"op": "link", "from_node": "Group Input", "from_socket": 0, "to_node": "Group Output", "to_socket": 0}
-    ]}});
-    let provider = scripted(vec![
-        turn(&reply(vec![unlinked], true), None),
-        turn(
-            &reply(vec![fixed], true),
-            Some("\"failed_gates\":[\"OUTPUT_CONNECTED\"]"),
-        ),
-    ]);
-    let (outcome, events) = run_with(&blender, config(), provider).await;
-    assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
-    assert_eq!(outcome.telemetry.counters.gate_failures, 1);
-    use RunState::*;
-    assert_eq!(
-        states(&outcome),
-        [
-            RequestingContext,
-            Generating,
-            Applying,
-            Verifying,
-            Generating,
-            Applying,
-            Verifying,
-            Done
-        ]
-    );
-    let reports: Vec<(bool, Vec<GateName>)> = events
-        .iter()
-        .filter_map(|e| match e {
-            GnEvent::Run(timed) => match &timed.event {
+#[test]
+fn failed_gates_send_the_report_back_and_the_run_retries() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let unlinked = json!({"id": "broken", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "ensure_target", "object": "Plane", "modifier": "GN"},
+            {"op": "unlink", "from_node": "Group Input", "from_socket": 0, "to_node": "Group Output", "to_socket": 0}
+        ]}});
+        let fixed = json!({"id": "fix", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "link", "from_node": "Group Input", "from_socket": 0, "to_node": "Group Output", "to_socket": 0}
+        ]}});
+        let provider = scripted(vec![
+            turn(&reply(vec![unlinked], true), None),
+            turn(
+                &reply(vec![fixed], true),
+                Some("\"failed_gates\":[\"OUTPUT_CONNECTED\"]"),
+            ),
+        ]);
+        let (outcome, events) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.telemetry.counters.gate_failures, 1);
+        use RunState::*;
+        assert_eq!(
+            states(&outcome),
+            [
+                RequestingContext,
+                Generating,
+                Applying,
+                Verifying,
+                Generating,
+                Applying,
+                Verifying,
+                Done
+            ]
+        );
+        let reports: Vec<(bool, Vec<GateName>)> = events
+            .iter()
+            .filter_map(|timed| match &timed.event {
                 RunEvent::GatesChecked { report, .. } => {
                     Some((report.success, report.failed_gates.clone()))
                 }
                 _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        reports,
-        [(false, vec![GateName::OutputConnected]), (true, vec![])]
-    );
+            })
+            .collect();
+        assert_eq!(
+            reports,
+            [(false, vec![GateName::OutputConnected]), (true, vec![])]
+        );
+    });
 }
 
-pub(crate) async fn a_failing_step_ends_the_run_in_error_with_the_partial_log(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let failing = json!({"id": "bad", "type": "GN_OPS", "payload": {"ops": [
-        {"op": "add_node", "id": "n", "bl_idname": "GeometryNodeDoesNotExist"}
-    ]}});
-    let provider = scripted(vec![turn(
-        &reply(vec![target_step("ok"), failing, target_step("never")], true),
-        None,
-    )]);
-    let (outcome, _) = run_with(&blender, config(), provider).await;
-    assert_eq!(outcome.state, RunState::Error);
-    let error = outcome.error.clone().unwrap();
-    assert!(error.contains("step \"bad\""), "{error}");
-    assert!(error.contains("GeometryNodeDoesNotExist"), "{error}");
-    let statuses: Vec<(&str, StepStatus)> = outcome
-        .steps
-        .iter()
-        .map(|s| (s.step_id.as_str(), s.status))
-        .collect();
-    assert_eq!(
-        statuses,
-        [("ok", StepStatus::Succeeded), ("bad", StepStatus::Failed)]
-    );
-    assert!(
-        outcome.steps[1]
-            .error
-            .as_deref()
-            .unwrap()
-            .contains("cannot add a node")
-    );
-    assert_eq!(outcome.applied.len(), 1);
-    assert_eq!(*states(&outcome).last().unwrap(), RunState::Error);
+#[test]
+fn a_failing_step_ends_the_run_in_error_with_the_partial_log() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let failing = json!({"id": "bad", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "add_node", "id": "n", "bl_idname": "GeometryNodeDoesNotExist"}
+        ]}});
+        let provider = scripted(vec![turn(
+            &reply(vec![target_step("ok"), failing, target_step("never")], true),
+            None,
+        )]);
+        let (outcome, _) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Error);
+        let error = outcome.error.clone().unwrap();
+        assert!(error.contains("step \"bad\""), "{error}");
+        assert!(error.contains("GeometryNodeDoesNotExist"), "{error}");
+        let statuses: Vec<(&str, StepStatus)> = outcome
+            .steps
+            .iter()
+            .map(|s| (s.step_id.as_str(), s.status))
+            .collect();
+        assert_eq!(
+            statuses,
+            [("ok", StepStatus::Succeeded), ("bad", StepStatus::Failed)]
+        );
+        assert!(
+            outcome.steps[1]
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("cannot add a node")
+        );
+        assert_eq!(outcome.applied.len(), 1);
+        assert_eq!(*states(&outcome).last().unwrap(), RunState::Error);
+    });
 }
 
-pub(crate) async fn the_model_can_ask_for_context_slices(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let ask = json!({"version": 1, "steps": [], "done": false,
+#[test]
+fn the_model_can_ask_for_context_slices() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let ask = json!({"version": 1, "steps": [], "done": false,
                          "meta": {"request_context": ["modifier_stack", "geometry_stats", "node_tree_ir"]}});
-    let provider = scripted(vec![
-        turn(&ask, None),
-        turn(
-            &reply(vec![target_step("target")], true),
-            Some("Context node_tree_ir is unavailable"),
-        ),
-    ]);
-    let (outcome, _) = run_with(&blender, config(), provider).await;
-    assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
-    assert_eq!(outcome.telemetry.counters.context_requests, 1);
-    use RunState::*;
-    assert_eq!(
-        states(&outcome)[..4],
-        [RequestingContext, Generating, RequestingContext, Generating]
-    );
+        let provider = scripted(vec![
+            turn(&ask, None),
+            turn(
+                &reply(vec![target_step("target")], true),
+                Some("Context node_tree_ir is unavailable"),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.telemetry.counters.context_requests, 1);
+        use RunState::*;
+        assert_eq!(
+            states(&outcome)[..4],
+            [RequestingContext, Generating, RequestingContext, Generating]
+        );
+    });
 }
 
-pub(crate) async fn running_out_of_rounds_is_an_error(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let mut config = config();
-    config.max_rounds = 2;
-    let provider = scripted(vec![
-        turn(&reply(vec![target_step("a")], false), None),
-        turn(&reply(vec![], false), Some("All required gates pass")),
-    ]);
-    let (outcome, _) = run_with(&blender, config, provider).await;
-    assert_eq!(outcome.state, RunState::Error);
-    assert!(outcome.error.unwrap().contains("within 2 rounds"));
+#[test]
+fn running_out_of_rounds_is_an_error() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let mut config = config();
+        config.max_rounds = 2;
+        let provider = scripted(vec![
+            turn(&reply(vec![target_step("a")], false), None),
+            turn(&reply(vec![], false), Some("All required gates pass")),
+        ]);
+        let (outcome, _) = run_with(&blender, config, provider).await;
+        assert_eq!(outcome.state, RunState::Error);
+        assert!(outcome.error.unwrap().contains("within 2 rounds"));
+    });
 }
 
 /// Answers with a valid reply, but cancels the run while "thinking".
@@ -360,22 +359,27 @@ impl Provider for CancellingProvider {
     }
 }
 
-pub(crate) async fn a_cancelled_run_stops_before_applying(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let provider = Arc::new(CancellingProvider {
-        canceller: std::sync::Mutex::new(None),
+#[test]
+fn a_cancelled_run_stops_before_applying() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let provider = Arc::new(CancellingProvider {
+            canceller: std::sync::Mutex::new(None),
+        });
+        let run = GnRun::new(
+            config(),
+            provider.clone(),
+            blender.clone(),
+            ExecutorRegistry::with_defaults(PythonPolicy::safe()),
+        )
+        .start();
+        // In place long before the run asks the model: it reads the scene first.
+        *provider.canceller.lock().unwrap() = Some(run.canceller());
+        let outcome = run.wait().await.unwrap();
+        assert_eq!(outcome.state, RunState::Cancelled);
+        assert!(outcome.steps.is_empty());
+        assert!(!states(&outcome).contains(&RunState::Applying));
     });
-    let run = GnRun::new(
-        config(),
-        provider.clone(),
-        blender.clone(),
-        ExecutorRegistry::with_defaults(PythonPolicy::safe()),
-    );
-    *provider.canceller.lock().unwrap() = Some(run.canceller());
-    let outcome = run.run().await;
-    assert_eq!(outcome.state, RunState::Cancelled);
-    assert!(outcome.steps.is_empty());
-    assert!(!states(&outcome).contains(&RunState::Applying));
 }
 
 /// Records the PYTHON steps it is handed instead of running them.
@@ -397,20 +401,25 @@ impl StepExecutor for Recording {
     }
 }
 
-pub(crate) async fn registered_executors_replace_the_defaults(blender: GnBlender) {
-    fresh(&blender, PLANE).await;
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut registry = ExecutorRegistry::with_defaults(PythonPolicy::safe());
-    let old = registry.register_executor(ActionType::Python, Arc::new(Recording(seen.clone())));
-    assert!(old.is_some());
-    let python = json!({"id": "py", "type": "PYTHON", "payload": {"code": "import os"}});
-    let provider = scripted(vec![turn(
-        &reply(vec![target_step("t"), python], true),
-        None,
-    )]);
-    let outcome = GnRun::new(config(), provider, blender.clone(), registry)
-        .run()
-        .await;
-    assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
-    assert_eq!(*seen.lock().unwrap(), ["py"]);
+#[test]
+fn registered_executors_replace_the_defaults() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut registry = ExecutorRegistry::with_defaults(PythonPolicy::safe());
+        let old = registry.register_executor(ActionType::Python, Arc::new(Recording(seen.clone())));
+        assert!(old.is_some());
+        let python = json!({"id": "py", "type": "PYTHON", "payload": {"code": "import os"}});
+        let provider = scripted(vec![turn(
+            &reply(vec![target_step("t"), python], true),
+            None,
+        )]);
+        let outcome = GnRun::new(config(), provider, blender.clone(), registry)
+            .start()
+            .wait()
+            .await
+            .unwrap();
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(*seen.lock().unwrap(), ["py"]);
+    });
 }

@@ -291,6 +291,40 @@ fn feedback_records_and_reports() {
     );
 }
 
+#[test]
+fn render_requests_refuse_unknown_fields_beside_their_flattened_spec() {
+    use viga_protocol::bridge::{FramedViewsRequest, RenderRequest};
+    let render = json!({"engine": "CYCLES", "width": 8, "height": 8, "samples": 4});
+    assert!(serde_json::from_value::<RenderRequest>(render.clone()).is_ok());
+    for (key, value) in [("sampels", json!(4)), ("extra", json!(true))] {
+        let error =
+            serde_json::from_value::<RenderRequest>(render.clone().tap_insert("/", key, value))
+                .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("unknown field `{key}`")),
+            "{error}"
+        );
+    }
+    let views =
+        json!({"directions": [[0.0, 0.0, 1.0]], "engine": "WORKBENCH", "width": 8, "height": 8});
+    assert!(serde_json::from_value::<FramedViewsRequest>(views.clone()).is_ok());
+    let error = serde_json::from_value::<FramedViewsRequest>(views.tap_insert(
+        "/",
+        "output_path",
+        json!("x"),
+    ))
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("unknown field `output_path`"),
+        "{error}"
+    );
+    // A missing spec field is still missing.
+    let error = serde_json::from_value::<RenderRequest>(without(render, "/width")).unwrap_err();
+    assert!(error.to_string().contains("width"), "{error}");
+}
+
 /// Insert a key into the object at `pointer` (a test-only convenience).
 trait TapInsert {
     fn tap_insert(self, pointer: &str, key: &str, value: Value) -> Value;

@@ -98,3 +98,73 @@ fn timed_events_flatten_the_event_tag() {
     let back: TimedEvent = parse_value(value).unwrap();
     assert_eq!(back, event);
 }
+
+#[test]
+fn render_settings_travel_flat_in_requests() {
+    use viga_protocol::bridge::{
+        BridgeCommand, BridgeRequest, FramedViewsRequest, RenderEngine, RenderRequest, RenderSpec,
+    };
+    // The exact bytes the bridge has always read: the spec's fields sit where the requests
+    // used to list them one by one, and unset samples are left out rather than sent as null.
+    let cases = [
+        (
+            BridgeRequest {
+                id: 3,
+                command: BridgeCommand::Render(RenderRequest {
+                    camera: Some("Camera".into()),
+                    pose: None,
+                    spec: RenderSpec {
+                        engine: RenderEngine::Cycles,
+                        width: 64,
+                        height: 48,
+                        samples: Some(16),
+                    },
+                    output_path: Some("/tmp/a.png".into()),
+                }),
+            },
+            r#"{"id":3,"command":"render","camera":"Camera","engine":"CYCLES","width":64,"height":48,"samples":16,"output_path":"/tmp/a.png"}"#,
+        ),
+        (
+            BridgeRequest {
+                id: 4,
+                command: BridgeCommand::Render(RenderRequest {
+                    camera: None,
+                    pose: None,
+                    spec: RenderSpec {
+                        engine: RenderEngine::Workbench,
+                        width: 24,
+                        height: 16,
+                        samples: None,
+                    },
+                    output_path: None,
+                }),
+            },
+            r#"{"id":4,"command":"render","engine":"WORKBENCH","width":24,"height":16}"#,
+        ),
+        (
+            BridgeRequest {
+                id: 5,
+                command: BridgeCommand::RenderFramedViews(FramedViewsRequest {
+                    objects: vec!["Cube".into()],
+                    padding: Some(0.1),
+                    directions: vec![[1.0, -1.0, 0.8]],
+                    spec: RenderSpec {
+                        engine: RenderEngine::Eevee,
+                        width: 32,
+                        height: 32,
+                        samples: None,
+                    },
+                    output_paths: vec!["/tmp/v0.png".into()],
+                }),
+            },
+            r#"{"id":5,"command":"render_framed_views","objects":["Cube"],"padding":0.1,"directions":[[1.0,-1.0,0.8]],"engine":"EEVEE","width":32,"height":32,"output_paths":["/tmp/v0.png"]}"#,
+        ),
+    ];
+    for (request, wire) in cases {
+        assert_eq!(serde_json::to_string(&request).unwrap(), wire);
+        let back: BridgeRequest = serde_json::from_str(wire).unwrap();
+        assert_eq!(back, request);
+        let checked: BridgeRequest = parse_json(wire).unwrap();
+        assert_eq!(checked, request);
+    }
+}

@@ -12,6 +12,7 @@ use viga_skills::addons::{
 };
 use viga_skills::generator::generator_tools;
 use viga_skills::{RenderSettings, ToolContext, ToolError};
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 fn addons_folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons")
@@ -184,149 +185,155 @@ fn addons_come_and_go_between_turns() {
 
 #[tokio::test]
 async fn both_example_addons_work_on_real_blender() {
-    let worker = Worker::start(WorkerConfig::new(locate().unwrap()))
-        .await
-        .unwrap();
-    let scene = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2)\nbpy.context.object.name = 'Table'\nbpy.ops.mesh.primitive_cube_add(size=1, location=(5, 5, 5))\nbpy.context.object.name = 'Chair'\n";
-    assert!(
-        worker
-            .execute(scene, Some(SceneReset::Factory), None)
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let worker = Worker::start(WorkerConfig::new(locate().unwrap()))
             .await
-            .unwrap()
-            .succeeded()
-    );
-    let mut registry = AddonRegistry::new();
-    let problems = discover(&worker, Some(&addons_folder()), &mut registry)
-        .await
-        .unwrap();
-    assert!(problems.is_empty(), "{problems:?}");
-    assert_eq!(registry.ids(), ["material_painter", "object_placer"]);
+            .unwrap();
+        let scene = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2)\nbpy.context.object.name = 'Table'\nbpy.ops.mesh.primitive_cube_add(size=1, location=(5, 5, 5))\nbpy.context.object.name = 'Chair'\n";
+        assert!(
+            worker
+                .execute(scene, Some(SceneReset::Factory), None)
+                .await
+                .unwrap()
+                .succeeded()
+        );
+        let mut registry = AddonRegistry::new();
+        let problems = discover(&worker, Some(&addons_folder()), &mut registry)
+            .await
+            .unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(registry.ids(), ["material_painter", "object_placer"]);
 
-    let context = ToolContext::new(
-        Arc::new(worker),
-        RenderSettings::default(),
-        SceneReset::Factory,
-    );
-    let tools = registry.extend(&generator_tools().unwrap()).unwrap();
-    let placed = tools
-        .invoke(&context, "place_object_relative", json!({"object1_name": "Chair", "object2_name": "Table", "side": "right", "distance": 0.5}))
-        .await
-        .unwrap();
-    assert!(
-        placed
-            .text
-            .contains("Chair [MESH] at (2.000, 0.000, 0.000)"),
-        "1 (table half) + 0.5 (chair half) + 0.5 gap: {}",
-        placed.text
-    );
-    let painted = tools
-        .invoke(
-            &context,
-            "paint_object",
-            json!({"object_name": "Table", "color": [0.8, 0.1, 0.05], "roughness": 0.3}),
-        )
-        .await
-        .unwrap();
-    assert!(painted.text.contains("Table_paint"), "{}", painted.text);
-    let info = context.blender.scene_info(0, 10).await.unwrap();
-    assert_eq!(
-        info.objects
-            .iter()
-            .find(|o| o.name == "Table")
-            .unwrap()
-            .materials,
-        ["Table_paint"]
-    );
+        let context = ToolContext::new(
+            Arc::new(worker),
+            RenderSettings::default(),
+            SceneReset::Factory,
+        );
+        let tools = registry.extend(&generator_tools().unwrap()).unwrap();
+        let placed = tools
+            .invoke(&context, "place_object_relative", json!({"object1_name": "Chair", "object2_name": "Table", "side": "right", "distance": 0.5}))
+            .await
+            .unwrap();
+        assert!(
+            placed
+                .text
+                .contains("Chair [MESH] at (2.000, 0.000, 0.000)"),
+            "1 (table half) + 0.5 (chair half) + 0.5 gap: {}",
+            placed.text
+        );
+        let painted = tools
+            .invoke(
+                &context,
+                "paint_object",
+                json!({"object_name": "Table", "color": [0.8, 0.1, 0.05], "roughness": 0.3}),
+            )
+            .await
+            .unwrap();
+        assert!(painted.text.contains("Table_paint"), "{}", painted.text);
+        let info = context.blender.scene_info(0, 10).await.unwrap();
+        assert_eq!(
+            info.objects
+                .iter()
+                .find(|o| o.name == "Table")
+                .unwrap()
+                .materials,
+            ["Table_paint"]
+        );
 
-    let missing = tools
-        .invoke(
-            &context,
-            "place_object_relative",
-            json!({"object1_name": "Ghost", "object2_name": "Table", "side": "top"}),
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&missing, ToolError::Recoverable(m) if m.contains("no object named 'Ghost'")),
-        "{missing}"
-    );
-    let unregistered = context
-        .blender
-        .call(
-            viga_protocol::bridge::BridgeCommand::AddonCommand {
-                addon_id: "nope".into(),
-                tool: "x".into(),
-                params: json!({}),
-            },
-            None,
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        unregistered
-            .to_string()
-            .contains("no registered add-on \"nope\"")
-            || unregistered
+        let missing = tools
+            .invoke(
+                &context,
+                "place_object_relative",
+                json!({"object1_name": "Ghost", "object2_name": "Table", "side": "top"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&missing, ToolError::Recoverable(m) if m.contains("no object named 'Ghost'")),
+            "{missing}"
+        );
+        let unregistered = context
+            .blender
+            .call(
+                viga_protocol::bridge::BridgeCommand::AddonCommand {
+                    addon_id: "nope".into(),
+                    tool: "x".into(),
+                    params: json!({}),
+                },
+                None,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            unregistered
                 .to_string()
-                .contains("no registered add-on 'nope'"),
-        "{unregistered}"
-    );
+                .contains("no registered add-on \"nope\"")
+                || unregistered
+                    .to_string()
+                    .contains("no registered add-on 'nope'"),
+            "{unregistered}"
+        );
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn discovery_reports_broken_addons_without_hiding_good_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = |name: &str| {
-        let target = dir.path().join(name);
-        std::fs::create_dir_all(&target).unwrap();
-        for file in ["__init__.py", "addon_ai.json"] {
-            std::fs::copy(addons_folder().join(name).join(file), target.join(file)).unwrap();
-        }
-    };
-    copy("object_placer");
-    let crashing = dir.path().join("crashing");
-    std::fs::create_dir_all(&crashing).unwrap();
-    std::fs::write(
-        crashing.join("__init__.py"),
-        "raise RuntimeError('boom at import')\n",
-    )
-    .unwrap();
-    std::fs::copy(
-        addons_folder().join("material_painter/addon_ai.json"),
-        crashing.join("addon_ai.json"),
-    )
-    .unwrap();
-    let silent = dir.path().join("silent");
-    std::fs::create_dir_all(&silent).unwrap();
-    std::fs::write(silent.join("__init__.py"), "def register():\n    pass\n").unwrap();
-    std::fs::write(
-        silent.join("addon_ai.json"),
-        json!({"addon_info": {"id": "silent", "name": "Silent"}, "ai_integration": {"agent_description": "d", "tools": []}}).to_string(),
-    )
-    .unwrap();
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = |name: &str| {
+            let target = dir.path().join(name);
+            std::fs::create_dir_all(&target).unwrap();
+            for file in ["__init__.py", "addon_ai.json"] {
+                std::fs::copy(addons_folder().join(name).join(file), target.join(file)).unwrap();
+            }
+        };
+        copy("object_placer");
+        let crashing = dir.path().join("crashing");
+        std::fs::create_dir_all(&crashing).unwrap();
+        std::fs::write(
+            crashing.join("__init__.py"),
+            "raise RuntimeError('boom at import')\n",
+        )
+        .unwrap();
+        std::fs::copy(
+            addons_folder().join("material_painter/addon_ai.json"),
+            crashing.join("addon_ai.json"),
+        )
+        .unwrap();
+        let silent = dir.path().join("silent");
+        std::fs::create_dir_all(&silent).unwrap();
+        std::fs::write(silent.join("__init__.py"), "def register():\n    pass\n").unwrap();
+        std::fs::write(
+            silent.join("addon_ai.json"),
+            json!({"addon_info": {"id": "silent", "name": "Silent"}, "ai_integration": {"agent_description": "d", "tools": []}}).to_string(),
+        )
+        .unwrap();
 
-    let worker = Worker::start(WorkerConfig::new(locate().unwrap()))
-        .await
-        .unwrap();
-    let mut registry = AddonRegistry::new();
-    let problems = discover(&worker, Some(dir.path()), &mut registry)
-        .await
-        .unwrap();
-    assert_eq!(registry.ids(), ["object_placer"]);
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("crashing: cannot be loaded: RuntimeError: boom at import")),
-        "{problems:?}"
-    );
-    assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("\"silent\"") && p.contains("no VIGA_COMMANDS")),
-        "{problems:?}"
-    );
-    let err = discover(&worker, Some(&dir.path().join("missing")), &mut registry)
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("no add-on folder"), "{err}");
+        let worker = Worker::start(WorkerConfig::new(locate().unwrap()))
+            .await
+            .unwrap();
+        let mut registry = AddonRegistry::new();
+        let problems = discover(&worker, Some(dir.path()), &mut registry)
+            .await
+            .unwrap();
+        assert_eq!(registry.ids(), ["object_placer"]);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("crashing: cannot be loaded: RuntimeError: boom at import")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("\"silent\"") && p.contains("no VIGA_COMMANDS")),
+            "{problems:?}"
+        );
+        let err = discover(&worker, Some(&dir.path().join("missing")), &mut registry)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no add-on folder"), "{err}");
+    })
+    .await;
 }

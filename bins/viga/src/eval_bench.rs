@@ -1,4 +1,4 @@
-//! `cargo xtask eval bench`: instances per hour with 1 and 2 workers on the mini-suite, for
+//! `viga eval bench` (or `cargo xtask eval bench`): instances per hour with 1 and 2 workers on the mini-suite, for
 //! two kinds of system:
 //!
 //! - the `oracle` baseline, which is all Blender (run the goal program, render every camera,
@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use viga_blender::{BlenderLauncher, WorkerConfig, WorkerPool};
 use viga_eval::agent::AgentProposer;
 use viga_eval::{Baseline, EvalConfig, Proposer, RenderSpec};
+use viga_protocol::event::ModelRole;
 use viga_protocol::message::{ContentPart, ToolCall};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 
@@ -44,24 +45,27 @@ impl Provider for LatencyStandIn {
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         tokio::time::sleep(self.latency).await;
-        if request.system.starts_with("You are the verifier") {
-            let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
-            response.tool_calls = vec![ToolCall {
-                id: "verdict".into(),
-                name: "end_process".into(),
-                arguments: serde_json::json!({
-                    "visual_differences": [],
-                    "suggestions": [],
-                    "accepted": true
-                }),
-            }];
-            return Ok(response);
-        }
-        if request.system.starts_with("You are the planner") {
-            return Ok(ModelResponse::text_only(
-                "1. keep the start program",
-                FinishReason::Stop,
-            ));
+        match request.role {
+            Some(ModelRole::Verifier) => {
+                let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
+                response.tool_calls = vec![ToolCall {
+                    id: "verdict".into(),
+                    name: "end_process".into(),
+                    arguments: serde_json::json!({
+                        "visual_differences": [],
+                        "suggestions": [],
+                        "accepted": true
+                    }),
+                }];
+                return Ok(response);
+            }
+            Some(ModelRole::Planner) => {
+                return Ok(ModelResponse::text_only(
+                    "1. keep the start program",
+                    FinishReason::Stop,
+                ));
+            }
+            _ => {}
         }
         // The task text holds start.py in a fenced block (viga_eval::agent::task_text).
         let program = request

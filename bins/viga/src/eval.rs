@@ -1,0 +1,318 @@
+//! `viga eval`: BlenderGym evaluation (the logic lives in `viga-eval`; this parses flags,
+//! starts the worker pool and shows progress). `cargo xtask eval …` forwards here.
+//!
+//! - `blendergym`: score a baseline or the agent on a BlenderGym-layout folder, one shard of it.
+//! - `report`: rewrite an output folder's summary and tables.
+//! - `merge`: combine shard outputs into one folder.
+//! - `bench`: instances per hour with 1 and 2 workers on the mini-suite.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use viga_blender::{WorkerConfig, WorkerPool, locate};
+use viga_eval::agent::AgentProposer;
+use viga_eval::report::{self, Summary};
+use viga_eval::runner::RunSummary;
+use viga_eval::search::SearchProposer;
+use viga_eval::{
+    Baseline, EvalConfig, EvalEvent, Proposer, RenderEngine, RenderSpec, Selection, Shard,
+};
+use viga_provider::{ProviderConfig, ProviderKind, build_provider};
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Score a system on a BlenderGym-layout folder (bench_data or the mini-suite).
+    Blendergym(Box<BlendergymArgs>),
+    /// Rewrite summary.json, report.md and report.html of an output folder.
+    Report { out: PathBuf },
+    /// Combine the output folders of several shards into one, then write its reports.
+    Merge {
+        #[arg(long)]
+        into: PathBuf,
+        shards: Vec<PathBuf>,
+    },
+    /// Instances per hour with 1 and 2 workers on the mini-suite: the oracle baseline, and
+    /// the agent loop with a stand-in model that answers after a fixed latency.
+    Bench {
+        /// The mini-suite (regenerate it with `cargo xtask eval make-mini`).
+        #[arg(long, default_value = "fixtures/blendergym-mini")]
+        data: PathBuf,
+        #[command(flatten)]
+        render: RenderArgs,
+        /// The stand-in model's latency per call, in milliseconds (hosted vision models
+        /// take seconds).
+        #[arg(long, default_value_t = 1000)]
+        model_latency_ms: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BaselineArg {
+    /// The start program unchanged.
+    Noop,
+    /// The goal program (the harness proof: PL 0).
+    Oracle,
+    /// No model: render-in-the-loop search over the start program's numeric literals.
+    Search,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RenderArgs {
+    /// workbench, cycles or eevee (the benchmark: cycles).
+    #[arg(long, default_value = "cycles")]
+    engine: RenderEngine,
+    /// Square render side in pixels (the benchmark: 512).
+    #[arg(long, default_value_t = 512)]
+    resolution: u32,
+    /// Cycles / EEVEE samples (the benchmark: 512).
+    #[arg(long, default_value_t = 512)]
+    samples: u32,
+}
+
+impl RenderArgs {
+    fn spec(&self) -> Result<RenderSpec> {
+        if !(1..=8192).contains(&self.resolution) {
+            bail!("--resolution must be between 1 and 8192");
+        }
+        Ok(RenderSpec {
+            engine: self.engine,
+            width: self.resolution,
+            height: self.resolution,
+            samples: Some(self.samples),
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BlendergymArgs {
+    /// The folder of <task><i>/ instances (BlenderGym's bench_data, or fixtures/blendergym-mini).
+    #[arg(long)]
+    data: PathBuf,
+    /// Where results go; rerunning with the same folder resumes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Comma-separated tasks (blendshape, placement, geometry, lighting, material).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Option<Vec<String>>,
+    /// Comma-separated instance folder names, e.g. placement1,lighting3.
+    #[arg(long, value_delimiter = ',')]
+    instances: Option<Vec<String>>,
+    /// A baseline system (no model); without it, the agent runs with --provider.
+    #[arg(long, value_enum, conflicts_with = "provider")]
+    baseline: Option<BaselineArg>,
+    /// The agent's model provider: openai, anthropic, gemini, openai_compatible, scripted.
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// API base URL (openai_compatible).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// The scripted provider's script file.
+    #[arg(long)]
+    script: Option<PathBuf>,
+    /// The agent's iteration budget per instance.
+    #[arg(long, default_value_t = 10)]
+    max_iterations: u32,
+    /// Programs the search baseline may score per instance.
+    #[arg(long, default_value_t = 200)]
+    search_budget: u32,
+    /// Warm Blender workers working in parallel.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// i/n: this process's shard (0 <= i < n), e.g. $SLURM_ARRAY_TASK_ID/$N.
+    #[arg(long, default_value = "0/1")]
+    shard: String,
+    #[arg(long, default_value_t = viga_eval::chamfer::DEFAULT_POINTS)]
+    chamfer_points: usize,
+    /// CLIP ViT-B/32 weights (safetensors, Hugging Face openai/clip-vit-base-patch32 layout)
+    /// for N-CLIP; without them N-CLIP is reported as unavailable. See docs/eval.md.
+    #[arg(long)]
+    clip_weights: Option<PathBuf>,
+    /// Also score every program the system proposed along the way, and start.py, and report
+    /// the best per instance chosen with the ground truth, labelled "oracle-selected" (the
+    /// benchmark's "best proposal" figure; never the headline).
+    #[arg(long)]
+    oracle_selected: bool,
+    #[command(flatten)]
+    render: RenderArgs,
+}
+
+pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
+    match command {
+        EvalCommand::Blendergym(args) => blendergym(*args).await?,
+        EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
+        EvalCommand::Merge { into, shards } => {
+            print_summary(&report::merge(&shards, &into)?, &into);
+        }
+        EvalCommand::Bench {
+            data,
+            render,
+            model_latency_ms,
+        } => {
+            crate::eval_bench::bench(
+                &data,
+                locate()?,
+                render.spec()?,
+                Duration::from_millis(model_latency_ms),
+            )
+            .await?;
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
+    let mut config = EvalConfig::new(&args.data, &args.out, args.render.spec()?);
+    config.shard = args.shard.parse::<Shard>()?;
+    config.chamfer_points = args.chamfer_points;
+    config.clip_weights = args.clip_weights.clone();
+    config.oracle_selected = args.oracle_selected;
+    config.selection = Selection {
+        tasks: args
+            .tasks
+            .as_ref()
+            .map(|tasks| {
+                tasks
+                    .iter()
+                    .map(|t| t.parse())
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?,
+        instances: args.instances.clone(),
+    };
+    Ok(config)
+}
+
+/// The system under test: a baseline, or the agent with a provider.
+fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn Proposer>> {
+    match (&args.baseline, &args.provider) {
+        (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
+        (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
+        (Some(BaselineArg::Search), _) => {
+            if args.search_budget < 2 {
+                bail!("--search-budget must be at least 2 (the start program and one move)");
+            }
+            Ok(Arc::new(SearchProposer {
+                budget: args.search_budget,
+                render: config.render,
+                timeout: config.timeout,
+            }))
+        }
+        (None, None) => bail!(
+            "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
+        ),
+        (None, Some(kind)) => {
+            let kind: ProviderKind = serde_json::from_value(serde_json::Value::String(kind.clone())).map_err(|_| {
+                anyhow::anyhow!("unknown provider {kind:?}; use openai, anthropic, gemini, openai_compatible or scripted")
+            })?;
+            let mut settings = ProviderConfig::new(kind, args.model.clone().unwrap_or_default());
+            settings.base_url.clone_from(&args.base_url);
+            settings.script.clone_from(&args.script);
+            if args.max_iterations == 0 {
+                bail!("--max-iterations must be at least 1");
+            }
+            Ok(Arc::new(AgentProposer::new(
+                build_provider(&settings)?,
+                args.max_iterations,
+            )))
+        }
+    }
+}
+
+async fn blendergym(args: BlendergymArgs) -> Result<()> {
+    // Checked before Blender starts, so bad flags fail at once.
+    let config = config_from(&args)?;
+    viga_eval::discover(&config.data, &config.selection)?;
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    let proposer = proposer_from(&args, &config)?;
+    println!(
+        "eval: {} on {} (shard {}), {}, {} worker(s)",
+        proposer.system(),
+        config.data.display(),
+        config.shard,
+        config.render,
+        args.workers
+    );
+    let pool = Arc::new(WorkerPool::start(args.workers, WorkerConfig::new(locate()?)).await?);
+    let summary = run_with_progress(&config, pool, proposer).await?;
+    for (instance, error) in &summary.failed {
+        eprintln!("FAILED {instance}: {error}");
+    }
+    print_summary(&report::write_reports(&config.out)?, &config.out);
+    if !summary.failed.is_empty() {
+        bail!(
+            "{} instance(s) could not be scored (listed above); rerun to retry them",
+            summary.failed.len()
+        );
+    }
+    Ok(())
+}
+
+/// Runs the evaluation with a progress bar: instances done, ETA, running mean PL.
+async fn run_with_progress(
+    config: &EvalConfig,
+    pool: Arc<WorkerPool>,
+    proposer: Arc<dyn Proposer>,
+) -> Result<RunSummary> {
+    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} instances, ETA {eta} {msg}")
+            .context("bad progress template")?,
+    );
+    let shown = bar.clone();
+    let printer = tokio::spawn(async move {
+        let (mut sum, mut count) = (0.0, 0usize);
+        while let Some(event) = receiver.recv().await {
+            match event {
+                EvalEvent::Started { total, skipped } => {
+                    shown.set_length((total - skipped) as u64);
+                    if skipped > 0 {
+                        shown.println(format!("resuming: {skipped} of {total} already scored"));
+                    }
+                }
+                EvalEvent::Scored(scores) => {
+                    if let Some(pl) = scores.pl {
+                        sum += pl;
+                        count += 1;
+                    }
+                    shown.println(format!(
+                        "{:<14} PL {:<10} CD {}{}",
+                        scores.instance,
+                        scores
+                            .pl
+                            .map_or("not executable".to_owned(), |pl| format!("{pl:.6}")),
+                        scores.cd.map_or("-".to_owned(), |cd| format!("{cd:.4}")),
+                        scores
+                            .n_clip
+                            .map_or(String::new(), |n_clip| format!(" N-CLIP {n_clip:.4}")),
+                    ));
+                    if count > 0 {
+                        shown.set_message(format!("mean PL {:.6}", sum / count as f64));
+                    }
+                    shown.inc(1);
+                }
+                EvalEvent::Failed { instance, error } => {
+                    shown.println(format!("{instance}: FAILED {error}"));
+                    shown.inc(1);
+                }
+            }
+        }
+    });
+    let summary = viga_eval::run(config, pool, proposer, Some(events)).await;
+    let _ = printer.await;
+    bar.finish_and_clear();
+    Ok(summary?)
+}
+
+fn print_summary(summary: &Summary, out: &Path) {
+    println!("\n{}", report::markdown(summary));
+    println!("results: {}", out.join(report::MARKDOWN_FILE).display());
+}

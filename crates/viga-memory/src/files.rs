@@ -1,0 +1,43 @@
+//! The two primitives every run folder is written with, kept in one place: whole-file writes
+//! that a kill can never leave half done, and the clock the records are stamped with.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Writes `bytes` to `path` whole: to a temporary sibling, then renamed into place, so a killed
+/// process never leaves a half-written file that a later reader (resume, a report) would trust.
+/// Creates the parent folder if needed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, path)
+}
+
+/// Milliseconds since the Unix epoch (0 for a clock set before it).
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_files_and_leaves_no_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/result.json");
+        write_atomic(&path, b"{}").unwrap();
+        write_atomic(&path, b"{\"again\": true}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"again\": true}");
+        let left: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(left.len(), 1);
+    }
+}
