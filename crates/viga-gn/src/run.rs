@@ -820,78 +820,81 @@ mod tests {
     /// asks the model.
     #[tokio::test]
     async fn a_cancel_during_a_slow_model_call_ends_the_run_at_once() {
-        let worker = Arc::new(
-            Worker::start(WorkerConfig::new(locate().unwrap()))
-                .await
-                .unwrap(),
-        );
-        let reply = json!({"version": 1, "done": true, "steps": [
-            {"id": "t", "type": "GN_OPS", "payload": {"ops": [
-                {"op": "ensure_target", "object": "Cube", "modifier": "GN"}
-            ]}}
-        ]});
-        let slow = Turn {
-            expect: Default::default(),
-            response: ModelResponse::text_only(reply.to_string(), FinishReason::Stop),
-            delay_ms: 30_000,
-        };
-        let provider = ScriptedProvider::new(
-            "scripted:slow",
-            Script {
-                description: String::new(),
-                turns: vec![slow],
-            },
-        );
-        let mut config = GnRunConfig::new("scatter cubes");
-        config.object = Some("Cube".into());
-        let mut run = GnRun::new(
-            config,
-            Arc::new(provider),
-            GnBlender::new(worker.clone()),
-            ExecutorRegistry::with_defaults(PythonPolicy::safe()),
-        )
-        .start();
-        while let Some(event) = run.next_event().await {
-            if let RunEvent::GnStateChanged {
-                to: RunState::Generating,
-                ..
-            } = event.event
-            {
-                break;
+        viga_testkit::within(viga_testkit::BLENDER_TEST_LIMIT, "the test", async {
+            let worker = Arc::new(
+                Worker::start(WorkerConfig::new(locate().unwrap()))
+                    .await
+                    .unwrap(),
+            );
+            let reply = json!({"version": 1, "done": true, "steps": [
+                {"id": "t", "type": "GN_OPS", "payload": {"ops": [
+                    {"op": "ensure_target", "object": "Cube", "modifier": "GN"}
+                ]}}
+            ]});
+            let slow = Turn {
+                expect: Default::default(),
+                response: ModelResponse::text_only(reply.to_string(), FinishReason::Stop),
+                delay_ms: 30_000,
+            };
+            let provider = ScriptedProvider::new(
+                "scripted:slow",
+                Script {
+                    description: String::new(),
+                    turns: vec![slow],
+                },
+            );
+            let mut config = GnRunConfig::new("scatter cubes");
+            config.object = Some("Cube".into());
+            let mut run = GnRun::new(
+                config,
+                Arc::new(provider),
+                GnBlender::new(worker.clone()),
+                ExecutorRegistry::with_defaults(PythonPolicy::safe()),
+            )
+            .start();
+            while let Some(event) = run.next_event().await {
+                if let RunEvent::GnStateChanged {
+                    to: RunState::Generating,
+                    ..
+                } = event.event
+                {
+                    break;
+                }
             }
-        }
-        // The model call is in flight now.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let cancelled_at = Instant::now();
-        run.cancel();
-        let mut after = Vec::new();
-        while let Some(event) = run.next_event().await {
-            after.push(event.event);
-        }
-        let outcome = run.wait().await.unwrap();
-        let took = cancelled_at.elapsed();
-        assert!(
-            took < Duration::from_secs(1),
-            "the run took {took:?} to stop"
-        );
-        assert_eq!(outcome.state, RunState::Cancelled, "{:?}", outcome.error);
-        assert_eq!(outcome.rounds, 0);
-        assert!(outcome.steps.is_empty());
-        assert!(
-            !after
-                .iter()
-                .any(|event| matches!(event, RunEvent::ModelCalled { .. }))
-        );
-        assert!(matches!(
-            after.last(),
-            Some(RunEvent::RunFinished {
-                stop: StopReason::Cancelled,
-                ..
-            })
-        ));
-        if let Ok(worker) = Arc::try_unwrap(worker) {
-            worker.shutdown().await;
-        }
+            // The model call is in flight now.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let cancelled_at = Instant::now();
+            run.cancel();
+            let mut after = Vec::new();
+            while let Some(event) = run.next_event().await {
+                after.push(event.event);
+            }
+            let outcome = run.wait().await.unwrap();
+            let took = cancelled_at.elapsed();
+            assert!(
+                took < Duration::from_secs(1),
+                "the run took {took:?} to stop"
+            );
+            assert_eq!(outcome.state, RunState::Cancelled, "{:?}", outcome.error);
+            assert_eq!(outcome.rounds, 0);
+            assert!(outcome.steps.is_empty());
+            assert!(
+                !after
+                    .iter()
+                    .any(|event| matches!(event, RunEvent::ModelCalled { .. }))
+            );
+            assert!(matches!(
+                after.last(),
+                Some(RunEvent::RunFinished {
+                    stop: StopReason::Cancelled,
+                    ..
+                })
+            ));
+            if let Ok(worker) = Arc::try_unwrap(worker) {
+                worker.shutdown().await;
+            }
+        })
+        .await;
     }
 
     #[test]
