@@ -15,9 +15,7 @@ const STAMP_FILE: &str = "viga-setup.json";
 const PYTHON311_ENV: &str = "VIGA_PYTHON311";
 
 pub fn workspace_root() -> PathBuf {
-    // xtask lives one level below the workspace root.
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
+    viga_blender::locate::workspace_root()
 }
 
 pub fn run() -> Result<BlenderLauncher> {

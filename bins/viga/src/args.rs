@@ -62,6 +62,8 @@ pub enum Command {
     },
     /// Ask the Geometry Nodes assistant to build or edit a node tree on an object.
     Gn(crate::gn::GnArgs),
+    /// Ask the add-on agent to do something with the tools of Blender add-ons (seed 004).
+    Agent(crate::agent::AgentArgs),
     /// Serve add-on commands over WebSocket, one Blender per user (token from
     /// VIGA_GATEWAY_TOKEN).
     Gateway {
@@ -99,6 +101,7 @@ impl Command {
             Self::Run(args) => args.events,
             Self::Resume { events, .. } => *events,
             Self::Gn(args) => args.events,
+            Self::Agent(args) => args.events,
             _ => crate::progress::EventsFormat::Text,
         }
     }

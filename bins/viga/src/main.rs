@@ -1,6 +1,7 @@
 //! `viga`: the command line. Thin: it parses arguments, builds the configuration, and hands
 //! everything else to the library crates.
 
+mod agent;
 mod args;
 mod attach;
 mod eval;
@@ -74,6 +75,7 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
         }
         Command::Doctor => doctor().await,
         Command::Gn(args) => gn::run(args).await,
+        Command::Agent(args) => agent::run(args).await,
         Command::Mcp {
             attach,
             live,

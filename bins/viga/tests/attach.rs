@@ -105,6 +105,12 @@ impl Drop for Host {
     }
 }
 
+/// The scene's render engine, size and output format, as a line.
+async fn render_settings(client: &FramedClient) -> String {
+    let code = "import bpy\nr = bpy.context.scene.render\nprint(r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.image_settings.file_format, r.filepath)";
+    client.execute(code, None, None).await.unwrap().stdout
+}
+
 async fn object_names(client: &FramedClient) -> Vec<String> {
     let info = client.scene_info(0, 500).await.unwrap();
     let mut names: Vec<String> = info.objects.iter().map(|o| o.name.clone()).collect();
@@ -472,6 +478,7 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
         use rmcp::transport::TokioChildProcess;
 
         let host = Host::start(None);
+        let settings_before = render_settings(&*host.client().await).await;
         let mut command = tokio::process::Command::new(VIGA);
         command
             .env("VIGA_CONNECTION_DIR", host.connection_dir())
@@ -498,6 +505,7 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
         };
         run(&add("Live1")).await.unwrap();
         run(&add("Live2")).await.unwrap();
+
         let failed = run(&format!("{}raise RuntimeError('no')\n", add("Broken")))
             .await
             .unwrap();
@@ -505,9 +513,19 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
             ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
             other => panic!("expected text, got {other:?}"),
         }
+        // Looking at the scene renders it; the person's own render settings stay theirs.
+        let looked = client
+            .call_tool(CallToolRequestParams::new("initialize_viewpoint"))
+            .await
+            .unwrap();
+        assert!(
+            looked.content.iter().any(|block| matches!(block, ContentBlock::Image(_))),
+            "{looked:?}"
+        );
         client.cancel().await.unwrap();
 
         let user = host.client().await;
+        assert_eq!(render_settings(&user).await, settings_before);
         let names = object_names(&user).await;
         assert!(
             names.contains(&"Live1".to_owned()) && names.contains(&"Live2".to_owned()),

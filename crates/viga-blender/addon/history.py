@@ -34,9 +34,15 @@ def runs_root(context):
 
 
 def run_kind(path):
-    # viga's Geometry Nodes runs live in <output>/gn/<run id>/. Looking at the parent folder
-    # only keeps a "gn" elsewhere in the path (a user's folder) from counting.
-    return "gn" if os.path.basename(os.path.dirname(os.path.normpath(path))) == "gn" else "scene"
+    # viga's Geometry Nodes runs live in <output>/gn/<run id>/, its add-on agent's in
+    # <output>/agent/<timestamp>/<task>/. Looking only at the folders where viga puts those
+    # names keeps a "gn" or "agent" elsewhere in the path (a user's folder) from counting.
+    parent = os.path.dirname(os.path.normpath(path))
+    if os.path.basename(parent) == "gn":
+        return "gn"
+    if os.path.basename(os.path.dirname(parent)) == "agent":
+        return "agent"
+    return "scene"
 
 
 def _subfolders_or_run(folder):

@@ -125,7 +125,8 @@ class VIGA_OT_start_run(bpy.types.Operator):
     bl_label = "Start"
     bl_description = (
         "Start viga: in Scene mode it builds the scene the task describes (and the target shows); "
-        "in Geometry Nodes mode it builds a node tree on the active object"
+        "in Geometry Nodes mode it builds a node tree on the active object; in Add-on tools mode "
+        "an agent carries out the command with the add-ons' tools, one undo step per command"
     )
 
     confirmed_trusted: BoolProperty(
@@ -176,7 +177,7 @@ class VIGA_OT_start_run(bpy.types.Operator):
             return self._scene_run(context, prefs, settings)
         if settings.mode == "GEOMETRY_NODES":
             return self._gn_run(context, prefs, settings)
-        raise Refused("Add-on tools mode cannot start a run yet; switch to Scene or Geometry Nodes")
+        return self._agent_run(context, prefs, settings)
 
     def _scene_run(self, context, prefs, settings):
         task = settings.task.strip()
@@ -209,6 +210,29 @@ class VIGA_OT_start_run(bpy.types.Operator):
         root = _runs_root(context)
         argv = runner.gn_command(viga, connection, request, active.name, prefs, root, trusted)
         return argv, "GN", request, 0, []
+
+    def _agent_run(self, context, prefs, settings):
+        command = settings.command.strip()
+        if not command:
+            raise Refused("Say what to do with the add-on tools in the command field first")
+        folder = _addons_folder(settings)
+        _check_setup(prefs)
+        connection = _connection()
+        viga = runner.find_viga(prefs)
+        root = _runs_root(context)
+        argv = runner.agent_command(viga, connection, command, folder, prefs, root)
+        # The agent has a step budget of its own (viga agent --max-steps); the panel shows the step.
+        return argv, "AGENT", command, 0, []
+
+
+def _addons_folder(settings):
+    """The add-on folder of Add-on tools mode as an absolute path, or "" when none is set."""
+    if not settings.addons_folder.strip():
+        return ""
+    folder = os.path.normpath(bpy.path.abspath(settings.addons_folder.strip()))
+    if not os.path.isdir(folder):
+        raise Refused("The add-on folder does not exist: %s" % folder)
+    return folder
 
 
 class VIGA_OT_cancel_run(bpy.types.Operator):
@@ -308,11 +332,13 @@ class VIGA_OT_refresh_addon_tools(bpy.types.Operator):
 
     folder: StringProperty(
         name="Extra folder", subtype="DIR_PATH", options={"SKIP_SAVE"},
-        description="Also load add-on packages with an addon_ai.json from this folder",
+        description="Also load add-on packages with an addon_ai.json from this folder "
+        "(default: the add-on folder of Add-on tools mode, so the list shows what the agent gets)",
     )
 
     def execute(self, context):
-        args = {"folder": os.path.normpath(bpy.path.abspath(self.folder))} if self.folder else {}
+        folder = self.folder or context.scene.viga.addons_folder.strip()
+        args = {"folder": os.path.normpath(bpy.path.abspath(folder))} if folder else {}
         try:
             listing = viga_bridge.cmd_list_addons(args)
         except viga_bridge.BridgeError as exc:
@@ -400,6 +426,8 @@ class VIGA_OT_resume_run(bpy.types.Operator):
     def execute(self, context):
         if not os.path.isfile(os.path.join(self.path, history.EVENTS_FILE)):
             return _refuse(self, "Not a viga run folder (it has no %s): %s" % (history.EVENTS_FILE, self.path))
+        if history.run_kind(self.path) == "agent":
+            return _refuse(self, "An add-on agent run cannot be resumed; start a new one with its command")
         try:
             viga = runner.find_viga(_preferences(context))
             args = history.read_args(self.path)

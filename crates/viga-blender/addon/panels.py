@@ -26,8 +26,12 @@ STOP_LABELS = {
     "failed": "failed",
     "": "unfinished",
 }
+# An agent run stops as "accepted" when the model answers, and spends steps, not iterations.
+AGENT_STOP_LABELS = dict(STOP_LABELS, accepted="answered", max_iterations="step budget spent")
 # Resuming continues at the next iteration: pointless once accepted, and a spent budget stays spent.
 RESUMABLE_STOPS = {"", "cancelled", "failed"}
+KIND_TITLES = {"SCENE": "Scene run", "GN": "Geometry Nodes run", "AGENT": "Add-on agent run"}
+HISTORY_ICONS = {"scene": "SCENE_DATA", "gn": "NODETREE", "agent": "TOOL_SETTINGS"}
 
 
 def _wrapped(layout, text, icon="NONE"):
@@ -77,8 +81,7 @@ class VIGA_PT_main(VigaSidebarPanel, bpy.types.Panel):
         layout.row().prop(settings, "mode", expand=True)
         if settings.mode == "ADDON_TOOLS":
             self._draw_addon_tools(layout, context, settings)
-            return
-        if settings.mode == "SCENE":
+        elif settings.mode == "SCENE":
             self._draw_scene_inputs(layout, settings)
         else:
             self._draw_gn_inputs(layout, context, settings)
@@ -127,9 +130,9 @@ class VIGA_PT_main(VigaSidebarPanel, bpy.types.Panel):
     @staticmethod
     def _draw_addon_tools(layout, context, settings):
         wm = context.window_manager
-        row = layout.row()
-        row.enabled = False  # nothing reads the command until the tools agent exists
-        row.prop(settings, "command")
+        column = layout.column()
+        column.prop(settings, "command")
+        column.prop(settings, "addons_folder")
         header = layout.row()
         header.label(text="Tools from add-ons (%d)" % len(wm.viga_tools))
         header.operator("viga.refresh_addon_tools", text="", icon="FILE_REFRESH")
@@ -140,12 +143,7 @@ class VIGA_PT_main(VigaSidebarPanel, bpy.types.Panel):
             )
         else:
             layout.label(text="None found yet: press refresh")
-        _wrapped(
-            layout,
-            "The agent that drives these tools comes in a later release; today `viga mcp` "
-            "serves them to MCP clients.",
-            icon="INFO",
-        )
+        _wrapped(layout, "The agent works on this scene: each command it runs is one undo step.", icon="INFO")
 
 
 class VIGA_PT_status(VigaSidebarPanel, bpy.types.Panel):
@@ -160,7 +158,7 @@ class VIGA_PT_status(VigaSidebarPanel, bpy.types.Panel):
     def draw(self, context):
         layout = self.layout
         status = context.window_manager.viga_run
-        kind = "Geometry Nodes run" if status.kind == "GN" else "Scene run"
+        kind = KIND_TITLES.get(status.kind, "Run")
         layout.label(text="%s: %s" % (kind, status.state.lower()), icon=STATE_ICONS.get(status.state, "INFO"))
         self._draw_progress(layout, status)
         self._draw_thumbnails(layout)
@@ -173,9 +171,12 @@ class VIGA_PT_status(VigaSidebarPanel, bpy.types.Panel):
         if status.max_iterations:
             column.label(text="Iteration %d of %d" % (status.iteration, status.max_iterations))
         elif status.iteration:
-            column.label(text=("Round %d" if status.kind == "GN" else "Iteration %d") % status.iteration)
+            counted = {"GN": "Round %d", "AGENT": "Step %d"}.get(status.kind, "Iteration %d")
+            column.label(text=counted % status.iteration)
         if status.step:
-            column.label(text="Step: " + status.step)
+            # An agent's step is numbered above; its text says what the step is doing.
+            agent = status.kind == "AGENT"
+            column.label(text=status.step[:1].upper() + status.step[1:] if agent else "Step: " + status.step)
         column.label(text="Tokens: %d in, %d out" % (status.tokens_in, status.tokens_out))
         if status.verdict:
             _wrapped(layout, "Verdict: " + status.verdict, icon="HIDE_OFF")
@@ -204,6 +205,8 @@ class VIGA_PT_status(VigaSidebarPanel, bpy.types.Panel):
         else:
             if status.applied:
                 layout.label(text="Applied: Edit > Undo takes it back", icon="CHECKMARK")
+            if status.kind == "AGENT" and status.iteration:
+                _wrapped(layout, "Each command the agent ran is one undo step (Edit > Undo)", icon="LOOP_BACK")
             row.operator("viga.discard_result", text="Dismiss", icon="X")
         if status.report_path and status.run_folder:
             layout.operator("viga.open_report", icon="URL").path = status.run_folder
@@ -230,9 +233,10 @@ class VIGA_PT_history(VigaSidebarPanel, bpy.types.Panel):
     def _draw_run(layout, run):
         box = layout.box()
         title = run.task or os.path.basename(run.path)
-        box.label(text=title, icon="NODETREE" if run.kind == "gn" else "SCENE_DATA")
+        box.label(text=title, icon=HISTORY_ICONS.get(run.kind, "SCENE_DATA"))
         row = box.row(align=True)
-        row.label(text=STOP_LABELS.get(run.stop, run.stop))
+        stop_labels = AGENT_STOP_LABELS if run.kind == "agent" else STOP_LABELS
+        row.label(text=stop_labels.get(run.stop, run.stop))
         row.operator("viga.open_report", text="", icon="URL").path = run.path
         if run.kind == "scene" and run.stop in RESUMABLE_STOPS:
             row.operator("viga.resume_run", text="", icon="PLAY").path = run.path

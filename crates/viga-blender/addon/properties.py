@@ -38,6 +38,7 @@ RUN_STATES = [
 RUN_KINDS = [
     ("SCENE", "Scene", "A scene run (viga run)"),
     ("GN", "Geometry Nodes", "A Geometry Nodes run (viga gn)"),
+    ("AGENT", "Add-on agent", "An add-on agent run (viga agent)"),
 ]
 
 LOG_LEVELS = [
@@ -63,7 +64,13 @@ class VigaSceneSettings(bpy.types.PropertyGroup):
     request: StringProperty(
         name="Request", description="What to build on the active object, e.g. \"scatter cubes on the plane\"",
     )
-    command: StringProperty(name="Command", description="What to do with the add-on tools")
+    command: StringProperty(
+        name="Command", description="What the agent should do with the add-on tools, e.g. \"put the lamp to the left of the table\"",
+    )
+    addons_folder: StringProperty(
+        name="Add-on folder", subtype="DIR_PATH",
+        description="Also load add-on packages with an addon_ai.json from this folder (optional)",
+    )
 
 
 class VigaLogLine(bpy.types.PropertyGroup):

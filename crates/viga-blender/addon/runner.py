@@ -36,6 +36,8 @@ OUTCOME_STATES = {
     "accepted": "FINISHED",
     "max_iterations": "FINISHED",
     "done": "FINISHED",
+    "answered": "FINISHED",
+    "max_steps": "FINISHED",
     "cancelled": "CANCELLED",
     "failed": "FAILED",
     "error": "FAILED",
@@ -182,16 +184,27 @@ def scene_command(viga, connection, task, target, prefs, runs_root):
 
 
 def gn_command(viga, connection, request, object_name, prefs, runs_root, trusted):
-    # A request starting with "-" would read as a flag; after "--" it is positional for sure.
-    leading_dash = request.startswith("-")
-    argv = [viga, "gn"] + ([] if leading_dash else [request])
-    argv += ["--attach", "--connection", connection, "--events", "jsonl"]
+    # The request always goes after "--": one starting with "-" would read as a flag, and
+    # one that is a word of `viga gn`'s own (`preset`) as its subcommand.
+    argv = [viga, "gn", "--attach", "--connection", connection, "--events", "jsonl"]
     argv += _option("--object", object_name)
     argv += provider_flags(prefs)
     argv += ["--output", runs_root]
     if trusted:
         argv += ["--trusted-python", "--confirm-trusted"]
-    return argv + (["--", request] if leading_dash else [])
+    return argv + ["--", request]
+
+
+def agent_command(viga, connection, command, addons_folder, prefs, runs_root):
+    # A command starting with "-" would read as a flag; after "--" it is positional for sure.
+    leading_dash = command.startswith("-")
+    argv = [viga, "agent"] + ([] if leading_dash else [command])
+    argv += ["--attach", "--connection", connection, "--events", "jsonl"]
+    if addons_folder:
+        argv += ["--addons", addons_folder]
+    argv += provider_flags(prefs)
+    argv += ["--output", runs_root]
+    return argv + (["--", command] if leading_dash else [])
 
 
 def resume_command(viga, folder):
@@ -220,8 +233,9 @@ def _remove_files(paths):
 
 
 def start(argv, kind, task, max_iterations, cleanup=()):
-    """Starts viga with argv and streams its events into the run status. kind is 'SCENE' or
-    'GN'; the files in cleanup are deleted when the run ends (or now, if it cannot start)."""
+    """Starts viga with argv and streams its events into the run status. kind is 'SCENE',
+    'GN' or 'AGENT'; the files in cleanup are deleted when the run ends (or now, if it cannot
+    start)."""
     global _session
     if _session is not None:
         _remove_files(cleanup)
@@ -339,6 +353,12 @@ def _kill_if_cancel_ignored(status, session):
         # changes, it is undone here, so a cancel always leaves the scene as it was.
         viga_bridge.discard_changes_since_last_step("viga: cancelled run")
         properties.append_log(status, "The run's changes to the scene were undone")
+    elif status.kind == "AGENT":
+        # The agent makes every command it finishes one undo step; killed in the middle of
+        # one, that command's partial change is on no step and is undone here, so the scene
+        # keeps whole commands only.
+        viga_bridge.discard_changes_since_last_step("viga: cancelled command")
+        properties.append_log(status, "The command in flight was undone; the finished ones stay, one undo step each")
     return True
 
 
@@ -503,6 +523,11 @@ def _on_model_called(status, event):
     usage = _dict(event.get("usage"))
     status.tokens_in = min(status.tokens_in + _int(usage.get("input_tokens")), MAX_INT_PROPERTY)
     status.tokens_out = min(status.tokens_out + _int(usage.get("output_tokens")), MAX_INT_PROPERTY)
+    if event.get("role") == "agent":
+        # Each of the agent's steps is one model call: its index is the step number.
+        status.iteration = _int(event.get("index"))
+        status.step = "choosing the next command"
+        return
     step = ROLE_STEPS.get(event.get("role"))
     if step is not None:
         status.step = step
@@ -533,7 +558,10 @@ def _on_render_produced(status, event):
 
 def _on_tool_invoked(status, event):
     ok = event.get("ok") is True
-    properties.append_log(status, "Tool %s: %s" % (_text(event.get("tool")), _text(event.get("summary"))), "INFO" if ok else "WARNING")
+    tool = _text(event.get("tool"))
+    properties.append_log(status, "Tool %s: %s" % (tool, _text(event.get("summary"))), "INFO" if ok else "WARNING")
+    if status.kind == "AGENT":
+        status.step = "last tool: %s%s" % (tool, "" if ok else " (refused)")
 
 
 def _on_feedback_produced(status, event):

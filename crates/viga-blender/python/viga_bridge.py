@@ -497,6 +497,11 @@ def cmd_render_framed_views(args):
             "give one output path per direction (%d directions, %d paths)" % (len(directions), len(paths)),
         )
     width, height = requested_size(args)
+    with render_settings_kept(bpy.context.scene):
+        return framed_views(args, directions, paths, width, height)
+
+
+def framed_views(args, directions, paths, width, height):
     # Framing fits the output's aspect ratio, so the output size is set before framing.
     render = bpy.context.scene.render
     render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
@@ -514,7 +519,44 @@ def cmd_render_framed_views(args):
     return {"views": views}
 
 
+# The render settings a render sets for itself. In a person's Blender each is put back
+# afterwards, so looking at their scene never changes how it renders for them. viga's own
+# workers keep them: later framing (investigate, set_camera) fits the last render's size.
+KEPT_RENDER_SETTINGS = (
+    ("render", "engine"), ("render", "resolution_x"), ("render", "resolution_y"),
+    ("render", "resolution_percentage"), ("render", "filepath"),
+    ("render.image_settings", "file_format"), ("render.image_settings", "color_mode"),
+    ("cycles", "samples"), ("cycles", "device"), ("eevee", "taa_render_samples"),
+)
+
+
+@contextlib.contextmanager
+def render_settings_kept(scene):
+    if not _serving_user_scene:
+        yield
+        return
+
+    def owner(path):
+        target = scene
+        for part in path.split("."):
+            target = getattr(target, part, None)
+        return target
+
+    saved = [(owner(path), name, getattr(owner(path), name)) for path, name in KEPT_RENDER_SETTINGS if owner(path) is not None]
+    try:
+        yield
+    finally:
+        for target, name, value in saved:
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                setattr(target, name, value)
+
+
 def cmd_render(args):
+    with render_settings_kept(bpy.context.scene):
+        return render_with(args)
+
+
+def render_with(args):
     scene = bpy.context.scene
     engine_name = args.get("engine", "WORKBENCH")
     if engine_name not in ENGINES:
@@ -660,11 +702,20 @@ def load_blend(args):
 #
 # An add-on takes part when it ships `addon_ai.json` (seed 004's manifest) beside its
 # `__init__.py` and exposes `VIGA_COMMANDS = {"tool_name": function}`. viga validates the
-# manifest; the bridge only finds it, and routes commands to the functions on this thread.
+# manifest and checks its requirements; the bridge only finds it, says which of its Python
+# dependencies are missing here, and routes commands to the functions on this thread.
 
 ADDON_MANIFEST = "addon_ai.json"
 MAX_SCENE_LINES = 100
+# Add-on id -> its module, rebuilt by every listing, so the commands of an add-on disabled
+# since are refused instead of reaching a module Blender no longer runs.
 _addons = {}
+# Folders list_addons was given. Loading a folder's packages is like enabling them in this
+# Blender (they stay loaded), so every later listing rescans these folders too.
+_addon_folders = []
+# `__init__.py` -> (mtime, problem) of folder packages that failed to load: a broken package
+# is tried again once it changed, not on every listing (a listing runs every few seconds).
+_addon_load_failures = {}
 
 
 def load_addon_package(folder, name):
@@ -693,31 +744,105 @@ def read_manifest(path):
         return json.load(handle)
 
 
-def cmd_list_addons(args):
-    found, problems, candidates = [], [], []
-    import addon_utils
-    for module in addon_utils.modules(refresh=False):
-        module_file = getattr(module, "__file__", None)
-        if module_file:
-            candidates.append((module, os.path.join(os.path.dirname(module_file), ADDON_MANIFEST)))
-    folder = args.get("folder")
+def enabled_addon_modules():
+    """The modules of the add-ons enabled in this Blender, legacy add-ons and extensions
+    (`bl_ext.<repo>.<id>`) alike. `addon_utils.modules()` does not serve here: it lists every
+    installed add-on, enabled or not, as a stand-in module parsed from the source (so without
+    VIGA_COMMANDS), and with refresh=False from a cache that misses add-ons installed since."""
+    modules = []
+    for name in bpy.context.preferences.addons.keys():
+        module = sys.modules.get(name)
+        if getattr(module, "__file__", None):
+            modules.append(module)
+    return modules
+
+
+def folder_addon_modules(folder, problems):
+    modules = []
+    for name in sorted(os.listdir(folder)):
+        package = os.path.join(folder, name)
+        if not os.path.isfile(os.path.join(package, ADDON_MANIFEST)):
+            continue
+        init = os.path.join(package, "__init__.py")
+        if not os.path.isfile(init):
+            problems.append("%s: has %s but no __init__.py" % (name, ADDON_MANIFEST))
+            continue
+        changed = os.stat(init).st_mtime_ns
+        failure = _addon_load_failures.get(init)
+        if failure is not None and failure[0] == changed:
+            problems.append(failure[1])
+            continue
+        try:
+            modules.append(load_addon_package(folder, name))
+            _addon_load_failures.pop(init, None)
+        except BaseException as exc:  # noqa: BLE001 - a broken add-on must not stop discovery
+            problem = "%s: cannot be loaded: %s: %s" % (name, type(exc).__name__, exc)
+            _addon_load_failures[init] = (changed, problem)
+            problems.append(problem)
+    return modules
+
+
+def remembered_folder_modules(folder, problems):
+    """The add-on modules of `folder` (remembered for later listings) and of every folder
+    given before."""
     if folder:
         if not os.path.isdir(folder):
             raise BridgeError("not_found", "no add-on folder at %s" % folder)
-        for name in sorted(os.listdir(folder)):
-            manifest_path = os.path.join(folder, name, ADDON_MANIFEST)
-            if not os.path.isfile(manifest_path):
-                continue
-            if not os.path.isfile(os.path.join(folder, name, "__init__.py")):
-                problems.append("%s: has %s but no __init__.py" % (name, ADDON_MANIFEST))
-                continue
-            try:
-                candidates.append((load_addon_package(folder, name), manifest_path))
-            except BaseException as exc:  # noqa: BLE001 - a broken add-on must not stop discovery
-                problems.append("%s: cannot be loaded: %s: %s" % (name, type(exc).__name__, exc))
-    for module, manifest_path in candidates:
-        if not os.path.isfile(manifest_path):
+        folder = os.path.normpath(os.path.abspath(folder))
+        if folder not in _addon_folders:
+            _addon_folders.append(folder)
+    modules = []
+    for remembered in list(_addon_folders):
+        if os.path.isdir(remembered):
+            modules.extend(folder_addon_modules(remembered, problems))
+        else:
+            _addon_folders.remove(remembered)
+            problems.append("add-on folder %s is gone; its add-ons are no longer offered" % remembered)
+    return modules
+
+
+def dependency_present(requirement):
+    """Whether a manifest dependency ("numpy", "numpy>=1.24", "opencv-python") can be used
+    here: importable under that name, or installed as a distribution of that name (whose
+    import name may differ). Version bounds are not checked."""
+    import importlib.metadata
+    import importlib.util
+    import re
+    name = re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0]
+    if not name:
+        return False
+    try:
+        if importlib.util.find_spec(name) is not None:
+            return True
+    except (ImportError, ValueError):
+        pass
+    try:
+        importlib.metadata.distribution(name)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def missing_dependencies(manifest):
+    # The manifest is not validated here (viga does that), so every level is checked.
+    integration = manifest.get("ai_integration") if isinstance(manifest, dict) else None
+    requirements = integration.get("requirements") if isinstance(integration, dict) else None
+    dependencies = requirements.get("dependencies") if isinstance(requirements, dict) else None
+    if not isinstance(dependencies, list):
+        return []
+    return [d for d in dependencies if isinstance(d, str) and not dependency_present(d)]
+
+
+def describe_addons(modules, problems):
+    """Each module's manifest as listed to viga, and the routes for its commands. A package
+    both enabled and in a folder is listed once; of two manifests with one id, the first
+    gets the commands (viga keeps the first too and reports the second)."""
+    found, routes, seen = [], {}, set()
+    for module in modules:
+        manifest_path = os.path.join(os.path.dirname(module.__file__), ADDON_MANIFEST)
+        if manifest_path in seen or not os.path.isfile(manifest_path):
             continue
+        seen.add(manifest_path)
         try:
             manifest = read_manifest(manifest_path)
         except (OSError, ValueError) as exc:
@@ -725,13 +850,33 @@ def cmd_list_addons(args):
             continue
         addon_id = manifest.get("addon_info", {}).get("id") if isinstance(manifest, dict) else None
         if isinstance(addon_id, str):
-            _addons[addon_id] = module
+            routes.setdefault(addon_id, module)
         found.append({
             "path": manifest_path,
             "manifest": manifest,
             "has_handlers": isinstance(getattr(module, "VIGA_COMMANDS", None), dict),
+            "missing_dependencies": missing_dependencies(manifest),
         })
-    return {"addons": found, "problems": problems}
+    return found, routes
+
+
+def cmd_list_addons(args):
+    import hashlib
+    problems = []
+    modules = enabled_addon_modules() + remembered_folder_modules(args.get("folder"), problems)
+    found, routes = describe_addons(modules, problems)
+    _addons.clear()
+    _addons.update(routes)
+    blender_version = ".".join(str(part) for part in bpy.app.version)
+    # Everything viga decides from, hashed: an equal fingerprint means viga can keep what it
+    # derived last time instead of validating every manifest again.
+    listed = json.dumps([found, problems, blender_version], sort_keys=True, default=str)
+    return {
+        "addons": found,
+        "problems": problems,
+        "blender_version": blender_version,
+        "fingerprint": hashlib.sha256(listed.encode("utf-8")).hexdigest()[:32],
+    }
 
 
 def scene_lines():

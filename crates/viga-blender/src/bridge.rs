@@ -32,14 +32,16 @@ pub fn write_bridge_script() -> std::io::Result<PathBuf> {
     write_embedded_script("viga-bridge", "viga_bridge.py", BRIDGE_SOURCE)
 }
 
-/// Writes `source` as `file_name` into a temporary folder named `prefix` plus a hash of the
-/// content, unless an identical copy is there already, and returns its path.
+/// Writes `source` as `file_name` into a folder named `prefix` plus a hash of the content,
+/// inside this user's private temporary folder, unless an identical copy is there already,
+/// and returns its path.
 pub fn write_embedded_script(
     prefix: &str,
     file_name: &str,
     source: &str,
 ) -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("{prefix}-{:016x}", fnv1a(source.as_bytes())));
+    let dir = crate::private_dir::private_temp_dir()?
+        .join(format!("{prefix}-{:016x}", fnv1a(source.as_bytes())));
     let path = dir.join(file_name);
     if std::fs::read(&path).is_ok_and(|existing| existing == source.as_bytes()) {
         return Ok(path);

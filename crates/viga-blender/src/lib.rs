@@ -19,10 +19,12 @@ pub mod addon;
 pub mod attach;
 pub mod bridge;
 pub mod client;
+pub mod environment;
 pub mod frame;
 pub mod locate;
 pub mod oneshot;
 pub mod pool;
+pub mod private_dir;
 pub mod transport;
 pub mod worker;
 

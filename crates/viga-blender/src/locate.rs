@@ -2,7 +2,9 @@
 //!
 //! Order: `VIGA_BLENDER` (a user's own `blender` binary), then `VIGA_PYTHON` (a Python that
 //! can `import bpy`), then the project-local virtual environment `.viga/venv` made by
-//! `cargo xtask setup`, searched for from the current directory upwards.
+//! `cargo xtask setup` at the root of the checkout viga was built in. Nothing is searched for
+//! from the current directory: a `.viga/venv` planted in a parent folder (a shared `/tmp`)
+//! would otherwise run as the user.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,9 @@ impl BlenderLauncher {
         script_args: &[OsString],
     ) -> (PathBuf, Vec<OsString>) {
         let mut args: Vec<OsString> = match self {
-            Self::PythonModule { .. } => vec![script.into()],
+            // -P: the script's folder is not put first on sys.path, so a `json.py` lying
+            // beside it (a temporary folder) is never imported in its place.
+            Self::PythonModule { .. } => vec!["-P".into(), script.into()],
             Self::Binary { .. } => vec![
                 "-b".into(),
                 "--factory-startup".into(),
@@ -71,21 +75,32 @@ pub enum LocateError {
         path: PathBuf,
     },
     #[error(
-        "no Blender found: run `cargo xtask setup` in the viga checkout (it installs bpy {BPY_VERSION} into {VENV_DIR}), \
-         or set {BLENDER_ENV}=/path/to/blender, or {PYTHON_ENV}=/path/to/python-with-bpy (searched upwards from {searched_from})"
+        "no Blender found: run `cargo xtask setup` in the viga checkout (it installs bpy {BPY_VERSION} into {}), \
+         or set {BLENDER_ENV}=/path/to/blender, or {PYTHON_ENV}=/path/to/python-with-bpy",
+        venv.display()
     )]
-    NotFound { searched_from: PathBuf },
+    NotFound { venv: PathBuf },
 }
 
-/// Finds a Blender, searching for the virtual environment upwards from the current directory.
+/// The root of the checkout this viga was built in: where `cargo xtask setup` makes the venv.
+pub fn workspace_root() -> PathBuf {
+    // This crate is crates/viga-blender in the workspace.
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .ancestors()
+        .nth(2)
+        .unwrap_or(manifest_dir)
+        .to_path_buf()
+}
+
+/// Finds a Blender: the variables, then the venv of the checkout viga was built in.
 pub fn locate() -> Result<BlenderLauncher, LocateError> {
-    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    locate_from(&here, |name| std::env::var_os(name))
+    locate_in(&workspace_root(), |name| std::env::var_os(name))
 }
 
-/// Finds a Blender with an explicit start directory and environment (for tests and tools).
-pub fn locate_from(
-    start: &Path,
+/// Finds a Blender with an explicit workspace root and environment (for tests and tools).
+pub fn locate_in(
+    workspace_root: &Path,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<BlenderLauncher, LocateError> {
     if let Some(blender) = env(BLENDER_ENV).filter(|value| !value.is_empty()) {
@@ -110,15 +125,12 @@ pub fn locate_from(
             })
         };
     }
-    for dir in start.ancestors() {
-        let python = venv_python(&dir.join(VENV_DIR));
-        if python.exists() {
-            return Ok(BlenderLauncher::PythonModule { python });
-        }
+    let venv = workspace_root.join(VENV_DIR);
+    let python = venv_python(&venv);
+    if python.exists() {
+        return Ok(BlenderLauncher::PythonModule { python });
     }
-    Err(LocateError::NotFound {
-        searched_from: start.to_path_buf(),
-    })
+    Err(LocateError::NotFound { venv })
 }
 
 /// The interpreter inside a virtual environment.

@@ -45,15 +45,17 @@ pub async fn run_script(
     args: &[OsString],
     timeout: Duration,
 ) -> Result<Value, OneshotError> {
+    let private = crate::private_dir::private_temp_dir().map_err(OneshotError::Script)?;
     let mut file = tempfile::Builder::new()
         .prefix("viga-oneshot-")
         .suffix(".py")
-        .tempfile()
+        .tempfile_in(private)
         .map_err(OneshotError::Script)?;
     file.write_all(script.as_bytes())
         .map_err(OneshotError::Script)?;
     let (program, args) = launcher.command_line(file.path(), args);
-    let child = Command::new(program)
+    let mut command = Command::new(program);
+    let child = crate::environment::restrict(&mut command)
         .args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -307,7 +307,9 @@ fn start_blender(
 ) -> Result<Child, TransportError> {
     let args: Vec<OsString> = vec!["--mode".into(), config.mode.as_arg().into()];
     let (program, args) = config.launcher.command_line(script, &args);
-    Command::new(&program)
+    let mut command = Command::new(&program);
+    // Model-written programs run in this Blender: it gets no secret of this process.
+    crate::environment::restrict(&mut command)
         .args(&args)
         .env(TOKEN_ENV, token)
         .env(PARENT_PID_ENV, std::process::id().to_string())

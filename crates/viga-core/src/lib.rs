@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod addon_agent;
 pub mod attached;
 mod config;
 mod extract;
@@ -155,6 +156,12 @@ pub fn resume(
     max_iterations: Option<u32>,
 ) -> Result<RunHandle, CoreError> {
     let folder = RunFolder::open(run_folder)?;
+    if addon_agent::is_agent_run(run_folder) {
+        return Err(CoreError::Config(format!(
+            "{} is an add-on agent run, which cannot be resumed; start a new one with `viga agent`",
+            run_folder.display()
+        )));
+    }
     let mut config = folder.read_args()?;
     if let Some(max) = max_iterations {
         config.max_iterations = max;

@@ -538,12 +538,54 @@ def _modifier_stack(obj):
     return stack
 
 
+def _active_modifier(obj, modifier_name):
+    """The Geometry Nodes modifier the model is working on: the named one, else the object's
+    active modifier, else its first Geometry Nodes modifier."""
+    if obj is None:
+        return None
+    candidates = [obj.modifiers.get(modifier_name or ""), obj.modifiers.active]
+    candidates += [m for m in obj.modifiers if m.type == "NODES"]
+    return next((m for m in candidates if m is not None and m.type == "NODES"
+                 and m.node_group is not None), None)
+
+
+def _tree_summary(group, max_items):
+    """A group's topology: exposed sockets, nodes by name and type, links by socket name (the
+    names ops use). Lists hold at most max_items entries; a cut is counted in `truncated`."""
+    sockets = [i for i in group.interface.items_tree if i.item_type == "SOCKET"]
+    nodes = sorted(group.nodes, key=lambda n: n.name)
+    links = sorted((l.from_node.name, l.from_socket.name, l.to_node.name, l.to_socket.name)
+                   for l in group.links)
+    summary = {
+        "group": group.name,
+        "inputs": [[s.name, s.socket_type] for s in sockets if s.in_out == "INPUT"],
+        "outputs": [[s.name, s.socket_type] for s in sockets if s.in_out == "OUTPUT"],
+        "nodes": {n.name: n.bl_idname for n in nodes[:max_items]},
+        "links": [list(link) for link in links[:max_items]],
+    }
+    if len(nodes) > max_items or len(links) > max_items:
+        summary["truncated"] = {"nodes": max(0, len(nodes) - max_items),
+                                "links": max(0, len(links) - max_items)}
+    return summary
+
+
+def _target_object(args):
+    if args.get("object"):
+        return bpy.data.objects.get(args["object"])
+    return bpy.context.view_layer.objects.active
+
+
 def snapshot(args):
-    """The compact context sent with every request, plus the baseline the gates compare to."""
+    """The compact context sent with every request: the scene settings, the object, its
+    modifiers and the active node group's topology (its lists bounded by max_items)."""
     scene = bpy.context.scene
-    obj = bpy.data.objects.get(args["object"]) if args.get("object") else bpy.context.view_layer.objects.active
+    obj = _target_object(args)
     groups = sorted((g for g in bpy.data.node_groups if g.bl_idname == "GeometryNodeTree"),
                     key=lambda g: g.name)
+    modifier = _active_modifier(obj, args.get("modifier"))
+    active = None
+    if modifier is not None:
+        active = dict(_tree_summary(modifier.node_group, args["max_items"]), modifier=modifier.name)
     result = {
         "blender_version": bpy.app.version_string,
         "units": _units(),
@@ -551,6 +593,7 @@ def snapshot(args):
                         "current": scene.frame_current, "fps": scene.render.fps},
         "active_object": _object_summary(obj),
         "modifiers": _modifier_stack(obj) if obj is not None else [],
+        "active_node_group": active,
         "node_groups": [{"name": g.name, "nodes": len(g.nodes), "users": g.users} for g in groups],
     }
     if args.get("object") and obj is None:
@@ -597,17 +640,17 @@ def context_slice(args):
     """One on-demand slice; `max_items` bounds every list so the caller can fit a budget."""
     kind = args["kind"]
     max_items = args["max_items"]
-    obj = bpy.data.objects.get(args["object"]) if args.get("object") else bpy.context.view_layer.objects.active
+    obj = _target_object(args)
     if kind == "modifier_stack":
         if obj is None:
             raise GnError("no object to describe")
         return {"object": obj.name, "modifiers": _modifier_stack(obj)[:max_items]}
-    if kind == "node_tree_ir":
-        modifier = obj.modifiers.get(args.get("modifier") or "") if obj else None
-        if modifier is None and obj is not None:
-            modifier = next((m for m in obj.modifiers if m.type == "NODES"), None)
-        if modifier is None or modifier.type != "NODES" or modifier.node_group is None:
+    if kind in ("node_tree_summary", "node_tree_ir"):
+        modifier = _active_modifier(obj, args.get("modifier"))
+        if modifier is None:
             raise GnError("no Geometry Nodes modifier to describe on %r" % (obj.name if obj else None))
+        if kind == "node_tree_summary":
+            return dict(_tree_summary(modifier.node_group, max_items), modifier=modifier.name)
         return _tree_ir(modifier.node_group, max_items)
     if kind == "scene_summary":
         objects = sorted(bpy.data.objects, key=lambda o: o.name)
@@ -627,7 +670,8 @@ def context_slice(args):
                      if i.is_instance and i.parent and i.parent.original == obj]
         stats["instances"] = len(instances)
         return stats
-    raise GnError("unknown context slice %r; use modifier_stack, node_tree_ir, scene_summary or geometry_stats" % kind)
+    raise GnError("unknown context slice %r; use modifier_stack, node_tree_summary, node_tree_ir, "
+                  "scene_summary or geometry_stats" % kind)
 
 
 # --------------------------------------------------------------------------- gates

@@ -1,5 +1,6 @@
-//! What the model is told about the scene: a compact, deterministic snapshot with every
-//! request, and slices it asks for by name, each held to a character budget.
+//! What the model is told about the scene: a compact, deterministic snapshot at the start
+//! and again after every round that applied steps, and slices it asks for by name, each held
+//! to a character budget.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -11,14 +12,20 @@ use crate::{GnBlender, GnError};
 #[serde(rename_all = "snake_case")]
 pub enum SliceKind {
     ModifierStack,
+    /// The target group's topology: exposed sockets, nodes by type, links by socket name.
+    /// The snapshot carries the same summary within its smaller budget; this slice has room
+    /// for a large tree.
+    NodeTreeSummary,
+    /// The target group as a declaration: also socket defaults, locations and zone pairs.
     NodeTreeIr,
     SceneSummary,
     GeometryStats,
 }
 
 impl SliceKind {
-    pub const ALL: [SliceKind; 4] = [
+    pub const ALL: [SliceKind; 5] = [
         Self::ModifierStack,
+        Self::NodeTreeSummary,
         Self::NodeTreeIr,
         Self::SceneSummary,
         Self::GeometryStats,
@@ -27,6 +34,7 @@ impl SliceKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::ModifierStack => "modifier_stack",
+            Self::NodeTreeSummary => "node_tree_summary",
             Self::NodeTreeIr => "node_tree_ir",
             Self::SceneSummary => "scene_summary",
             Self::GeometryStats => "geometry_stats",
@@ -51,18 +59,18 @@ impl Default for ContextBudget {
 }
 
 /// The snapshot of the scene around `object` (the active object when `None`), as JSON
-/// text of at most `budget.snapshot_chars` characters.
+/// text of at most `budget.snapshot_chars` characters. The active node group is `modifier`'s
+/// (else the object's active or first Geometry Nodes modifier's); its node and link lists are
+/// shortened first when the snapshot would not fit.
 pub async fn snapshot(
     blender: &GnBlender,
     object: Option<&str>,
+    modifier: Option<&str>,
     budget: &ContextBudget,
 ) -> Result<String, GnError> {
-    let value: Value = blender.call("snapshot", &json!({"object": object})).await?;
-    Ok(fit(&value, budget.snapshot_chars))
+    let args = json!({"object": object, "modifier": modifier});
+    fetch_within(blender, "snapshot", args, budget.snapshot_chars).await
 }
-
-/// Largest per-list item count tried first; halved until the slice fits its budget.
-const START_ITEMS: u64 = 256;
 
 /// One slice. Lists are shortened (their length halved, the cut reported inside the slice)
 /// until the text fits `budget.slice_chars`; past 4 items the text itself is cut.
@@ -73,14 +81,28 @@ pub async fn slice(
     modifier: Option<&str>,
     budget: &ContextBudget,
 ) -> Result<String, GnError> {
+    let args = json!({"kind": kind, "object": object, "modifier": modifier});
+    fetch_within(blender, "context_slice", args, budget.slice_chars).await
+}
+
+/// Largest per-list item count tried first; halved until the answer fits its budget.
+const START_ITEMS: u64 = 256;
+
+/// Calls a context function with a `max_items` bound on its lists, halving the bound until
+/// the answer fits `chars`; below 4 items, [`fit`] cuts the text instead. Shorter lists are
+/// preferred to a cut because they keep the JSON whole and say what was left out.
+async fn fetch_within(
+    blender: &GnBlender,
+    function: &str,
+    mut args: Value,
+    chars: usize,
+) -> Result<String, GnError> {
     let mut items = START_ITEMS;
     loop {
-        let args =
-            json!({"kind": kind, "object": object, "modifier": modifier, "max_items": items});
-        let value: Value = blender.call("context_slice", &args).await?;
-        let text = value.to_string();
-        if text.chars().count() <= budget.slice_chars || items <= 4 {
-            return Ok(fit(&value, budget.slice_chars));
+        args["max_items"] = json!(items);
+        let value: Value = blender.call(function, &args).await?;
+        if value.to_string().chars().count() <= chars || items <= 4 {
+            return Ok(fit(&value, chars));
         }
         items /= 2;
     }

@@ -94,6 +94,9 @@ pub struct Expectations {
     pub error_contains: Option<String>,
     #[serde(default)]
     pub rounds: Option<u32>,
+    /// Steps that failed (and went back to the model).
+    #[serde(default)]
+    pub steps_failed: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -292,6 +295,14 @@ fn check_outcome(expect: &Expectations, outcome: &GnOutcome, failures: &mut Vec<
         && outcome.rounds != rounds
     {
         failures.push(format!("{} rounds, expected {rounds}", outcome.rounds));
+    }
+    if let Some(failed) = expect.steps_failed
+        && counters.steps_failed != failed
+    {
+        failures.push(format!(
+            "{} steps failed, expected {failed}",
+            counters.steps_failed
+        ));
     }
 }
 

@@ -51,9 +51,31 @@ pub enum GnError {
     Protocol(#[from] ProtocolError),
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    #[error("no preset named {name:?} in {}; stored presets: {}", dir.display(), list_or_none(stored))]
+    PresetNotFound {
+        name: String,
+        dir: PathBuf,
+        stored: Vec<String>,
+    },
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
 }
 
 impl GnError {
+    /// Whether the model can repair this failure of a step with its next reply: the scene
+    /// refused what the step asked, or no executor takes its action type. Any other failure
+    /// (Blender lost, an exception in viga-gn's own code) leaves the scene in an unknown
+    /// state, so the run ends instead.
+    pub fn is_step_failure(&self) -> bool {
+        matches!(self, Self::Step(_) | Self::NoExecutor(_))
+    }
+
     pub(crate) fn file(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
         Self::File {
             path: path.into(),

@@ -8,8 +8,10 @@
 //! **Owns:** the executor registry and the three executors ([`NodeTreeExecutor`],
 //! [`GnOpsExecutor`], [`PythonExecutor`] with its [`PythonPolicy`]); the five gates
 //! ([`gates`]); the run state machine with its step records, events and run folder
-//! ([`run`]); the context snapshot and slices with their budgets ([`context`]); presets
-//! ([`preset`]); local telemetry ([`telemetry`]); the manifest-driven E2E harness ([`e2e`]);
+//! ([`run`]), which sends failing steps back to the model and applies presets as runs of
+//! their own; the context snapshot and slices with their budgets ([`context`]); presets
+//! ([`preset`]); the optional response cache ([`cache`]); local telemetry ([`telemetry`]);
+//! the manifest-driven E2E harness ([`e2e`]);
 //! and the Blender-side Python that does the work (`python/*.py`, sent through the bridge's
 //! `execute` command by [`GnBlender`], so it runs on Blender's main thread).
 //!
@@ -24,23 +26,26 @@
 //! worker process is the boundary; the policy is advisory).
 
 mod blender;
+pub mod cache;
 pub mod context;
 pub mod e2e;
 mod error;
 mod executor;
 pub mod gates;
 pub mod preset;
+mod recorder;
 pub mod run;
 pub mod telemetry;
 
 pub use blender::GnBlender;
+pub use cache::ResponseCache;
 pub use error::GnError;
 pub use executor::{
     ExecContext, ExecutorRegistry, GnOpsExecutor, NodeTreeExecutor, PythonExecutor, PythonMode,
     PythonPolicy, StepExecutor, StepOutcome, Target,
 };
 pub use gates::{Baseline, GateCheck, GateConfig, GateResult, check_gates};
-pub use preset::{Preset, PresetStore, apply_preset};
+pub use preset::{Preset, PresetStore};
 pub use run::{GnOutcome, GnRun, GnRunConfig, GnRunHandle, RunState, StepRecord};
 /// A run is driven through viga-core's queue pair, like a loop run: these come with it.
 pub use viga_core::{Canceller, RunHandle};

@@ -1,5 +1,6 @@
-//! Presets: a run's applied steps saved as versioned JSON with metadata, a folder that
-//! stores them, and applying one without a model.
+//! Presets: a run's applied steps saved as versioned JSON with metadata, and a folder that
+//! stores them. A preset is applied without a model by a preset run
+//! ([`crate::GnRun::from_preset`]), which keeps a run folder like a model run.
 
 use std::path::{Path, PathBuf};
 
@@ -9,9 +10,8 @@ use viga_memory::files::unix_ms;
 use viga_protocol::gn::GnStep;
 use viga_protocol::{PROTOCOL_VERSION, ProtocolType, Violation, parse_json};
 
-use crate::gates::{Baseline, GateCheck, GateConfig, check_gates};
-use crate::run::write_whole;
-use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, StepOutcome};
+use crate::GnError;
+use crate::recorder::write_whole;
 
 /// A saved run. Loaded through [`viga_protocol::parse_json`], so a preset from another
 /// viga version or a hand-edited one is checked before it can run.
@@ -132,6 +132,10 @@ impl PresetStore {
         Self { dir: dir.into() }
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn path_of(&self, name: &str) -> Result<PathBuf, GnError> {
         if !valid_name(name) {
             return Err(GnError::file(
@@ -151,8 +155,35 @@ impl PresetStore {
         Ok(path)
     }
 
+    /// The stored preset of this name; one that is not stored is an error listing those that
+    /// are.
     pub fn load(&self, name: &str) -> Result<Preset, GnError> {
-        Preset::read(&self.path_of(name)?)
+        let path = self.path_of(name)?;
+        if !path.is_file() {
+            return Err(GnError::PresetNotFound {
+                name: name.to_owned(),
+                dir: self.dir.clone(),
+                stored: self.stored_names(),
+            });
+        }
+        Preset::read(&path)
+    }
+
+    /// The names of the stored files, sorted, without reading them.
+    fn stored_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let path = entry.path();
+                let is_json = path.extension().is_some_and(|ext| ext == "json");
+                let stem = path.file_stem()?.to_str()?.to_owned();
+                is_json.then_some(stem)
+            })
+            .collect();
+        names.sort();
+        names
     }
 
     /// The presets in the store, by name. Files that do not parse are reported, not skipped.
@@ -191,35 +222,6 @@ impl PresetStore {
     pub fn export(&self, name: &str, path: &Path) -> Result<(), GnError> {
         self.load(name)?.export(path)
     }
-}
-
-/// What applying a preset did.
-#[derive(Debug, Clone)]
-pub struct Applied {
-    pub outcomes: Vec<StepOutcome>,
-    pub gates: GateCheck,
-}
-
-/// Applies a preset's steps to the scene in Blender, then checks the gates. The first
-/// failing step stops it with that step's error.
-pub async fn apply_preset(
-    preset: &Preset,
-    blender: &GnBlender,
-    registry: &ExecutorRegistry,
-    gates: &GateConfig,
-) -> Result<Applied, GnError> {
-    let baseline = Baseline::take(blender).await?;
-    let mut context = ExecContext::default();
-    let mut outcomes = Vec::new();
-    for step in &preset.steps {
-        let outcome = registry
-            .execute(blender, &mut context, step)
-            .await
-            .map_err(|err| GnError::Step(format!("preset step {:?}: {err}", step.id())))?;
-        outcomes.push(outcome);
-    }
-    let gates = check_gates(blender, &baseline, &context, gates).await?;
-    Ok(Applied { outcomes, gates })
 }
 
 #[cfg(test)]
@@ -279,5 +281,17 @@ mod tests {
         assert!(err.contains("unsupported protocol version 99"), "{err}");
         let store = PresetStore::new("presets");
         assert!(store.load("../etc/passwd").is_err());
+    }
+
+    #[test]
+    fn a_missing_preset_names_the_stored_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PresetStore::new(dir.path());
+        let err = store.load("grid").unwrap_err().to_string();
+        assert!(err.contains("no preset named \"grid\""), "{err}");
+        assert!(err.ends_with("stored presets: none"), "{err}");
+        store.save(&sample()).unwrap();
+        let err = store.load("grid").unwrap_err().to_string();
+        assert!(err.ends_with("stored presets: scatter-cubes"), "{err}");
     }
 }

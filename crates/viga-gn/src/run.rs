@@ -1,15 +1,22 @@
 //! One assistant run as a state machine:
 //! `idle → requesting_context → generating → (requesting_context →) applying → verifying →
 //! done | error | cancelled`, with `verifying → generating` whenever a required gate fails
-//! or the model is not done yet, and `generating → generating` when a reply is refused by
-//! protocol validation (nothing runs; the errors go back to the model).
+//! or the model is not done yet, `applying → generating` when a step fails (the failure goes
+//! back to the model; the steps that ran stay in the scene), and `generating → generating`
+//! when a reply is refused by protocol validation (nothing runs; the errors go back to the
+//! model). After every round that got as far as applying, the model is sent the scene as it
+//! is now. A model run ends in [`RunState::Error`] only when its rounds run out, the model
+//! call fails or Blender fails; no failure panics or escapes as `Err`.
+//!
+//! A preset run ([`GnRun::from_preset`]) has no model: `idle → requesting_context →
+//! applying → verifying → done | error`, where a failing step or gate ends it in error since
+//! nothing is there to repair it.
 //!
 //! A run is driven like a loop run of viga-core: [`GnRun::start`] returns a
 //! [`RunHandle`] with the shared [`RunEvent`]s out (`GnStateChanged` per transition,
 //! `GnStepFinished` per step, …), cancel in, and the [`GnOutcome`] at the end. The events
 //! also go to the run folder's `events.jsonl`; every state change and step record (a step's
-//! start too) goes to its `steps.jsonl`. A failing step ends the run in [`RunState::Error`]
-//! with the partial log; no failure panics or escapes as `Err`.
+//! start too) goes to its `steps.jsonl`, so a run that ends early keeps its partial log.
 //!
 //! A cancel abandons a model call in flight at once; a Blender call in flight finishes its
 //! step first, so the scene, the step's record and the worker's connection stay consistent
@@ -24,19 +31,20 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use viga_blender::BlenderCommands as _;
-use viga_core::{Cancelled, RunHandle, RunLink};
-use viga_memory::RunLog;
+use viga_core::{Cancelled, RunHandle};
 use viga_memory::files::unix_ms;
-use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
-use viga_protocol::gn::{GateReport, GnResponse, GnStep};
+use viga_protocol::event::{ModelRole, RunEvent, StopReason};
+use viga_protocol::gn::{ActionType, GateReport, GnResponse, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};
 use viga_protocol::{PROTOCOL_VERSION, parse_json, schema_of};
 use viga_provider::{ModelRequest, ModelResponse, Provider, ResponseFormat};
 
+use crate::cache::ResponseCache;
 use crate::context::{self, ContextBudget, SliceKind};
 use crate::gates::{Baseline, GateConfig, check_gates};
+use crate::recorder::{Recorder, RunFiles};
 use crate::telemetry::Telemetry;
-use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Target};
+use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Preset, Target};
 
 const SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");
 /// The finished scene, in the run folder.
@@ -71,6 +79,10 @@ pub struct GnRunConfig {
     /// Where run folders go (`<output>/gn/<run id>/`); no folder when `None`.
     pub output: Option<PathBuf>,
     pub max_tokens: u32,
+    /// Replays the stored reply of an identical request instead of calling the model, and
+    /// stores new replies that pass protocol validation (a refused reply is never replayed).
+    /// `None`: every request goes to the model. Preset runs ask no model and ignore it.
+    pub cache: Option<ResponseCache>,
 }
 
 impl GnRunConfig {
@@ -83,6 +95,7 @@ impl GnRunConfig {
             budget: ContextBudget::default(),
             output: None,
             max_tokens: 4096,
+            cache: None,
         }
     }
 }
@@ -92,7 +105,7 @@ impl GnRunConfig {
 pub struct GnOutcome {
     /// `Done`, `Error` or `Cancelled`.
     pub state: RunState,
-    /// Model replies received.
+    /// Model replies received (from the model or the cache); 0 for a preset run.
     pub rounds: u32,
     pub final_message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,21 +120,36 @@ pub struct GnOutcome {
     pub telemetry: Telemetry,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folder: Option<PathBuf>,
+    /// The name of the preset a preset run applied; `None` for a model run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+}
+
+/// Where a run's steps come from.
+enum Source {
+    /// A model's replies, round by round.
+    Model(Arc<dyn Provider>),
+    /// A saved preset's steps, applied once.
+    Preset(Preset),
 }
 
 /// One assistant run: build it, then [`GnRun::start`] it.
 pub struct GnRun {
     config: GnRunConfig,
-    provider: Arc<dyn Provider>,
+    source: Source,
     blender: GnBlender,
     registry: ExecutorRegistry,
 }
 
 impl std::fmt::Debug for GnRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = match &self.source {
+            Source::Model(provider) => format!("model {} ({})", provider.model(), provider.name()),
+            Source::Preset(preset) => format!("preset {}", preset.metadata.name),
+        };
         f.debug_struct("GnRun")
             .field("config", &self.config)
-            .field("provider", &self.provider.name())
+            .field("source", &source)
             .field("registry", &self.registry)
             .finish()
     }
@@ -149,9 +177,48 @@ struct Session {
     /// Model replies received.
     rounds: u32,
     messages: Vec<ChatMessage>,
+    /// The snapshot the model saw last, so an unchanged scene is not sent again.
+    last_snapshot: String,
+    /// What went wrong last (a refused reply, a failed step, failed gates), named in the
+    /// error when the rounds run out.
+    last_problem: Option<String>,
+}
+
+/// What stays the same through the rounds of a model run.
+struct Conversation<'a> {
+    provider: &'a dyn Provider,
+    system: String,
+    baseline: &'a Baseline,
+}
+
+/// A model reply, and the cache key to store it under once it passed validation (`None`
+/// when it came from the cache or there is no cache).
+struct Answer {
+    response: ModelResponse,
+    store_under: Option<String>,
+}
+
+/// What applying a reply's steps did.
+#[derive(Default)]
+struct AppliedSteps {
+    /// The ids of the steps that ran, in order.
+    ran: Vec<String>,
+    /// One line per step that ran, for the model.
+    reports: Vec<String>,
+    /// The step the scene refused; the steps after it did not run.
+    failure: Option<StepFailure>,
+}
+
+/// A step that failed, and what of its reply did not run.
+struct StepFailure {
+    step_id: String,
+    action_type: ActionType,
+    error: String,
+    not_run: Vec<String>,
 }
 
 impl GnRun {
+    /// A run that asks `provider` for the steps.
     pub fn new(
         config: GnRunConfig,
         provider: Arc<dyn Provider>,
@@ -160,7 +227,24 @@ impl GnRun {
     ) -> Self {
         Self {
             config,
-            provider,
+            source: Source::Model(provider),
+            blender,
+            registry,
+        }
+    }
+
+    /// A run that applies a preset's steps instead of asking a model, with the same records,
+    /// events, gates, run folder and `final.blend` as a model run. `config.request` and
+    /// `config.object` describe the run; the preset's steps name their own targets.
+    pub fn from_preset(
+        config: GnRunConfig,
+        preset: Preset,
+        blender: GnBlender,
+        registry: ExecutorRegistry,
+    ) -> Self {
+        Self {
+            config,
+            source: Source::Preset(preset),
             blender,
             registry,
         }
@@ -175,9 +259,9 @@ impl GnRun {
             .config
             .output
             .as_deref()
-            .map(|root| RunFiles::create(root, &run_id, &self.config));
+            .map(|root| RunFiles::create(root, &run_id, &self.request_record()));
         let folder = match &files {
-            Some(Ok(files)) => Some(files.folder.clone()),
+            Some(Ok(files)) => Some(files.folder().to_path_buf()),
             _ => None,
         };
         RunHandle::spawn(folder, move |link| async move {
@@ -190,6 +274,27 @@ impl GnRun {
                 None => {}
             }
             Ok(self.run(recorder).await)
+        })
+    }
+
+    /// `request.json`: what the run was asked to do and where its steps come from.
+    fn request_record(&self) -> Value {
+        let source = match &self.source {
+            Source::Model(provider) => json!({
+                "kind": "model",
+                "provider": provider.name(),
+                "model": provider.model(),
+                "cache": self.config.cache.as_ref().map(|cache| cache.dir().display().to_string()),
+            }),
+            Source::Preset(preset) => json!({"kind": "preset", "preset": preset}),
+        };
+        json!({
+            "request": self.config.request,
+            "object": self.config.object,
+            "max_rounds": self.config.max_rounds,
+            "required_gates": self.config.gates.required,
+            "budget": self.config.budget,
+            "source": source,
         })
     }
 
@@ -208,12 +313,18 @@ impl GnRun {
             last_report: None,
             rounds: 0,
             messages: Vec::new(),
+            last_snapshot: String::new(),
+            last_problem: None,
         };
         let ending = self.drive(&mut session).await;
         if matches!(ending, Ending::Done(_)) {
             self.save_final_scene(&mut session.recorder).await;
         }
-        session.finish(ending)
+        let preset = match &self.source {
+            Source::Preset(preset) => Some(preset.metadata.name.clone()),
+            Source::Model(_) => None,
+        };
+        session.finish(ending, preset)
     }
 
     /// Keeps the finished scene as `final.blend` in the run folder: a copy, so the scene in
@@ -232,65 +343,108 @@ impl GnRun {
         }
     }
 
-    /// The state machine: read the scene, then one round per model reply until the gates
-    /// pass and the model is done, something fails, the run is cancelled or the rounds run
-    /// out.
+    /// The state machine: take the gates' baseline, then apply the preset or converse with
+    /// the model.
     async fn drive(&self, session: &mut Session) -> Ending {
         session.recorder.transition(RunState::RequestingContext, 0);
-        let baseline = match self.read_scene(session).await {
+        let baseline = match Baseline::take(&self.blender).await {
             Ok(baseline) => baseline,
             Err(err) => return Ending::Error(format!("cannot read the scene: {err}")),
         };
-        let system = system_prompt();
+        match &self.source {
+            Source::Model(provider) => self.converse(provider.as_ref(), &baseline, session).await,
+            Source::Preset(preset) => self.apply_preset(preset, &baseline, session).await,
+        }
+    }
+
+    /// Opens the conversation with the request and a snapshot of the scene, then one round
+    /// per model reply until the gates pass and the model is done, the run is cancelled,
+    /// something other than a step fails, or the rounds run out.
+    async fn converse(
+        &self,
+        provider: &dyn Provider,
+        baseline: &Baseline,
+        session: &mut Session,
+    ) -> Ending {
+        let object = self.config.object.as_deref();
+        let snapshot =
+            match context::snapshot(&self.blender, object, None, &self.config.budget).await {
+                Ok(snapshot) => snapshot,
+                Err(err) => return Ending::Error(format!("cannot read the scene: {err}")),
+            };
+        let opening = first_message(&self.config.request, object, &snapshot);
+        session.messages.push(ChatMessage::user_text(opening));
+        session.last_snapshot = snapshot;
+        let conversation = Conversation {
+            provider,
+            system: system_prompt(),
+            baseline,
+        };
         for round in 0..self.config.max_rounds {
-            if let Break(ending) = self.round(round, &system, &baseline, session).await {
+            if let Break(ending) = self.round(&conversation, round, session).await {
                 return ending;
             }
         }
-        Ending::Error(format!(
-            "no accepted result within {} rounds; allow more rounds or simplify the request",
-            self.config.max_rounds
+        Ending::Error(rounds_ran_out(
+            self.config.max_rounds,
+            session.last_problem.as_deref(),
         ))
     }
 
-    /// Takes the gates' baseline and opens the conversation with the request and a snapshot
-    /// of the scene.
-    async fn read_scene(&self, session: &mut Session) -> Result<Baseline, GnError> {
-        let object = self.config.object.as_deref();
-        let baseline = Baseline::take(&self.blender).await?;
-        let snapshot = context::snapshot(&self.blender, object, &self.config.budget).await?;
-        session.messages.push(ChatMessage::user_text(first_message(
-            &self.config.request,
-            object,
-            &snapshot,
-        )));
-        Ok(baseline)
+    /// Applies a preset's steps and checks the gates: one round without a model. A failing
+    /// step or gate ends the run in error, since no model is there to repair it.
+    async fn apply_preset(
+        &self,
+        preset: &Preset,
+        baseline: &Baseline,
+        session: &mut Session,
+    ) -> Ending {
+        let name = &preset.metadata.name;
+        let applied = match self.apply(0, &preset.steps, session).await {
+            Break(ending) => return ending,
+            Continue(applied) => applied,
+        };
+        if let Some(failure) = applied.failure {
+            return Ending::Error(format!("preset {name:?}: {}", failure.summary()));
+        }
+        match self.check(0, baseline, session).await {
+            Break(ending) => ending,
+            Continue(report) if report.success => {
+                Ending::Done(format!("preset {name:?} applied; all gates pass"))
+            }
+            Continue(report) => Ending::Error(format!(
+                "preset {name:?} applied, but the gates failed: {}",
+                report.messages.join("; ")
+            )),
+        }
     }
 
-    /// One model reply and what follows from it: refused, answered with context, or applied
-    /// and verified. `Break` ends the run; `Continue` goes on to the next round with the
-    /// feedback in the conversation.
+    /// One model reply and what follows from it: refused, answered with context, applied
+    /// (a failing step goes back to the model) and verified. `Break` ends the run;
+    /// `Continue` goes on to the next round with the feedback and the scene as it is now in
+    /// the conversation.
     async fn round(
         &self,
+        conversation: &Conversation<'_>,
         round: u32,
-        system: &str,
-        baseline: &Baseline,
         session: &mut Session,
     ) -> ControlFlow<Ending> {
         self.enter(RunState::Generating, round, session)?;
-        let response = self.ask(round, system, session).await?;
+        let answer = self.ask(conversation, round, session).await?;
+        let text = answer.response.text.clone();
         session
             .messages
             .push(ChatMessage::assistant(vec![ContentPart::text(
-                response.text.clone(),
+                text.clone(),
             )]));
-        let (reply, slices) = match parse_reply(&response.text) {
+        let (reply, slices) = match parse_reply(&text) {
             Ok(parsed) => parsed,
             Err(problem) => {
                 session.refused(round, &problem);
                 return Continue(());
             }
         };
+        self.keep_in_cache(conversation.provider, &answer, session);
         let mut feedback = Vec::new();
         if !slices.is_empty() {
             self.gather_context(round, slices, &mut feedback, session)
@@ -300,24 +454,21 @@ impl GnRun {
                 return Continue(());
             }
         }
-        self.apply(round, &reply.steps, &mut feedback, session)
-            .await?;
-        let report = self.check(round, baseline, session).await?;
-        let report_json = json!(report).to_string();
-        if report.success {
-            session.recorder.telemetry.counters.gate_passes += 1;
-            if reply.done {
+        let applied_before: Vec<String> =
+            session.applied.iter().map(|s| s.id().to_owned()).collect();
+        let applied = self.apply(round, &reply.steps, session).await?;
+        feedback.extend(applied.reports);
+        if let Some(failure) = applied.failure {
+            feedback.push(failure.for_model(&applied.ran, &applied_before));
+            session.last_problem = Some(failure.summary());
+        } else {
+            let report = self.check(round, conversation.baseline, session).await?;
+            if report.success && reply.done {
                 return Break(Ending::Done(reply.final_message));
             }
-            feedback.push(format!(
-                "All required gates pass: {report_json}\nContinue with more steps, or answer \"done\": true with a final_message."
-            ));
-        } else {
-            session.recorder.telemetry.counters.gate_failures += 1;
-            feedback.push(format!(
-                "Verification failed; fix the scene with more steps and answer again:\n{report_json}"
-            ));
+            feedback.push(session.gate_feedback(&report));
         }
+        self.refresh_snapshot(&mut feedback, session).await?;
         session.say(&feedback);
         Continue(())
     }
@@ -331,25 +482,96 @@ impl GnRun {
         Continue(())
     }
 
-    /// Asks the model for the next reply; a cancel abandons the call at once.
+    /// The next reply: replayed from the cache when an identical request was answered
+    /// before, else asked of the model (a cancel abandons that call at once).
     async fn ask(
         &self,
+        conversation: &Conversation<'_>,
         round: u32,
-        system: &str,
         session: &mut Session,
-    ) -> ControlFlow<Ending, ModelResponse> {
-        let mut request =
-            ModelRequest::for_role(ModelRole::GnAssistant, system, session.messages.clone());
+    ) -> ControlFlow<Ending, Answer> {
+        let mut request = ModelRequest::for_role(
+            ModelRole::GnAssistant,
+            conversation.system.as_str(),
+            session.messages.clone(),
+        );
         request.max_tokens = self.config.max_tokens;
         request.response_format = Some(ResponseFormat {
             name: "GnResponse".to_owned(),
             schema: schema_of::<GnResponse>(),
         });
+        let key = self.cache_key(conversation.provider, &request, session);
+        if let Some(response) = self.replay(key.as_deref(), round, session) {
+            return Continue(Answer {
+                response,
+                store_under: None,
+            });
+        }
+        let response = self
+            .call_model(conversation.provider, &request, round, session)
+            .await?;
+        Continue(Answer {
+            response,
+            store_under: key,
+        })
+    }
+
+    /// The cache key of a request, when the run has a cache.
+    fn cache_key(
+        &self,
+        provider: &dyn Provider,
+        request: &ModelRequest,
+        session: &mut Session,
+    ) -> Option<String> {
+        self.config.cache.as_ref()?;
+        match ResponseCache::key(provider.name(), provider.model(), request) {
+            Ok(key) => Some(key),
+            Err(err) => {
+                session
+                    .recorder
+                    .warn(format!("the request cannot be cached: {err}"));
+                None
+            }
+        }
+    }
+
+    /// The stored reply for `key`; an entry that cannot be used is a warning and a miss.
+    fn replay(
+        &self,
+        key: Option<&str>,
+        round: u32,
+        session: &mut Session,
+    ) -> Option<ModelResponse> {
+        let (cache, key) = (self.config.cache.as_ref()?, key?);
+        match cache.load(key) {
+            Ok(Some(cached)) => {
+                session.rounds = round + 1;
+                session.recorder.reply_replayed(round, &cached);
+                Some(cached.response)
+            }
+            Ok(None) => None,
+            Err(err) => {
+                session.recorder.warn(format!(
+                    "the cached reply cannot be used, asking the model: {err}"
+                ));
+                None
+            }
+        }
+    }
+
+    /// Asks the model, racing the call against a cancel, and records the reply.
+    async fn call_model(
+        &self,
+        provider: &dyn Provider,
+        request: &ModelRequest,
+        round: u32,
+        session: &mut Session,
+    ) -> ControlFlow<Ending, ModelResponse> {
         let started = Instant::now();
         let answer = session
             .recorder
             .link
-            .until_cancelled(self.provider.complete(&request))
+            .until_cancelled(provider.complete(request))
             .await;
         let response = match answer {
             Err(cancelled) => return Break(cancelled.into()),
@@ -369,6 +591,27 @@ impl GnRun {
         Continue(response)
     }
 
+    /// Stores a reply that passed validation under its request's key.
+    fn keep_in_cache(&self, provider: &dyn Provider, answer: &Answer, session: &mut Session) {
+        let (Some(cache), Some(key)) = (&self.config.cache, &answer.store_under) else {
+            return;
+        };
+        if let Err(err) = cache.store(key, provider.name(), provider.model(), &answer.response) {
+            session
+                .recorder
+                .warn(format!("the reply was not cached: {err}"));
+        }
+    }
+
+    /// The object and modifier the model is working on: the current target once there is
+    /// one, else the configured object.
+    fn focus(&self, context: &ExecContext) -> (Option<String>, Option<String>) {
+        match &context.current {
+            Some(target) => (Some(target.object.clone()), Some(target.modifier.clone())),
+            None => (self.config.object.clone(), None),
+        }
+    }
+
     /// Fetches the context slices the model asked for, as lines of feedback. A slice the
     /// scene cannot give is said so; a failing Blender ends the run.
     async fn gather_context(
@@ -380,9 +623,17 @@ impl GnRun {
     ) -> ControlFlow<Ending> {
         self.enter(RunState::RequestingContext, round, session)?;
         session.recorder.telemetry.counters.context_requests += 1;
-        let object = self.config.object.as_deref();
+        let (object, modifier) = self.focus(&session.context);
+        let budget = &self.config.budget;
         for kind in slices {
-            match context::slice(&self.blender, kind, object, None, &self.config.budget).await {
+            let slice = context::slice(
+                &self.blender,
+                kind,
+                object.as_deref(),
+                modifier.as_deref(),
+                budget,
+            );
+            match slice.await {
                 Ok(text) => feedback.push(format!("Context {}: {text}", kind.name())),
                 Err(GnError::Step(why)) => {
                     feedback.push(format!("Context {} is unavailable: {why}", kind.name()))
@@ -393,17 +644,46 @@ impl GnRun {
         Continue(())
     }
 
-    /// Runs a reply's steps in order. The first that fails ends the run; the steps after it
-    /// do not run.
+    /// Adds the scene as it is now to the feedback, so the next reply builds on the scene
+    /// itself rather than on what the model expects its steps did. An unchanged scene is
+    /// said in one line instead of being sent again.
+    async fn refresh_snapshot(
+        &self,
+        feedback: &mut Vec<String>,
+        session: &mut Session,
+    ) -> ControlFlow<Ending> {
+        let (object, modifier) = self.focus(&session.context);
+        let snapshot = context::snapshot(
+            &self.blender,
+            object.as_deref(),
+            modifier.as_deref(),
+            &self.config.budget,
+        );
+        match snapshot.await {
+            Ok(snapshot) if snapshot == session.last_snapshot => {
+                feedback.push("Scene (JSON): unchanged since the last snapshot.".to_owned());
+            }
+            Ok(snapshot) => {
+                feedback.push(format!("Scene now (JSON): {snapshot}"));
+                session.last_snapshot = snapshot;
+            }
+            Err(err) => return Break(Ending::Error(format!("cannot read the scene: {err}"))),
+        }
+        Continue(())
+    }
+
+    /// Runs steps in order until one fails; the steps after it do not run. A failure the
+    /// model can repair ([`GnError::is_step_failure`]) comes back in the result; any other
+    /// ends the run, since the scene is then in an unknown state.
     async fn apply(
         &self,
         round: u32,
         steps: &[GnStep],
-        feedback: &mut Vec<String>,
         session: &mut Session,
-    ) -> ControlFlow<Ending> {
+    ) -> ControlFlow<Ending, AppliedSteps> {
         self.enter(RunState::Applying, round, session)?;
-        for step in steps {
+        let mut applied = AppliedSteps::default();
+        for (position, step) in steps.iter().enumerate() {
             if session.recorder.link.is_cancelled() {
                 return Break(Ending::Cancelled);
             }
@@ -418,35 +698,45 @@ impl GnRun {
             let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
             match result {
                 Ok(outcome) => {
-                    session
-                        .recorder
-                        .step_finished(index, latency_ms, Ok(&outcome.message));
-                    feedback.push(format!(
+                    let recorder = &mut session.recorder;
+                    recorder.step_finished(index, latency_ms, Ok(&outcome.message));
+                    applied.reports.push(format!(
                         "Step {:?} ran: {} {}",
                         step.id(),
                         outcome.message,
                         outcome.detail
                     ));
+                    applied.ran.push(step.id().to_owned());
                     session.applied.push(step.clone());
                 }
                 Err(err) => {
-                    let message = err.to_string();
+                    let error = err.to_string();
                     session
                         .recorder
-                        .step_finished(index, latency_ms, Err(&message));
-                    return Break(Ending::Error(format!(
-                        "step {:?} ({:?}) failed: {message}",
-                        step.id(),
-                        step.action_type()
-                    )));
+                        .step_finished(index, latency_ms, Err(&error));
+                    let failure = StepFailure {
+                        step_id: step.id().to_owned(),
+                        action_type: step.action_type(),
+                        error,
+                        not_run: steps
+                            .iter()
+                            .skip(position + 1)
+                            .map(|s| s.id().to_owned())
+                            .collect(),
+                    };
+                    if !err.is_step_failure() {
+                        return Break(Ending::Error(failure.summary()));
+                    }
+                    applied.failure = Some(failure);
+                    break;
                 }
             }
         }
-        Continue(())
+        Continue(applied)
     }
 
-    /// Checks the gates against the baseline and announces the report; gates that are not
-    /// required only warn.
+    /// Checks the gates against the baseline, counts and announces the report; gates that
+    /// are not required only warn.
     async fn check(
         &self,
         round: u32,
@@ -465,6 +755,12 @@ impl GnRun {
             Ok(check) => check,
             Err(err) => return Break(Ending::Error(format!("the gates could not run: {err}"))),
         };
+        let counters = &mut session.recorder.telemetry.counters;
+        if check.report.success {
+            counters.gate_passes += 1;
+        } else {
+            counters.gate_failures += 1;
+        }
         session.recorder.emit(RunEvent::GatesChecked {
             index: round,
             report: check.report.clone(),
@@ -479,6 +775,65 @@ impl GnRun {
     }
 }
 
+impl StepFailure {
+    /// One line for the run's error and log.
+    fn summary(&self) -> String {
+        format!(
+            "step {:?} ({}) failed: {}",
+            self.step_id,
+            wire_name(self.action_type),
+            self.error
+        )
+    }
+
+    /// The failure as the model reads it: what failed and why, what its replies already
+    /// put in the scene (this round and earlier ones), and what did not run.
+    fn for_model(&self, ran_this_round: &[String], earlier_rounds: &[String]) -> String {
+        format!(
+            "Step {:?} ({}) failed, so your reply was only partly applied:\n{}\n\
+             Applied and kept in the scene: this round {}; earlier rounds {}.\n\
+             Not run: {}.\n\
+             Answer with the steps still needed. The applied ones stay; GN_OPS and NODE_TREE \
+             steps are idempotent, so repeating one is harmless.",
+            self.step_id,
+            wire_name(self.action_type),
+            self.error,
+            quoted_list(ran_this_round),
+            quoted_list(earlier_rounds),
+            quoted_list(&self.not_run),
+        )
+    }
+}
+
+/// The action type as the model writes it.
+fn wire_name(action_type: ActionType) -> &'static str {
+    match action_type {
+        ActionType::NodeTree => "NODE_TREE",
+        ActionType::GnOps => "GN_OPS",
+        ActionType::Python => "PYTHON",
+    }
+}
+
+/// `"a", "b"`, or `none`.
+fn quoted_list(ids: &[String]) -> String {
+    if ids.is_empty() {
+        return "none".to_owned();
+    }
+    let quoted: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
+    quoted.join(", ")
+}
+
+fn rounds_ran_out(max_rounds: u32, last_problem: Option<&str>) -> String {
+    let mut message = format!(
+        "no accepted result within {max_rounds} rounds; allow more rounds or simplify the request"
+    );
+    if let Some(problem) = last_problem {
+        message.push_str("; the last problem: ");
+        message.push_str(problem);
+    }
+    message
+}
+
 impl Session {
     /// A reply that failed protocol validation: nothing of it ran, and the model hears why.
     fn refused(&mut self, round: u32, problem: &str) {
@@ -486,9 +841,26 @@ impl Session {
         self.recorder.warn(format!(
             "round {round}: reply refused before execution: {problem}"
         ));
+        self.last_problem = Some(format!("the reply was refused: {problem}"));
         self.messages.push(ChatMessage::user_text(format!(
             "Your reply was refused before anything ran:\n{problem}\nAnswer again with one JSON object that follows the schema."
         )));
+    }
+
+    /// The gate report as the model reads it.
+    fn gate_feedback(&mut self, report: &GateReport) -> String {
+        let report_json = json!(report).to_string();
+        if report.success {
+            self.last_problem = None;
+            format!(
+                "All required gates pass: {report_json}\nContinue with more steps, or answer \"done\": true with a final_message."
+            )
+        } else {
+            self.last_problem = Some(format!("the gates failed: {}", report.messages.join("; ")));
+            format!(
+                "Verification failed; fix the scene with more steps and answer again:\n{report_json}"
+            )
+        }
     }
 
     /// Sends the round's feedback to the model as the next user message.
@@ -499,14 +871,14 @@ impl Session {
 
     /// Records the final state and `RunFinished`, writes `outcome.json` and
     /// `telemetry.json`, and returns the outcome.
-    fn finish(self, ending: Ending) -> GnOutcome {
+    fn finish(self, ending: Ending, preset: Option<String>) -> GnOutcome {
         let Self {
             mut recorder,
             context,
             applied,
             last_report,
             rounds,
-            messages: _,
+            ..
         } = self;
         let (state, final_message, error, stop) = match ending {
             Ending::Done(message) => (RunState::Done, message, None, StopReason::Accepted),
@@ -540,6 +912,7 @@ impl Session {
             targets: context.targets,
             telemetry: std::mem::take(&mut recorder.telemetry),
             folder: recorder.folder().map(Path::to_path_buf),
+            preset,
         };
         recorder.write_json("outcome.json", &outcome);
         recorder.write_json("telemetry.json", &outcome.telemetry);
@@ -581,227 +954,6 @@ fn strip_fence(text: &str) -> &str {
     };
     let body = rest.split_once('\n').map_or("", |(_, body)| body);
     body.trim_end().strip_suffix("```").unwrap_or(body).trim()
-}
-
-/// Keeps the run's log in memory, on the run's link to its front end, and in the run
-/// folder.
-struct Recorder {
-    run_id: String,
-    link: RunLink,
-    state: RunState,
-    transitions: Vec<StateChange>,
-    steps: Vec<StepRecord>,
-    telemetry: Telemetry,
-    files: Option<RunFiles>,
-    /// The next event's number when there is no event log to number it.
-    seq: u64,
-}
-
-/// The run folder's open files.
-struct RunFiles {
-    folder: PathBuf,
-    /// `events.jsonl`: the shared events.
-    log: RunLog,
-    /// `steps.jsonl`: state changes and step records (a step's start too) as they happen,
-    /// so a killed run leaves its partial log.
-    steps_log: std::fs::File,
-}
-
-impl RunFiles {
-    /// Creates `<root>/gn/<run id>/` with its logs and `request.json`.
-    fn create(root: &Path, run_id: &str, config: &GnRunConfig) -> Result<Self, GnError> {
-        let folder = root.join("gn").join(run_id);
-        std::fs::create_dir_all(folder.join("responses"))
-            .map_err(|err| GnError::file(&folder, format!("cannot create it: {err}")))?;
-        let log = RunLog::create(&folder.join("events.jsonl"))
-            .map_err(|err| GnError::file(&folder, err))?;
-        let steps = folder.join("steps.jsonl");
-        let steps_log = std::fs::OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&steps)
-            .map_err(|err| GnError::file(&steps, format!("cannot create it: {err}")))?;
-        write_json_file(
-            &folder,
-            "request.json",
-            &json!({
-                "request": config.request,
-                "object": config.object,
-                "max_rounds": config.max_rounds,
-                "required_gates": config.gates.required,
-                "budget": config.budget,
-            }),
-        );
-        Ok(Self {
-            folder,
-            log,
-            steps_log,
-        })
-    }
-}
-
-impl Recorder {
-    fn new(run_id: String, link: RunLink) -> Self {
-        Self {
-            run_id,
-            link,
-            state: RunState::Idle,
-            transitions: Vec::new(),
-            steps: Vec::new(),
-            telemetry: Telemetry::default(),
-            files: None,
-            seq: 0,
-        }
-    }
-
-    fn folder(&self) -> Option<&Path> {
-        self.files.as_ref().map(|files| files.folder.as_path())
-    }
-
-    /// Appends one line, `{"state": …}` or `{"step": …}`, to `steps.jsonl`.
-    fn append_to_steps_log(&mut self, line: &Value) {
-        if let Some(files) = &mut self.files {
-            use std::io::Write as _;
-            if let Err(err) = writeln!(files.steps_log, "{line}") {
-                tracing::warn!("steps.jsonl: {err}");
-            }
-        }
-    }
-
-    /// Logs a shared event to `events.jsonl` and sends it to the front end.
-    fn emit(&mut self, event: RunEvent) {
-        let timed = match &mut self.files {
-            Some(files) => match files.log.append(event.clone()) {
-                Ok(timed) => timed,
-                Err(err) => {
-                    tracing::warn!("events.jsonl: {err}");
-                    self.timed(event)
-                }
-            },
-            None => self.timed(event),
-        };
-        self.seq = timed.seq + 1;
-        self.link.send(timed);
-    }
-
-    fn timed(&self, event: RunEvent) -> TimedEvent {
-        TimedEvent {
-            seq: self.seq,
-            unix_ms: unix_ms(),
-            event,
-        }
-    }
-
-    fn warn(&mut self, message: String) {
-        self.emit(RunEvent::Warning { message });
-    }
-
-    fn transition(&mut self, to: RunState, round: u32) {
-        let change = StateChange {
-            from: self.state,
-            to,
-            round,
-            unix_ms: unix_ms(),
-        };
-        self.state = to;
-        self.emit(RunEvent::GnStateChanged {
-            round,
-            from: change.from,
-            to,
-        });
-        self.append_to_steps_log(&json!({ "state": change }));
-        self.transitions.push(change);
-    }
-
-    /// Counts a model reply, announces it and keeps its raw text (`responses/<round>.txt`).
-    fn model_called(&mut self, round: u32, latency: std::time::Duration, response: &ModelResponse) {
-        let latency_ms = latency.as_secs_f64() * 1000.0;
-        self.telemetry.request(round, latency_ms, response.usage);
-        self.emit(RunEvent::ModelCalled {
-            index: round,
-            role: ModelRole::GnAssistant,
-            latency_ms,
-            usage: response.usage,
-        });
-        self.write_text(&format!("responses/{round}.txt"), &response.text);
-    }
-
-    fn step_started(&mut self, round: u32, step: &GnStep) -> usize {
-        let record = StepRecord {
-            round,
-            step_id: step.id().to_owned(),
-            action_type: step.action_type(),
-            status: StepStatus::Running,
-            started_at: unix_ms(),
-            ended_at: None,
-            message: String::new(),
-            error: None,
-        };
-        self.append_to_steps_log(&json!({ "step": record }));
-        self.steps.push(record);
-        self.steps.len() - 1
-    }
-
-    fn step_finished(&mut self, index: usize, latency_ms: f64, result: Result<&str, &str>) {
-        let Some(record) = self.steps.get_mut(index) else {
-            return;
-        };
-        record.ended_at = Some(unix_ms());
-        match result {
-            Ok(message) => {
-                record.status = StepStatus::Succeeded;
-                record.message = message.to_owned();
-            }
-            Err(error) => {
-                record.status = StepStatus::Failed;
-                record.error = Some(error.to_owned());
-            }
-        }
-        let record = record.clone();
-        self.telemetry.step(
-            &record.step_id,
-            record.action_type,
-            latency_ms,
-            result.is_ok(),
-        );
-        self.emit(RunEvent::GnStepFinished {
-            record: record.clone(),
-        });
-        self.append_to_steps_log(&json!({ "step": record }));
-    }
-
-    fn write_text(&self, name: &str, text: &str) {
-        if let Some(folder) = self.folder() {
-            write_text_file(folder, name, text);
-        }
-    }
-
-    fn write_json<T: Serialize>(&self, name: &str, value: &T) {
-        if let Some(folder) = self.folder() {
-            write_json_file(folder, name, value);
-        }
-    }
-}
-
-/// Writes one file of the run folder; a failure is logged, never fatal to the run.
-fn write_text_file(folder: &Path, name: &str, text: &str) {
-    if let Err(err) = write_whole(&folder.join(name), text.as_bytes()) {
-        tracing::warn!("{err}");
-    }
-}
-
-fn write_json_file<T: Serialize>(folder: &Path, name: &str, value: &T) {
-    match serde_json::to_string_pretty(value) {
-        Ok(text) => write_text_file(folder, name, &text),
-        Err(err) => tracing::warn!("{name}: {err}"),
-    }
-}
-
-/// Writes a file whole (see [`viga_memory::files::write_atomic`]), so a reader never sees
-/// half of it.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), GnError> {
-    viga_memory::files::write_atomic(path, bytes)
-        .map_err(|err| GnError::file(path, format!("cannot write it: {err}")))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Local telemetry of one run: request and step latency, success and failure counters, token
-//! usage. It is written to the run folder as `telemetry.json` and never sent anywhere; the
+//! usage, and which replies were replayed from the response cache. It is written to the run folder as `telemetry.json` and never sent anywhere; the
 //! user shares it only by exporting the file.
 
 use serde::{Deserialize, Serialize};
@@ -8,6 +8,7 @@ use viga_protocol::message::TokenUsage;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Telemetry {
+    /// Every reply, from the model or the cache, in order.
     pub requests: Vec<RequestSample>,
     pub steps: Vec<StepSample>,
     pub counters: Counters,
@@ -15,11 +16,15 @@ pub struct Telemetry {
     pub usage: TokenUsage,
 }
 
+/// One reply: asked of the model, or replayed from the response cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestSample {
     pub round: u32,
     pub latency_ms: f64,
     pub usage: TokenUsage,
+    /// Replayed from the response cache: no model call, no latency, no tokens.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,7 +37,11 @@ pub struct StepSample {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
+    /// Model calls made (replies replayed from the cache are not among them).
     pub requests: u32,
+    /// Replies replayed from the response cache.
+    #[serde(default)]
+    pub cache_hits: u32,
     pub request_failures: u32,
     /// Replies refused by protocol validation before anything ran.
     pub protocol_errors: u32,
@@ -51,6 +60,17 @@ impl Telemetry {
             round,
             latency_ms,
             usage,
+            cached: false,
+        });
+    }
+
+    pub fn cached_reply(&mut self, round: u32) {
+        self.counters.cache_hits += 1;
+        self.requests.push(RequestSample {
+            round,
+            latency_ms: 0.0,
+            usage: TokenUsage::default(),
+            cached: true,
         });
     }
 

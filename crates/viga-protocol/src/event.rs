@@ -13,9 +13,10 @@ use crate::message::TokenUsage;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "reason", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StopReason {
-    /// The verifier accepted the scene.
+    /// The run reached its end: the verifier accepted the scene, the Geometry Nodes
+    /// assistant is done, or the add-on agent gave its answer.
     Accepted,
-    /// The iteration budget was spent.
+    /// The iteration budget (the add-on agent's: its step budget) was spent.
     MaxIterations,
     /// The user stopped the run.
     Cancelled,
@@ -25,7 +26,8 @@ pub enum StopReason {
 
 /// Which role a model call served.
 // No doc comments on the variants: schemars would turn the plain string enum of the schema
-// into a `oneOf`. `planner` is the plan call before the generator's program (seed 000 step 2).
+// into a `oneOf`. `planner` is the plan call before the generator's program (seed 000 step 2);
+// `agent` is the add-on agent's tool-calling turn (seed 004).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelRole {
@@ -35,6 +37,7 @@ pub enum ModelRole {
     FastFix,
     Investigate,
     GnAssistant,
+    Agent,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -19,6 +19,7 @@ use crate::assemble::ToolCallParts;
 use crate::config::ProviderConfig;
 use crate::http::{Endpoint, HttpClient, Origin, stream_error};
 use crate::images::ImageLimits;
+use crate::schema_adapt;
 use crate::sse::{self, Decoder, Flow, Partial};
 use crate::wire;
 use crate::{
@@ -111,17 +112,10 @@ fn request_body(
     images: &ImageLimits,
     stream: bool,
 ) -> Result<Value, ProviderError> {
-    let mut system = request.system.clone();
-    if let Some(format) = &request.response_format {
-        if !system.is_empty() {
-            system.push_str("\n\n");
-        }
-        system.push_str(&format!(
-            "Answer with one JSON value and nothing else (no prose, no code fence). It must \
-             match this JSON Schema, named {:?}:\n{}",
-            format.name, format.schema
-        ));
-    }
+    let system = match &request.response_format {
+        Some(format) => schema_adapt::system_with_json_instruction(&request.system, format),
+        None => request.system.clone(),
+    };
     let messages = request
         .messages
         .iter()
@@ -336,6 +330,7 @@ impl Message {
             usage,
             latency: Duration::ZERO,
             request_id: self.id,
+            structured_output_fallback: false,
         }
     }
 }

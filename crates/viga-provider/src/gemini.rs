@@ -6,6 +6,10 @@
 //! names are looked up in the conversation. Gemini 3 rejects a history whose function calls
 //! lack the `thoughtSignature` they came with; our `ToolCall` has no field for it, so the
 //! provider keeps the signatures itself, keyed by call id, for the life of the process.
+//!
+//! A response format goes as `responseJsonSchema` reduced to its documented subset by
+//! [`crate::schema_adapt::for_gemini`]; if Gemini refuses it, the request goes again with the
+//! schema in the system instruction ([`crate::schema_fallback`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +26,8 @@ use viga_protocol::message::{ChatMessage, ContentPart, Role, TokenUsage, ToolCal
 use crate::config::ProviderConfig;
 use crate::http::{Endpoint, HttpClient, Origin, stream_error};
 use crate::images::ImageLimits;
+use crate::schema_adapt;
+use crate::schema_fallback::{FormatDelivery, SchemaFallback};
 use crate::sse::{self, Decoder, Flow, Partial};
 use crate::wire;
 use crate::{
@@ -63,6 +69,7 @@ pub(crate) struct GeminiProvider {
     model_url: String,
     images: ImageLimits,
     book: Arc<CallBook>,
+    schema_fallback: SchemaFallback,
 }
 
 impl GeminiProvider {
@@ -85,16 +92,54 @@ impl GeminiProvider {
             model_url,
             images: config.images.clone(),
             book: Arc::default(),
+            schema_fallback: SchemaFallback::default(),
         })
     }
 
-    async fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
+    async fn body(
+        &self,
+        request: &ModelRequest,
+        delivery: FormatDelivery,
+    ) -> Result<Vec<u8>, ProviderError> {
         let provider = self.http.origin().provider;
         let (request, images, book) = (request.clone(), self.images.clone(), self.book.clone());
         wire::body_off_thread(provider, move || {
-            request_body(provider, &request, &images, &book)
+            request_body(provider, &request, &images, &book, delivery)
         })
         .await
+    }
+
+    async fn complete_as(
+        &self,
+        request: &ModelRequest,
+        delivery: FormatDelivery,
+    ) -> Result<ModelResponse, ProviderError> {
+        let body = self.body(request, delivery).await?;
+        let url = format!("{}:generateContent", self.model_url);
+        let reply = self.http.post_json(&url, &body).await?;
+        let answer: Answer = wire::parse(self.http.origin().provider, &reply.body)?;
+        let mut collector = self.collector();
+        collector.take(answer, &mut Vec::new())?;
+        // A whole answer without a finish reason is still whole.
+        collector.answer.finish.get_or_insert(FinishReason::Stop);
+        let mut response = collector.finish()?;
+        response.request_id = reply.request_id.or(response.request_id);
+        response.structured_output_fallback = delivery == FormatDelivery::InSystemPrompt;
+        Ok(response)
+    }
+
+    async fn stream_as(
+        &self,
+        request: &ModelRequest,
+        delivery: FormatDelivery,
+        started: Instant,
+    ) -> Result<ResponseStream, ProviderError> {
+        let body = self.body(request, delivery).await?;
+        let url = format!("{}:streamGenerateContent?alt=sse", self.model_url);
+        let response = self.http.post_sse(&url, &body).await?;
+        let mut context = self.http.stream_context(started);
+        context.structured_output_fallback = delivery == FormatDelivery::InSystemPrompt;
+        Ok(sse::spawn(response, context, self.collector()))
     }
 
     fn collector(&self) -> Collector {
@@ -118,30 +163,25 @@ impl Provider for GeminiProvider {
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let started = Instant::now();
-        let body = self.body(request).await?;
-        let url = format!("{}:generateContent", self.model_url);
-        let reply = self.http.post_json(&url, &body).await?;
-        let answer: Answer = wire::parse(self.http.origin().provider, &reply.body)?;
-        let mut collector = self.collector();
-        collector.take(answer, &mut Vec::new())?;
-        // A whole answer without a finish reason is still whole.
-        collector.answer.finish.get_or_insert(FinishReason::Stop);
-        let mut response = collector.finish()?;
+        let provider = self.http.origin().provider;
+        let mut response = self
+            .schema_fallback
+            .send(provider, request, |delivery| {
+                self.complete_as(request, delivery)
+            })
+            .await?;
         response.latency = started.elapsed();
-        response.request_id = reply.request_id.or(response.request_id);
         Ok(response)
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ResponseStream, ProviderError> {
         let started = Instant::now();
-        let body = self.body(request).await?;
-        let url = format!("{}:streamGenerateContent?alt=sse", self.model_url);
-        let response = self.http.post_sse(&url, &body).await?;
-        Ok(sse::spawn(
-            response,
-            self.http.stream_context(started),
-            self.collector(),
-        ))
+        let provider = self.http.origin().provider;
+        self.schema_fallback
+            .send(provider, request, |delivery| {
+                self.stream_as(request, delivery, started)
+            })
+            .await
     }
 }
 
@@ -150,6 +190,7 @@ fn request_body(
     request: &ModelRequest,
     images: &ImageLimits,
     book: &CallBook,
+    delivery: FormatDelivery,
 ) -> Result<Value, ProviderError> {
     let names: HashMap<&str, &str> = request
         .messages
@@ -173,8 +214,9 @@ fn request_body(
         }
     }
     let mut body = json!({"contents": contents});
-    if !request.system.is_empty() {
-        body["systemInstruction"] = json!({"parts": [{"text": request.system}]});
+    let system = delivery.system_prompt(request);
+    if !system.is_empty() {
+        body["systemInstruction"] = json!({"parts": [{"text": system}]});
     }
     if !request.tools.is_empty() {
         let declarations: Vec<Value> = request
@@ -205,9 +247,10 @@ fn request_body(
     if !request.stop.is_empty() {
         generation["stopSequences"] = json!(request.stop);
     }
-    if let Some(format) = &request.response_format {
+    if let Some(format) = delivery.native_format(request) {
         generation["responseMimeType"] = json!("application/json");
-        generation["responseJsonSchema"] = format.schema.clone();
+        // JSON Schema, where `responseSchema` takes an OpenAPI subset without `$ref`.
+        generation["responseJsonSchema"] = schema_adapt::for_gemini(&format.schema);
     }
     body["generationConfig"] = generation;
     Ok(body)

@@ -126,6 +126,7 @@ impl HttpClient {
             idle: self.timeouts.stream_idle,
             started,
             request_id: None,
+            structured_output_fallback: false,
         }
     }
 

@@ -5,9 +5,11 @@
 //! **Owns:** the [`Provider`] trait and its request/response model ([`ModelRequest`],
 //! [`ModelResponse`], [`StreamEvent`]); error classification with advice for the user
 //! ([`ProviderError`]); the HTTP adapters for OpenAI Chat Completions, Anthropic Messages,
-//! Gemini and OpenAI-compatible servers, with retries, streaming and image downscaling; their
-//! configuration ([`ProviderConfig`], [`build_provider`]); the [`ScriptedProvider`] that
-//! replays a file of responses for tests and the offline demo.
+//! Gemini and OpenAI-compatible servers, with retries, streaming and image downscaling; the
+//! adaptation of response schemas to what each backend accepts, with a JSON-in-text fallback
+//! for servers that refuse them ([`ModelResponse::structured_output_fallback`]); the
+//! adapters' configuration ([`ProviderConfig`], [`build_provider`]); the
+//! [`ScriptedProvider`] that replays a file of responses for tests and the offline demo.
 //!
 //! **Must not:** touch Blender, the loop or the run folder. It knows messages, not scenes.
 //! API keys come from environment variables only and are never logged.
@@ -70,6 +72,8 @@ mod images;
 mod openai;
 mod request;
 mod retry;
+mod schema_adapt;
+mod schema_fallback;
 pub mod scripted;
 mod sse;
 mod stream;

@@ -4,6 +4,11 @@
 //! Images go as data URLs in `image_url` parts, tools as `function` tools. Tool results are
 //! `tool` messages, which can hold only text: images a tool returned follow in a user message.
 //! Streamed tool calls arrive as argument fragments keyed by `tool_calls[].index`.
+//!
+//! A response format goes as a `json_schema` response format, adapted by
+//! [`crate::schema_adapt`] (strict for OpenAI when the schema allows it); a server that
+//! refuses it gets the request again with the schema in the system prompt
+//! ([`crate::schema_fallback`]).
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +25,8 @@ use crate::assemble::{ToolCallParts, arguments_text, parse_arguments};
 use crate::config::ProviderConfig;
 use crate::http::{Endpoint, HttpClient, Origin, stream_error};
 use crate::images::ImageLimits;
+use crate::schema_adapt;
+use crate::schema_fallback::{FormatDelivery, SchemaFallback};
 use crate::sse::{self, Decoder, Flow, Partial};
 use crate::wire;
 use crate::{
@@ -41,6 +48,7 @@ pub(crate) struct OpenAiProvider {
     url: String,
     images: ImageLimits,
     flavour: Flavour,
+    schema_fallback: SchemaFallback,
 }
 
 impl OpenAiProvider {
@@ -65,17 +73,54 @@ impl OpenAiProvider {
             url,
             images: config.images.clone(),
             flavour,
+            schema_fallback: SchemaFallback::default(),
         })
     }
 
-    async fn body(&self, request: &ModelRequest, stream: bool) -> Result<Vec<u8>, ProviderError> {
+    async fn body(
+        &self,
+        request: &ModelRequest,
+        stream: bool,
+        delivery: FormatDelivery,
+    ) -> Result<Vec<u8>, ProviderError> {
         let origin = self.http.origin();
         let (provider, model) = (origin.provider, origin.model.clone());
         let (request, images, flavour) = (request.clone(), self.images.clone(), self.flavour);
         wire::body_off_thread(provider, move || {
-            request_body(provider, &model, &request, &images, flavour, stream)
+            request_body(
+                provider, &model, &request, &images, flavour, stream, delivery,
+            )
         })
         .await
+    }
+
+    async fn complete_as(
+        &self,
+        request: &ModelRequest,
+        delivery: FormatDelivery,
+    ) -> Result<ModelResponse, ProviderError> {
+        let body = self.body(request, false, delivery).await?;
+        let reply = self.http.post_json(&self.url, &body).await?;
+        let provider = self.http.origin().provider;
+        let completion: Completion = wire::parse(provider, &reply.body)?;
+        let mut response = completion.into_response(provider)?;
+        response.request_id = reply.request_id.or(response.request_id);
+        response.structured_output_fallback = delivery == FormatDelivery::InSystemPrompt;
+        Ok(response)
+    }
+
+    async fn stream_as(
+        &self,
+        request: &ModelRequest,
+        delivery: FormatDelivery,
+        started: Instant,
+    ) -> Result<ResponseStream, ProviderError> {
+        let body = self.body(request, true, delivery).await?;
+        let response = self.http.post_sse(&self.url, &body).await?;
+        let decoder = ChunkDecoder::new(self.http.origin().clone());
+        let mut context = self.http.stream_context(started);
+        context.structured_output_fallback = delivery == FormatDelivery::InSystemPrompt;
+        Ok(sse::spawn(response, context, decoder))
     }
 }
 
@@ -91,26 +136,25 @@ impl Provider for OpenAiProvider {
 
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let started = Instant::now();
-        let body = self.body(request, false).await?;
-        let reply = self.http.post_json(&self.url, &body).await?;
         let provider = self.http.origin().provider;
-        let completion: Completion = wire::parse(provider, &reply.body)?;
-        let mut response = completion.into_response(provider)?;
+        let mut response = self
+            .schema_fallback
+            .send(provider, request, |delivery| {
+                self.complete_as(request, delivery)
+            })
+            .await?;
         response.latency = started.elapsed();
-        response.request_id = reply.request_id.or(response.request_id);
         Ok(response)
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ResponseStream, ProviderError> {
         let started = Instant::now();
-        let body = self.body(request, true).await?;
-        let response = self.http.post_sse(&self.url, &body).await?;
-        let decoder = ChunkDecoder::new(self.http.origin().clone());
-        Ok(sse::spawn(
-            response,
-            self.http.stream_context(started),
-            decoder,
-        ))
+        let provider = self.http.origin().provider;
+        self.schema_fallback
+            .send(provider, request, |delivery| {
+                self.stream_as(request, delivery, started)
+            })
+            .await
     }
 }
 
@@ -121,10 +165,12 @@ fn request_body(
     images: &ImageLimits,
     flavour: Flavour,
     stream: bool,
+    delivery: FormatDelivery,
 ) -> Result<Value, ProviderError> {
     let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
+    let system = delivery.system_prompt(request);
+    if !system.is_empty() {
+        messages.push(json!({"role": "system", "content": system}));
     }
     for (index, message) in request.messages.iter().enumerate() {
         push_message(provider, &mut messages, index, message, images)?;
@@ -162,11 +208,23 @@ fn request_body(
             ToolChoice::Tool { name } => json!({"type": "function", "function": {"name": name}}),
         };
     }
-    if let Some(format) = &request.response_format {
-        body["response_format"] = json!({"type": "json_schema", "json_schema": {
-            "name": format.name,
-            "schema": format.schema,
-        }});
+    if let Some(format) = delivery.native_format(request) {
+        let mut json_schema = json!({"name": format.name});
+        match flavour {
+            Flavour::OpenAi => {
+                let adapted = schema_adapt::for_openai(&format.schema);
+                json_schema["schema"] = adapted.schema;
+                // Left out rather than `false` when the schema cannot be strict: the API's
+                // default, and what every compatible server accepts.
+                if adapted.strict {
+                    json_schema["strict"] = json!(true);
+                }
+            }
+            Flavour::Compatible => {
+                json_schema["schema"] = schema_adapt::for_compatible_server(&format.schema);
+            }
+        }
+        body["response_format"] = json!({"type": "json_schema", "json_schema": json_schema});
     }
     if stream {
         body["stream"] = json!(true);
@@ -415,6 +473,7 @@ impl Completion {
             usage: self.usage.map(TokenUsage::from).unwrap_or_default(),
             latency: Duration::ZERO,
             request_id: self.id,
+            structured_output_fallback: false,
         })
     }
 }

@@ -95,6 +95,13 @@ pub struct ModelResponse {
     /// The provider's id for the request, when it sends one (for support tickets).
     #[serde(default)]
     pub request_id: Option<String>,
+    /// The server refused the request's response schema (on this call or an earlier one of
+    /// the same provider), so the answer was asked for as one JSON object in the text, with
+    /// the schema in the system prompt. Nothing but the model then holds the answer to the
+    /// schema; callers validate it as always. Worth logging: structured output is off for
+    /// this provider from then on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub structured_output_fallback: bool,
 }
 
 impl ModelResponse {
@@ -106,6 +113,7 @@ impl ModelResponse {
             usage: TokenUsage::default(),
             latency: Duration::ZERO,
             request_id: None,
+            structured_output_fallback: false,
         }
     }
 }

@@ -42,6 +42,8 @@ pub(crate) struct StreamContext {
     /// When the call began, retries included, for the response's latency.
     pub(crate) started: Instant,
     pub(crate) request_id: Option<String>,
+    /// Copied to the response's `structured_output_fallback`.
+    pub(crate) structured_output_fallback: bool,
 }
 
 /// Streams a successful response's events to a new [`ResponseStream`].
@@ -116,6 +118,7 @@ where
     let mut response = decoder.finish()?;
     response.latency = context.started.elapsed();
     response.request_id = context.request_id.clone().or(response.request_id);
+    response.structured_output_fallback = context.structured_output_fallback;
     Ok(response)
 }
 
@@ -183,6 +186,7 @@ impl Partial {
             usage: self.usage,
             latency: std::time::Duration::ZERO,
             request_id: self.id,
+            structured_output_fallback: false,
         })
     }
 }

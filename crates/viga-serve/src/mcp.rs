@@ -8,18 +8,26 @@
 //!
 //! `rmcp` types stay in this module: the tools are `viga_skills::Tool`s, and this module only
 //! translates between them and MCP.
+//!
+//! The add-on tools follow the running Blender: the add-ons are rediscovered when the client
+//! lists the tools, after every tool call (a call may have enabled or disabled one) and every
+//! few seconds while the session lasts (a person may do it in their Blender), and the client
+//! gets `notifications/tools/list_changed` whenever the set changed.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::Value;
-use viga_skills::addons::AddonRegistry;
+use tokio::sync::{Mutex, RwLock};
+use viga_skills::addons::{AddonRegistry, AddonScan, AddonSetChange};
 use viga_skills::generator::{ExecuteCodeLive, generator_tools};
 use viga_skills::verifier::verifier_tools;
 use viga_skills::{ToolContext, ToolError, ToolOutput, ToolRegistry};
@@ -28,6 +36,11 @@ use base64::Engine as _;
 
 /// Loop-control tools that mean nothing outside the agent loop.
 const LOOP_ONLY: [&str; 2] = ["make_plan", "end_process"];
+
+/// How often the add-ons are rediscovered while a client is connected, to notice ones a
+/// person enabled or disabled in their Blender between the client's requests. A listing is
+/// one cheap call (about a millisecond of Blender's time).
+const ADDON_WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Where an MCP client's programs run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +83,9 @@ pub fn scene_tools(mode: ProgramMode) -> Result<ToolRegistry, String> {
 pub struct VigaMcpServer {
     context: Arc<ToolContext>,
     base: ToolRegistry,
-    addons: Arc<tokio::sync::RwLock<AddonRegistry>>,
+    addons: Arc<AddonSync>,
+    /// Whether the task that watches Blender's add-ons for this session runs yet.
+    watching: AtomicBool,
 }
 
 impl std::fmt::Debug for VigaMcpServer {
@@ -82,25 +97,103 @@ impl std::fmt::Debug for VigaMcpServer {
 }
 
 impl VigaMcpServer {
+    /// `addons` is rediscovered from `context`'s Blender during the session (add-on folders
+    /// given to an earlier discovery included); add-ons registered by hand stay as they are.
     pub fn new(
         context: Arc<ToolContext>,
-        addons: Arc<tokio::sync::RwLock<AddonRegistry>>,
+        addons: Arc<RwLock<AddonRegistry>>,
         mode: ProgramMode,
     ) -> Result<Self, String> {
+        let base = scene_tools(mode)?;
+        let builtin_names: Vec<String> = base.names().into_iter().map(str::to_owned).collect();
+        // Claimed now, so a clashing add-on is refused before any client sees a listing;
+        // every refresh claims them again, for a registry that was locked at this moment.
+        if let Ok(mut registry) = addons.try_write() {
+            registry.reserve_tool_names(builtin_names.iter().cloned());
+        }
+        let addons = Arc::new(AddonSync {
+            context: Arc::clone(&context),
+            registry: addons,
+            builtin_names,
+            refreshing: Mutex::new(()),
+        });
         Ok(Self {
             context,
-            base: scene_tools(mode)?,
+            base,
             addons,
+            watching: AtomicBool::new(false),
         })
     }
 
     /// The tools right now: add-ons may have come or gone since the last call.
     async fn current_tools(&self) -> Result<ToolRegistry, McpError> {
         self.addons
+            .registry
             .read()
             .await
             .extend(&self.base)
             .map_err(|err| McpError::internal_error(err.to_string(), None))
+    }
+
+    /// Starts watching Blender's add-ons for this session, once. Started from the first
+    /// request rather than from `initialized`, which newer protocol versions do without.
+    fn watch_addons(&self, peer: &Peer<RoleServer>) {
+        if !self.watching.swap(true, Ordering::SeqCst) {
+            tokio::spawn(watch_addons(Arc::downgrade(&self.addons), peer.clone()));
+        }
+    }
+}
+
+/// What keeps the add-on tools in step with Blender; shared with the watch task.
+struct AddonSync {
+    context: Arc<ToolContext>,
+    registry: Arc<RwLock<AddonRegistry>>,
+    /// The scene tools' names, which no add-on tool may take.
+    builtin_names: Vec<String>,
+    /// One rediscovery at a time, so an older listing never overwrites a newer one.
+    refreshing: Mutex<()>,
+}
+
+impl AddonSync {
+    /// Rediscovers the add-ons and tells the client when the set changed. Blender is asked
+    /// without the registry locked, so a slow call never holds up a listing. A failure keeps
+    /// the add-ons known so far: the tool listing never breaks over add-ons.
+    async fn refresh(&self, peer: &Peer<RoleServer>) {
+        let _one_at_a_time = self.refreshing.lock().await;
+        let scan = match AddonScan::fetch(self.context.blender.as_ref(), None).await {
+            Ok(scan) => scan,
+            Err(err) => {
+                tracing::warn!(error = %err, "add-ons could not be rediscovered; offering the ones known so far");
+                return;
+            }
+        };
+        let change = {
+            let mut registry = self.registry.write().await;
+            registry.reserve_tool_names(self.builtin_names.iter().cloned());
+            registry.apply_scan(scan)
+        };
+        if change == AddonSetChange::Changed
+            && let Err(err) = peer.notify_tool_list_changed().await
+        {
+            tracing::debug!(error = %err, "the client could not be told the tool list changed");
+        }
+    }
+}
+
+/// Rediscovers the add-ons every [`ADDON_WATCH_INTERVAL`] until the session ends (the client
+/// left or the server is gone).
+async fn watch_addons(addons: Weak<AddonSync>, peer: Peer<RoleServer>) {
+    let mut ticks = tokio::time::interval(ADDON_WATCH_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(addons) = addons.upgrade() else {
+            return;
+        };
+        if peer.is_transport_closed() {
+            return;
+        }
+        addons.refresh(&peer).await;
     }
 }
 
@@ -152,7 +245,11 @@ impl VigaMcpServer {
 
 impl ServerHandler for VigaMcpServer {
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut config = ServerConfig::new(capabilities);
         config.server_info = Implementation::new("viga", env!("CARGO_PKG_VERSION"));
         config.instructions = Some(
             "Blender scene tools: run Blender Python (execute_code), read the scene (get_scene_info), \
@@ -166,8 +263,10 @@ impl ServerHandler for VigaMcpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.watch_addons(&context.peer);
+        self.addons.refresh(&context.peer).await;
         let tools = self.current_tools().await?;
         Ok(ListToolsResult::with_all_items(
             tools.specs().into_iter().map(to_mcp_tool).collect(),
@@ -177,11 +276,20 @@ impl ServerHandler for VigaMcpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.watch_addons(&context.peer);
+        // An add-on tool must be called on the add-ons as they are now; the scene tools
+        // need no listing first.
+        if self.base.get(&request.name).is_none() {
+            self.addons.refresh(&context.peer).await;
+        }
         let tools = self.current_tools().await?;
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        match tools.invoke(&self.context, &request.name, arguments).await {
+        let outcome = tools.invoke(&self.context, &request.name, arguments).await;
+        // The call itself may have enabled or disabled an add-on (a program can).
+        self.addons.refresh(&context.peer).await;
+        match outcome {
             Ok(output) => Ok(to_result(output).into()),
             // The client's model can correct these, so they are tool results, not failures.
             Err(ToolError::Recoverable(message)) => {

@@ -3,11 +3,13 @@
 //! user's scene never sees another's commands.
 //!
 //! Client → gateway (JSON text frames, every one with a fresh `message_id`):
-//! `{"type": "hello", "message_id", "user", "token"}`,
+//! `{"type": "hello", "message_id", "user" (or seed 004's "username"), "token"}`,
 //! `{"type": "list_tools", "message_id"}`,
-//! `{"type": "addon_command", "message_id", "addon_id", "command", "params"}`.
+//! `{"type": "addon_command", "message_id", "addon_id", "command", "params", "username"?}`
+//! (seed 004's message; `username`, when given, must be the user of the hello).
 //! Gateway → client: `{"type": "response", "message_id", "ok": true, "result"}` or
-//! `{"type": "response", "message_id", "ok": false, "error"}`.
+//! `{"type": "response", "message_id", "ok": false, "error"}`; an add-on command's `result`
+//! is `{"result": <what the command returned>, "scene": <the scene summary, as objects>}`.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -23,7 +25,10 @@ use tokio_tungstenite::tungstenite::Message;
 use viga_blender::{BlenderCommands as _, BlenderLauncher, Worker, WorkerConfig};
 use viga_protocol::bridge::SceneReset;
 use viga_skills::addons::{AddonRegistry, discover};
-use viga_skills::{RenderSettings, ToolContext, ToolError, ToolRegistry};
+use viga_skills::{RenderSettings, ToolContext, ToolError};
+
+/// Objects of the scene summary a command's reply carries.
+const SCENE_OBJECTS: u32 = 200;
 
 /// Largest message the gateway reads; add-on commands are small.
 const MAX_MESSAGE_BYTES: usize = 1 << 20;
@@ -67,6 +72,8 @@ pub enum GatewayError {
 
 /// One user's Blender, add-ons and the message ids it has seen.
 struct Session {
+    /// The user this session belongs to.
+    user: String,
     context: ToolContext,
     addons: AddonRegistry,
     seen: Mutex<HashSet<String>>,
@@ -89,6 +96,8 @@ impl std::fmt::Debug for Gateway {
 enum Incoming {
     Hello {
         message_id: String,
+        /// Seed 004's clients call it `username`.
+        #[serde(alias = "username")]
         user: String,
         token: String,
     },
@@ -100,6 +109,10 @@ enum Incoming {
         addon_id: String,
         command: String,
         params: Value,
+        /// Seed 004 tags every command with its user; when given, it must be the user this
+        /// connection said hello as.
+        #[serde(default)]
+        username: Option<String>,
     },
 }
 
@@ -215,6 +228,17 @@ impl Gateway {
         let Some(current) = session.as_ref() else {
             return Err("say hello (with your user and the gateway token) first".to_owned());
         };
+        if let Incoming::AddonCommand {
+            username: Some(claimed),
+            ..
+        } = &incoming
+            && *claimed != current.user
+        {
+            return Err(format!(
+                "username {claimed:?} is not the user this connection said hello as ({:?}); one connection speaks for one user",
+                current.user
+            ));
+        }
         check_fresh(current, incoming.message_id()).await?;
         match incoming {
             Incoming::Hello { .. } => Err("already greeted".to_owned()),
@@ -228,22 +252,23 @@ impl Gateway {
                 params,
                 ..
             } => {
-                if !current.addons.provides(&addon_id, &command) {
+                let Some(tool) = current.addons.tool(&addon_id, &command) else {
                     return Err(format!(
                         "add-on {addon_id:?} is not registered or has no command {command:?} (registered add-ons: {})",
                         current.addons.ids().join(", ")
                     ));
-                }
-                let tools = current
-                    .addons
-                    .extend(&ToolRegistry::new())
+                };
+                let blender = current.context.blender.as_ref();
+                let answer = tool.run(blender, params).await.map_err(|err| match err {
+                    ToolError::Recoverable(message) | ToolError::Fatal(message) => message,
+                })?;
+                // The scene as objects (names, types, transforms, sizes), not the lines a
+                // model reads: a client acts on it.
+                let scene = blender
+                    .scene_info(0, SCENE_OBJECTS)
+                    .await
                     .map_err(|err| err.to_string())?;
-                match tools.invoke(&current.context, &command, params).await {
-                    Ok(output) => Ok(json!({"text": output.text})),
-                    Err(ToolError::Recoverable(message) | ToolError::Fatal(message)) => {
-                        Err(message)
-                    }
-                }
+                Ok(json!({"result": answer.result, "scene": scene}))
             }
         }
     }
@@ -280,6 +305,7 @@ impl Gateway {
             SceneReset::Factory,
         );
         let session = Arc::new(Session {
+            user: user.to_owned(),
             context,
             addons,
             seen: Mutex::new(HashSet::new()),

@@ -53,9 +53,23 @@ fn hello(id: &str, user: &str) -> Value {
     json!({"type": "hello", "message_id": id, "user": user, "token": "secret"})
 }
 
+/// Seed 004's own message: `type`, `addon_id`, `command`, `params`, `username`, `message_id`.
 fn place(id: &str) -> Value {
-    json!({"type": "addon_command", "message_id": id, "addon_id": "object_placer", "command": "place_object_relative",
-           "params": {"object1_name": "Chair", "object2_name": "Table", "side": "left"}})
+    json!({"type": "addon_command", "addon_id": "object_placer", "command": "place_object_relative",
+           "params": {"object1_name": "Chair", "object2_name": "Table", "side": "left"},
+           "username": "alice", "message_id": id})
+}
+
+/// Where the reply's scene (objects, as data) has the chair.
+fn chair_location(reply: &Value) -> Value {
+    let objects = reply["result"]["scene"]["objects"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{reply}"));
+    objects
+        .iter()
+        .find(|object| object["name"] == "Chair")
+        .map(|chair| chair["location"].clone())
+        .unwrap_or_else(|| panic!("no Chair in {reply}"))
 }
 
 fn list(id: &str) -> Value {
@@ -84,12 +98,15 @@ async fn users_are_isolated_and_replays_refused() {
 
         let placed = ask(&mut alice, place("a3")).await;
         assert_eq!(placed["message_id"], "a3");
+        assert_eq!(chair_location(&placed), json!([-1.5, 0.0, 0.0]), "{placed}");
+        assert!(placed["result"]["result"].is_object() || placed["result"]["result"].is_string(), "{placed}");
+        // One connection speaks for one user: a command tagged with another user is refused.
+        let mut impostor = place("a3b");
+        impostor["username"] = json!("bob");
+        let refused = ask(&mut alice, impostor).await;
         assert!(
-            placed["result"]["text"]
-                .as_str()
-                .unwrap()
-                .contains("Chair [MESH] at (-1.500, 0.000, 0.000)"),
-            "{placed}"
+            refused["error"].as_str().unwrap().contains("is not the user this connection said hello as"),
+            "{refused}"
         );
         let replay = ask(&mut alice, place("a3")).await;
         assert!(
@@ -129,13 +146,7 @@ async fn users_are_isolated_and_replays_refused() {
         let mut bob = connect(address).await;
         assert_eq!(ask(&mut bob, hello("b1", "bob")).await["ok"], true);
         let bobs = ask(&mut bob, list("b2")).await;
-        assert!(
-            bobs["result"]["text"]
-                .as_str()
-                .unwrap()
-                .contains("Chair [MESH] at (5.000, 5.000, 5.000)"),
-            "{bobs}"
-        );
+        assert_eq!(chair_location(&bobs), json!([5.0, 5.0, 5.0]), "{bobs}");
 
         // Alice again, on a new connection: same session, same scene, and her old ids stay spent.
         let mut again = connect(address).await;
@@ -147,13 +158,7 @@ async fn users_are_isolated_and_replays_refused() {
                 .contains("already used")
         );
         let hers = ask(&mut again, list("a8")).await;
-        assert!(
-            hers["result"]["text"]
-                .as_str()
-                .unwrap()
-                .contains("Chair [MESH] at (-1.500, 0.000, 0.000)"),
-            "{hers}"
-        );
+        assert_eq!(chair_location(&hers), json!([-1.5, 0.0, 0.0]), "{hers}");
     })
     .await;
 }

@@ -2,20 +2,35 @@
 //! parameter becomes a JSON Schema property with its exact name, type, enum options, default
 //! and required flag, so the model sees what the add-on really takes, and arguments are
 //! checked against that schema before anything reaches Blender.
+//!
+//! The [`AddonRegistry`] follows the running Blender: [`AddonRegistry::refresh`] rediscovers
+//! the add-ons enabled there (cheaply: the bridge fingerprints its listing), refuses tool
+//! names that clash with built-in tools or with another add-on's, and keeps add-ons whose
+//! requirements are not met out of what a model is offered, with the reason in
+//! [`AddonRegistry::problems`].
 
-use std::collections::BTreeMap;
+mod discovery;
+mod problems;
+mod prompt;
+mod requirements;
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use viga_blender::BlenderTransport;
-use viga_protocol::bridge::{AddonCommandResult, AddonListing, BridgeCommand};
+use viga_protocol::bridge::{AddonCommandResult, BridgeCommand};
 use viga_protocol::manifest::{AddonManifest, AddonTool, ParameterType, ToolParameter};
-use viga_protocol::{CompiledSchema, ProtocolError, parse_json, parse_value};
+use viga_protocol::{CompiledSchema, ProtocolError, parse_json};
 
 use crate::context::ToolContext;
 use crate::registry::{RegistryError, Tool, ToolError, ToolOutput, ToolRegistry};
+
+pub use discovery::{AddonScan, AddonSetChange, discover};
+pub use problems::{AddonProblem, ProblemReason};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AddonError {
@@ -32,6 +47,10 @@ pub enum AddonError {
         tool: String,
         owner: String,
     },
+    #[error(
+        "add-on {addon:?} declares tool {tool:?}, which is the name of a built-in tool; rename the add-on's tool"
+    )]
+    BuiltInToolClash { addon: String, tool: String },
 }
 
 fn manifest_error(source_name: &str, err: ProtocolError) -> AddonError {
@@ -150,6 +169,31 @@ impl AddonToolAdapter {
         })
     }
 
+    /// Checks the arguments, then runs the command in Blender: what it returned and the
+    /// scene after it, as data (front ends that pass JSON on, like the gateway, want that
+    /// rather than the model's text).
+    pub async fn run(
+        &self,
+        blender: &dyn BlenderTransport,
+        arguments: Value,
+    ) -> Result<AddonCommandResult, ToolError> {
+        let arguments = if arguments.is_null() {
+            json!({})
+        } else {
+            arguments
+        };
+        self.check_arguments(&arguments)?;
+        let command = BridgeCommand::AddonCommand {
+            addon_id: self.addon_id.clone(),
+            tool: self.tool.name.clone(),
+            params: arguments,
+        };
+        let reply = blender.call(command, None).await?;
+        serde_json::from_value(reply).map_err(|err| {
+            ToolError::Fatal(format!("the add-on command reply is malformed: {err}"))
+        })
+    }
+
     /// Checks arguments before they reach Blender; the message names the path and rule.
     pub fn check_arguments(&self, arguments: &Value) -> Result<(), ToolError> {
         let violations = self.compiled.violations(arguments);
@@ -184,21 +228,7 @@ impl Tool for AddonToolAdapter {
         context: &ToolContext,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
-        let arguments = if arguments.is_null() {
-            json!({})
-        } else {
-            arguments
-        };
-        self.check_arguments(&arguments)?;
-        let command = BridgeCommand::AddonCommand {
-            addon_id: self.addon_id.clone(),
-            tool: self.tool.name.clone(),
-            params: arguments,
-        };
-        let reply = context.blender.call(command, None).await?;
-        let answer: AddonCommandResult = serde_json::from_value(reply).map_err(|err| {
-            ToolError::Fatal(format!("the add-on command reply is malformed: {err}"))
-        })?;
+        let answer = self.run(context.blender.as_ref(), arguments).await?;
         Ok(ToolOutput::text(format!(
             "{} returned {}\nScene now:\n{}",
             self.tool.name,
@@ -208,11 +238,48 @@ impl Tool for AddonToolAdapter {
     }
 }
 
+/// One registered add-on: its manifest and its tools, built once at registration.
+#[derive(Debug, Clone)]
+struct RegisteredAddon {
+    manifest: AddonManifest,
+    tools: Vec<Arc<AddonToolAdapter>>,
+    /// The manifest file, for add-ons found by discovery.
+    source: Option<String>,
+}
+
+impl RegisteredAddon {
+    fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.manifest
+            .ai_integration
+            .tools
+            .iter()
+            .map(|tool| tool.name.as_str())
+    }
+}
+
+/// Higher priority first, then by id, so listings and prompts are deterministic.
+fn by_priority(a: &AddonManifest, b: &AddonManifest) -> Ordering {
+    b.ai_integration
+        .metadata
+        .priority
+        .cmp(&a.ai_integration.metadata.priority)
+        .then_with(|| a.addon_info.id.cmp(&b.addon_info.id))
+}
+
 /// The add-ons available right now. Add-ons come and go between turns; the tools and the
 /// prompt section are derived from what is registered at the moment they are asked for.
 #[derive(Debug, Clone, Default)]
 pub struct AddonRegistry {
-    addons: BTreeMap<String, AddonManifest>,
+    addons: BTreeMap<String, RegisteredAddon>,
+    /// Tool names add-ons may not take: the built-in tools theirs are offered beside.
+    reserved: BTreeSet<String>,
+    /// Ids registered by discovery, which the next refresh replaces; add-ons registered by
+    /// hand are not Blender's to take away.
+    discovered: BTreeSet<String>,
+    /// Why add-ons are not offered, from the last discovery and refusals since.
+    problems: Vec<AddonProblem>,
+    /// The bridge's fingerprint of the listing last applied: an equal one changes nothing.
+    fingerprint: Option<String>,
 }
 
 impl AddonRegistry {
@@ -220,127 +287,191 @@ impl AddonRegistry {
         Self::default()
     }
 
-    /// Registers (or replaces) an add-on. A tool name another add-on already provides is
-    /// refused, so the model never sees two tools of one name.
+    /// Registers (or replaces) an add-on. A tool name that is reserved for a built-in tool
+    /// or that another add-on already provides is refused, so the model never sees two
+    /// tools of one name.
     pub fn register(&mut self, manifest: AddonManifest) -> Result<(), AddonError> {
-        let id = manifest.addon_info.id.clone();
-        for tool in &manifest.ai_integration.tools {
-            for (other_id, other) in &self.addons {
-                if *other_id != id
-                    && other
-                        .ai_integration
-                        .tools
-                        .iter()
-                        .any(|t| t.name == tool.name)
-                {
-                    return Err(AddonError::ToolClash {
-                        addon: id,
-                        tool: tool.name.clone(),
-                        owner: other_id.clone(),
-                    });
-                }
-            }
-        }
-        self.addons.insert(id, manifest);
+        let id = self.insert(manifest, None)?;
+        self.discovered.remove(&id);
         Ok(())
     }
 
+    fn register_discovered(
+        &mut self,
+        manifest: AddonManifest,
+        source: &str,
+    ) -> Result<(), AddonError> {
+        let id = self.insert(manifest, Some(source.to_owned()))?;
+        self.discovered.insert(id);
+        Ok(())
+    }
+
+    fn insert(
+        &mut self,
+        manifest: AddonManifest,
+        source: Option<String>,
+    ) -> Result<String, AddonError> {
+        self.check_tool_names(&manifest)?;
+        let id = manifest.addon_info.id.clone();
+        let tools = manifest
+            .ai_integration
+            .tools
+            .iter()
+            .map(|tool| AddonToolAdapter::new(&id, tool).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let addon = RegisteredAddon {
+            manifest,
+            tools,
+            source,
+        };
+        self.addons.insert(id.clone(), addon);
+        Ok(id)
+    }
+
+    fn check_tool_names(&self, manifest: &AddonManifest) -> Result<(), AddonError> {
+        let id = &manifest.addon_info.id;
+        for tool in &manifest.ai_integration.tools {
+            if self.reserved.contains(&tool.name) {
+                return Err(AddonError::BuiltInToolClash {
+                    addon: id.clone(),
+                    tool: tool.name.clone(),
+                });
+            }
+            let owner = self
+                .addons
+                .iter()
+                .find(|(other, addon)| *other != id && addon.tool_names().any(|t| t == tool.name));
+            if let Some((owner, _)) = owner {
+                return Err(AddonError::ToolClash {
+                    addon: id.clone(),
+                    tool: tool.name.clone(),
+                    owner: owner.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reserves the names of the built-in tools add-on tools are offered beside (the scene
+    /// tools: `execute_code`, `get_scene_info`, ...). An add-on that declares one is refused
+    /// from now on; one already registered is dropped, and the refusal recorded in
+    /// [`AddonRegistry::problems`]. Reserving names already reserved changes nothing.
+    pub fn reserve_tool_names<I, S>(&mut self, names: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let before = self.reserved.len();
+        self.reserved.extend(names.into_iter().map(Into::into));
+        if self.reserved.len() == before {
+            return;
+        }
+        // The next refresh must decide afresh, even if Blender's listing is the same.
+        self.fingerprint = None;
+        let clashing: Vec<(String, String)> = self
+            .addons
+            .iter()
+            .filter_map(|(id, addon)| {
+                let tool = addon.tool_names().find(|t| self.reserved.contains(*t))?;
+                Some((id.clone(), tool.to_owned()))
+            })
+            .collect();
+        for (id, tool) in clashing {
+            self.discovered.remove(&id);
+            let source = self.addons.remove(&id).and_then(|addon| addon.source);
+            let mut problem = AddonProblem::from(AddonError::BuiltInToolClash { addon: id, tool });
+            problem.source = source;
+            self.problems.push(problem);
+        }
+    }
+
+    /// Removes an add-on; returns whether it was registered. One that Blender still has
+    /// comes back at the next [`AddonRegistry::refresh`]: disable it in Blender to remove it
+    /// for good.
     pub fn unregister(&mut self, addon_id: &str) -> bool {
+        if self.discovered.remove(addon_id) {
+            self.fingerprint = None;
+        }
         self.addons.remove(addon_id).is_some()
     }
 
+    /// The ids of the add-ons offered, in id order.
     pub fn ids(&self) -> Vec<&str> {
         self.addons.keys().map(String::as_str).collect()
     }
 
     /// Whether `addon_id` is registered and declares the tool `tool`.
+    /// The tool `tool` of the registered add-on `addon_id`.
+    pub fn tool(&self, addon_id: &str, tool: &str) -> Option<Arc<AddonToolAdapter>> {
+        self.addons
+            .get(addon_id)?
+            .tools
+            .iter()
+            .find(|adapter| adapter.name() == tool)
+            .cloned()
+    }
+
     pub fn provides(&self, addon_id: &str, tool: &str) -> bool {
         self.addons
             .get(addon_id)
-            .is_some_and(|manifest| manifest.ai_integration.tools.iter().any(|t| t.name == tool))
+            .is_some_and(|addon| addon.tool_names().any(|t| t == tool))
+    }
+
+    /// Why add-ons are not offered: unavailable ones (requirements not met, no handlers),
+    /// refused ones (a clashing tool name, a duplicate id), invalid manifests and packages
+    /// Blender could not load. Each has a machine-readable [`ProblemReason`].
+    pub fn problems(&self) -> &[AddonProblem] {
+        &self.problems
     }
 
     /// Add-ons by priority (highest first), then id.
-    fn ordered(&self) -> Vec<&AddonManifest> {
-        let mut ordered: Vec<&AddonManifest> = self.addons.values().collect();
-        ordered.sort_by(|a, b| {
-            b.ai_integration
-                .metadata
-                .priority
-                .cmp(&a.ai_integration.metadata.priority)
-                .then_with(|| a.addon_info.id.cmp(&b.addon_info.id))
-        });
+    fn ordered(&self) -> Vec<&RegisteredAddon> {
+        let mut ordered: Vec<&RegisteredAddon> = self.addons.values().collect();
+        ordered.sort_by(|a, b| by_priority(&a.manifest, &b.manifest));
         ordered
     }
 
-    /// Every registered add-on's tools.
-    pub fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, AddonError> {
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-        for manifest in self.ordered() {
-            for tool in &manifest.ai_integration.tools {
-                tools.push(Arc::new(AddonToolAdapter::new(
-                    &manifest.addon_info.id,
-                    tool,
-                )?));
-            }
-        }
-        Ok(tools)
+    /// What a refresh compares to tell whether the add-ons offered changed.
+    fn offered_manifests(&self) -> Vec<AddonManifest> {
+        self.addons.values().map(|a| a.manifest.clone()).collect()
     }
 
-    /// `base` plus every add-on tool: the registry a role is offered this turn.
+    /// Every registered add-on's tools, by priority. (Tools are built at registration, so
+    /// this no longer fails; the `Result` is kept for callers written against it.)
+    pub fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, AddonError> {
+        Ok(self
+            .ordered()
+            .into_iter()
+            .flat_map(|addon| addon.tools.iter())
+            .map(|tool| Arc::clone(tool) as Arc<dyn Tool>)
+            .collect())
+    }
+
+    /// `base` plus every add-on tool: the registry a role is offered this turn. An add-on
+    /// with a tool named like one of `base`'s is left out (with a warning) rather than
+    /// breaking the whole listing; reserve `base`'s names
+    /// ([`AddonRegistry::reserve_tool_names`]) to have it refused and reported instead.
     pub fn extend(&self, base: &ToolRegistry) -> Result<ToolRegistry, AddonRegistryError> {
         let mut registry = base.clone();
-        for tool in self.tools()? {
-            registry.register(tool)?;
+        for addon in self.ordered() {
+            let id = &addon.manifest.addon_info.id;
+            if let Some(tool) = addon.tool_names().find(|t| base.get(t).is_some()) {
+                tracing::warn!(addon = %id, tool, "an add-on tool has a built-in tool's name; the add-on is not offered");
+                continue;
+            }
+            for tool in &addon.tools {
+                registry.register(Arc::clone(tool) as Arc<dyn Tool>)?;
+            }
         }
         Ok(registry)
     }
 
-    /// The system-prompt section describing the add-ons, by priority: what each does, its
-    /// tools with required and optional parameters, usage and context hints.
+    /// The system-prompt section describing the add-ons, by priority: what each does, when
+    /// to reach for it, and each tool with its description, usage, parameters (type,
+    /// required or optional, options, default, description) and examples. Empty when no
+    /// add-on is registered; add-ons that cannot run are never in it.
     pub fn prompt_section(&self) -> String {
-        let ordered = self.ordered();
-        if ordered.is_empty() {
-            return String::new();
-        }
-        let mut text =
-            String::from("## Add-on tools\nCall them with exactly these parameter names.\n");
-        for manifest in ordered {
-            let integration = &manifest.ai_integration;
-            text.push_str(&format!(
-                "\n### {} ({})\n{}\n",
-                manifest.addon_info.name, manifest.addon_info.id, integration.agent_description
-            ));
-            for tool in &integration.tools {
-                let names = |required: bool| -> String {
-                    let names: Vec<&str> = tool
-                        .parameters
-                        .iter()
-                        .filter(|p| p.required == required)
-                        .map(|p| p.name.as_str())
-                        .collect();
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        names.join(", ")
-                    }
-                };
-                text.push_str(&format!(
-                    "- {}: {} (required: {}; optional: {})\n",
-                    tool.name,
-                    tool.description,
-                    names(true),
-                    names(false)
-                ));
-                if !tool.usage.is_empty() {
-                    text.push_str(&format!("  use when: {}\n", tool.usage));
-                }
-            }
-            for hint in &integration.context_hints {
-                text.push_str(&format!("  hint: {hint}\n"));
-            }
-        }
-        text
+        prompt::render(self.ordered().into_iter().map(|addon| &addon.manifest))
     }
 }
 
@@ -350,40 +481,4 @@ pub enum AddonRegistryError {
     Addon(#[from] AddonError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-}
-
-/// Asks Blender which add-ons it has (installed ones, plus those in `folder`), validates
-/// their manifests, and registers the valid ones. Returns the problems found, each naming the
-/// add-on, so one broken add-on never hides the others.
-pub async fn discover(
-    blender: &dyn BlenderTransport,
-    folder: Option<&Path>,
-    registry: &mut AddonRegistry,
-) -> Result<Vec<String>, ToolError> {
-    let command = BridgeCommand::ListAddons {
-        folder: folder.map(|f| f.to_string_lossy().into_owned()),
-    };
-    let listing: AddonListing = serde_json::from_value(blender.call(command, None).await?)
-        .map_err(|err| ToolError::Fatal(format!("the add-on listing is malformed: {err}")))?;
-    let mut problems = listing.problems;
-    for found in listing.addons {
-        let manifest = match parse_value::<AddonManifest>(found.manifest) {
-            Ok(manifest) => manifest,
-            Err(err) => {
-                problems.push(manifest_error(&found.path, err).to_string());
-                continue;
-            }
-        };
-        if !found.has_handlers {
-            problems.push(format!(
-                "add-on {:?} ({}) has a manifest but no VIGA_COMMANDS handlers; its tools are not offered",
-                manifest.addon_info.id, found.path
-            ));
-            continue;
-        }
-        if let Err(err) = registry.register(manifest) {
-            problems.push(err.to_string());
-        }
-    }
-    Ok(problems)
 }

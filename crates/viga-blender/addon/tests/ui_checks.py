@@ -343,7 +343,7 @@ def reset():
     runner.clear_thumbnails()
     sc = settings()
     sc.mode = "SCENE"
-    sc.task = sc.request = sc.command = sc.target_file = ""
+    sc.task = sc.request = sc.command = sc.target_file = sc.addons_folder = ""
     sc.target_source = "FILE"
     sc.target_image = None
     configure()
@@ -475,9 +475,11 @@ def main_panel_every_mode_and_state():
             ops = buttons(calls)
             assert "mode" in drawn_props(calls)
             if mode == "ADDON_TOOLS":
-                assert "viga.start_run" not in ops and "viga.refresh_addon_tools" in ops, (state, ops)
-                assert has_label(calls, "later release"), labels(calls)
-            elif state in ("RUNNING", "CANCELLING"):
+                assert "viga.refresh_addon_tools" in ops, (state, ops)
+                assert {"command", "addons_folder"} <= set(drawn_props(calls)), drawn_props(calls)
+                assert not has_label(calls, "later release") and has_label(calls, "one undo step"), labels(calls)
+                assert all(c["layout"].attributes.get("enabled", True) for c in calls if c["method"] == "prop"), "the command must be editable"
+            if state in ("RUNNING", "CANCELLING"):
                 assert "viga.cancel_run" in ops and "viga.start_run" not in ops, (state, mode, ops)
                 assert ops["viga.cancel_run"]["layout"].enabled == (state == "RUNNING")
             else:
@@ -547,6 +549,14 @@ def status_panel_every_state():
     assert any(c["layout"].alert for c in calls if c["method"] == "label" and "panicked" in c["args"]["text"])
     st.state, st.message = "CANCELLED", "Cancelled"
     assert has_label(draw(panel), "cancelled")
+    st.state, st.kind, st.iteration, st.max_iterations, st.step = "RUNNING", "AGENT", 2, 0, "last tool: place_object_relative"
+    calls = draw(panel)
+    for fragment in ("Add-on agent run: running", "Step 2", "Last tool: place_object_relative"):
+        assert has_label(calls, fragment), (fragment, labels(calls))
+    st.state, st.message = "FINISHED", "The lamp is left of the table."
+    calls = draw(panel)
+    assert has_label(calls, "The lamp is left of the table.") and has_label(calls, "Each command the agent ran"), labels(calls)
+    assert "viga.apply_result" not in buttons(calls) and "viga.discard_result" in buttons(calls)
 
 
 @check
@@ -555,13 +565,16 @@ def history_log_and_list_draw():
     make_run(root, "scene/t1/done", task="finished task", stop="accepted", age=30)
     make_run(root, "scene/t2/killed", task="killed task", stop=None, age=20)
     make_run(root, "gn/g1", task="", stop="failed", age=10)
+    make_run(root, "agent/20250101-000000/lamp", task="put the lamp left", stop="cancelled", age=5)
     configure(runs_folder=root)
     bpy.ops.viga.refresh_history("EXEC_DEFAULT")
     calls = draw(panels.VIGA_PT_history)
     reports = [c["button"].values["path"] for c in calls if c["method"] == "operator" and c["args"]["operator"] == "viga.open_report"]
     resumes = [c["button"].values["path"] for c in calls if c["method"] == "operator" and c["args"]["operator"] == "viga.resume_run"]
-    assert len(reports) == 3 and resumes == [os.path.join(root, "scene/t2/killed")], (reports, resumes)
+    assert len(reports) == 4 and resumes == [os.path.join(root, "scene/t2/killed")], (reports, resumes)
     assert has_label(calls, "finished task") and has_label(calls, "unfinished") and has_label(calls, "g1")
+    agent_rows = [c for c in calls if c["method"] == "label" and c["args"].get("text") == "put the lamp left"]
+    assert agent_rows and agent_rows[0]["args"]["icon"] == "TOOL_SETTINGS", agent_rows
     configure(runs_folder=os.path.join(TMP, "empty_runs"))
     bpy.ops.viga.refresh_history("EXEC_DEFAULT")
     assert has_label(draw(panels.VIGA_PT_history), "No runs found")
@@ -598,16 +611,20 @@ def history_listing():
     resumed = make_run(root, "scene/t1/resumed", task="resumed", stop="cancelled", age=5,
                        extra_lines=[timed(3, "run_started", run_id="x", task="resumed", protocol_version=1)])
     gn = make_run(root, "gn/20250101-1", task="", stop="accepted", age=9)
+    agent = make_run(root, "agent/20250101-000000/put-the-lamp", task="put the lamp", stop="accepted", age=10)
     broken = make_run(root, "scene/t2/broken", task="broken", stop=None, age=12,
                       extra_lines=["not json at all", '{"type": "run_finished", "stop": {"reas'])
     with open(os.path.join(broken, "args.json"), "w", encoding="utf-8") as handle:
         handle.write("{ not json")
     make_run(root, "a/b/c/too_deep", task="deep", stop="accepted", age=0)
     runs = history.list_runs(root)
-    assert [r.path for r in runs] == [newest, resumed, gn, broken], [r.path for r in runs]
-    assert [r.stop for r in runs] == ["max_iterations", "", "accepted", ""], [r.stop for r in runs]
-    assert [r.kind for r in runs] == ["scene", "scene", "gn", "scene"]
-    assert [r.task for r in runs] == ["newest", "resumed", "", ""]
+    assert [r.path for r in runs] == [newest, resumed, gn, agent, broken], [r.path for r in runs]
+    assert [r.stop for r in runs] == ["max_iterations", "", "accepted", "accepted", ""], [r.stop for r in runs]
+    assert [r.kind for r in runs] == ["scene", "scene", "gn", "agent", "scene"]
+    assert [r.task for r in runs] == ["newest", "resumed", "", "put the lamp", ""]
+    # A user's folder named like viga's run kinds does not make a run one of them.
+    assert history.run_kind(os.path.join(root, "agent", "scene", "20250101-000000", "task")) == "scene"
+    assert history.run_kind(os.path.join(root, "agent", "gn", "20250101-1")) == "gn"
     many = os.path.join(TMP, "many_runs")
     for number in range(25):
         make_run(many, "scene/t/run%02d" % number, task="run %d" % number, stop="accepted", age=number)
@@ -639,12 +656,22 @@ def command_lines():
     configure()
     argv = runner.gn_command("/bin/viga", "/c.json", "scatter cubes", "Plane", prefs(), "/runs", trusted=False)
     assert argv == [
-        "/bin/viga", "gn", "scatter cubes", "--attach", "--connection", "/c.json", "--events", "jsonl",
-        "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs",
+        "/bin/viga", "gn", "--attach", "--connection", "/c.json", "--events", "jsonl",
+        "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs", "--", "scatter cubes",
     ], argv
+    # A request that is one of `viga gn`'s own words still reaches it as the request.
+    argv = runner.gn_command("/bin/viga", "/c.json", "preset", "Plane", prefs(), "/runs", trusted=False)
+    assert argv[-2:] == ["--", "preset"], argv
     argv = runner.gn_command("/bin/viga", "/c.json", "-x", "Plane", prefs(), "/runs", trusted=True)
     assert argv[1] == "gn" and argv[2] == "--attach" and argv[-4:] == ["--trusted-python", "--confirm-trusted", "--", "-x"], argv
     assert runner.resume_command("/bin/viga", "/r") == ["/bin/viga", "resume", "/r", "--events", "jsonl"]
+    argv = runner.agent_command("/bin/viga", "/c.json", "put the lamp left", "", prefs(), "/runs")
+    assert argv == [
+        "/bin/viga", "agent", "put the lamp left", "--attach", "--connection", "/c.json", "--events", "jsonl",
+        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs",
+    ], argv
+    argv = runner.agent_command("/bin/viga", "/c.json", "-x", "/addons", prefs(), "/runs")
+    assert argv[1:3] == ["agent", "--attach"] and argv[-2:] == ["--", "-x"] and argv[7:9] == ["--addons", "/addons"], argv
 
 
 @check
@@ -716,7 +743,16 @@ def start_run_refusals():
     configure(python_mode="TRUSTED", viga_path=fake)
     expect_refusal(start, "Trusted Python needs your confirmation")
     settings().mode = "ADDON_TOOLS"
-    expect_refusal(start, "cannot start a run yet")
+    expect_refusal(start, "command field")
+    settings().command = "put the lamp to the left of the table"
+    settings().addons_folder = os.path.join(TMP, "no_such_addons")
+    expect_refusal(start, "add-on folder does not exist")
+    settings().addons_folder = ""
+    viga_bridge.addon_connection_path = lambda: None
+    expect_refusal(start, "bridge is not serving")
+    viga_bridge.addon_connection_path = lambda: CONNECTION_FILE
+    configure(script="", viga_path=fake)
+    expect_refusal(start, "needs a script file")
     assert not runner.is_running()
     assert not os.path.exists(fake + ".argv.json"), "a refused start must not run viga"
 
@@ -823,8 +859,9 @@ def gn_run_trusted_and_no_apply():
     wait_for_run(on_pump=lambda: steps.append(status().step))
     argv = recorded_argv(argv_file)["argv"]
     assert argv == [
-        "gn", "scatter cubes", "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl", "--object", "Cube",
+        "gn", "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl", "--object", "Cube",
         "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS, "--trusted-python", "--confirm-trusted",
+        "--", "scatter cubes",
     ], argv
     assert "requesting context" in steps and "generating" in steps, steps
     st = status()
@@ -833,6 +870,55 @@ def gn_run_trusted_and_no_apply():
     assert "Gates failed: OUTPUT_CONNECTED. the output is not linked" in log and "Step s1 (GN_OPS): succeeded added nodes" in log, log
     expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Only a finished scene run")
     assert history.run_kind(st.run_folder) == "gn"
+
+
+AGENT_COMMAND = "put the lamp to the left of the table"
+AGENT_ANSWER = "The lamp now stands to the left of the table."
+AGENT_LINES = [
+    {"kind": "run_folder", "path": "{run}"},
+    event(1, "run_started", run_id="a1", task=AGENT_COMMAND, protocol_version=1),
+    event(2, "model_called", index=1, role="agent", latency_ms=8.0, usage={"input_tokens": 300, "output_tokens": 20}),
+    event(3, "tool_invoked", index=1, tool="place_object_relative", ok=False,
+          summary='place_object_relative({"side":"west"}) refused: invalid arguments for place_object_relative'),
+    event(4, "model_called", index=2, role="agent", latency_ms=8.0, usage={"input_tokens": 350, "output_tokens": 20}),
+    event(5, "tool_invoked", index=2, tool="place_object_relative", ok=True,
+          summary='place_object_relative({"side":"left"}) -> {"object":"Lamp"}'),
+    event(6, "model_called", index=3, role="agent", latency_ms=8.0, usage={"input_tokens": 400, "output_tokens": 15}),
+    event(7, "run_finished", stop={"reason": "accepted"}, iterations=3),
+    {"kind": "report", "path": "{run}/report.html"},
+    {"kind": "finished", "outcome": "answered", "message": AGENT_ANSWER, "final_program": None, "exit_code": 0},
+]
+
+
+@check
+def agent_run_streams_steps_and_tools():
+    settings().mode = "ADDON_TOOLS"
+    settings().command = AGENT_COMMAND
+    settings().addons_folder = FIXTURE_ADDONS
+    path, argv_file = fake_viga("fake_agent", run_subdir="agent/20250101-000000/put-the-lamp", lines=AGENT_LINES,
+                                files={"args.json": json.dumps({"task": AGENT_COMMAND, "mode": "agent"}),
+                                       "events.jsonl": timed(1, "run_started", run_id="a1", task=AGENT_COMMAND, protocol_version=1) + "\n",
+                                       "report.html": "<html>agent</html>"})
+    configure(viga_path=path)
+    steps = []
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run(on_pump=lambda: steps.append((status().iteration, status().step)))
+    argv = recorded_argv(argv_file)["argv"]
+    assert argv == [
+        "agent", AGENT_COMMAND, "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl",
+        "--addons", FIXTURE_ADDONS, "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS,
+    ], argv
+    for seen in ((1, "last tool: place_object_relative (refused)"), (2, "last tool: place_object_relative"), (3, "choosing the next command")):
+        assert seen in steps, (seen, steps)
+    st = status()
+    assert (st.state, st.kind, st.iteration, st.message) == ("FINISHED", "AGENT", 3, AGENT_ANSWER), (st.state, st.kind, st.iteration, st.message)
+    assert (st.tokens_in, st.tokens_out) == (1050, 55) and st.report_path.endswith("report.html")
+    log = "\n".join(log_texts())
+    assert "Tool place_object_relative: place_object_relative" in log and "Run stopped: accepted" in log, log
+    assert history.run_kind(st.run_folder) == "agent"
+    calls = draw(panels.VIGA_PT_status)
+    assert has_label(calls, "The lamp now stands") and "viga.open_report" in buttons(calls), labels(calls)
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Only a finished scene run")
 
 
 @check
@@ -889,6 +975,29 @@ def a_killed_gn_run_is_undone():
     wait_for_run(timeout=4.0)
     assert status().state == "CANCELLED" and any("undone" in text for text in log_texts()), log_texts()
     assert sorted(o.name for o in bpy.data.objects) == before, sorted(o.name for o in bpy.data.objects)
+
+
+@check
+def a_killed_agent_run_keeps_its_finished_commands():
+    # The agent pushes one undo step after every command it finishes. Killed in the middle of
+    # a command, that command's partial change is on no step: the add-on undoes it, and the
+    # finished commands stay.
+    bpy.ops.ed.undo_push(message="the user's last edit")
+    bpy.context.scene.collection.objects.link(bpy.data.objects.new("FinishedCommand", None))
+    bpy.ops.ed.undo_push(message="viga: place_object_relative")
+    after_finished = sorted(o.name for o in bpy.data.objects)
+    path, argv_file = fake_viga("fake_stubborn_agent", run_subdir="agent/s/stubborn", lines=[], sleep=60, ignore_sigint=True)
+    configure(viga_path=path)
+    settings().mode = "ADDON_TOOLS"
+    settings().command = "move everything"
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_until(lambda: os.path.exists(argv_file))
+    time.sleep(0.3)  # let the fake install its SIGINT handler
+    bpy.context.scene.collection.objects.link(bpy.data.objects.new("HalfDoneCommand", None))
+    bpy.ops.viga.cancel_run("EXEC_DEFAULT")
+    wait_for_run(timeout=4.0)
+    assert status().state == "CANCELLED" and any("command in flight was undone" in text for text in log_texts()), log_texts()
+    assert sorted(o.name for o in bpy.data.objects) == after_finished, sorted(o.name for o in bpy.data.objects)
 
 
 def wait_until(condition, timeout=RUN_TIMEOUT_S):
@@ -1021,6 +1130,8 @@ def open_report_uses_the_opener():
 @check
 def resume_run_streams_events():
     expect_refusal(lambda: bpy.ops.viga.resume_run("EXEC_DEFAULT", path=os.path.join(TMP, "not_a_run")), "Not a viga run folder")
+    agent = make_run(os.path.join(TMP, "agent_runs"), "agent/20250101-000000/lamp", task="lamp", stop="cancelled", age=0)
+    expect_refusal(lambda: bpy.ops.viga.resume_run("EXEC_DEFAULT", path=agent), "cannot be resumed")
     folder = make_run(os.path.join(TMP, "resumable"), "scene/t/killed", task="killed task", stop=None, age=0)
     lines = [
         event(1, "run_started", run_id="x", task="killed task", protocol_version=1, resumed_from_iteration=2),

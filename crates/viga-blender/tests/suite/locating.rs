@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use viga_blender::BlenderLauncher;
 use viga_blender::locate::{
-    BLENDER_ENV, LocateError, PYTHON_ENV, VENV_DIR, locate_from, venv_python,
+    BLENDER_ENV, LocateError, PYTHON_ENV, VENV_DIR, locate_in, venv_python,
 };
 
 fn env_of<'a>(pairs: &'a [(&'static str, PathBuf)]) -> impl Fn(&str) -> Option<OsString> + 'a {
@@ -24,7 +24,7 @@ fn blender_binary_from_env_wins() {
     std::fs::write(&python, "").unwrap();
     let env = [(BLENDER_ENV, blender.clone()), (PYTHON_ENV, python)];
     assert_eq!(
-        locate_from(dir.path(), env_of(&env)).unwrap(),
+        locate_in(dir.path(), env_of(&env)).unwrap(),
         BlenderLauncher::Binary { blender }
     );
 }
@@ -33,7 +33,7 @@ fn blender_binary_from_env_wins() {
 fn a_missing_path_in_env_is_an_error_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();
     let env = [(BLENDER_ENV, dir.path().join("nope"))];
-    let err = locate_from(dir.path(), env_of(&env)).unwrap_err();
+    let err = locate_in(dir.path(), env_of(&env)).unwrap_err();
     assert!(matches!(
         err,
         LocateError::MissingFromEnv {
@@ -45,23 +45,28 @@ fn a_missing_path_in_env_is_an_error_naming_the_variable() {
 }
 
 #[test]
-fn the_venv_is_found_from_a_subdirectory() {
+fn the_venv_is_found_at_the_workspace_root_only() {
     let root = tempfile::tempdir().unwrap();
     let python = venv_python(&root.path().join(VENV_DIR));
     std::fs::create_dir_all(python.parent().unwrap()).unwrap();
     std::fs::write(&python, "").unwrap();
-    let deep = root.path().join("a/b/c");
-    std::fs::create_dir_all(&deep).unwrap();
     assert_eq!(
-        locate_from(&deep, |_| None).unwrap(),
+        locate_in(root.path(), |_| None).unwrap(),
         BlenderLauncher::PythonModule { python }
     );
+    // One planted in a parent folder (a shared /tmp) is never used.
+    let checkout = root.path().join("a/b/checkout");
+    std::fs::create_dir_all(&checkout).unwrap();
+    assert!(matches!(
+        locate_in(&checkout, |_| None),
+        Err(LocateError::NotFound { .. })
+    ));
 }
 
 #[test]
 fn nothing_found_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let err = locate_from(dir.path(), |_| None).unwrap_err();
+    let err = locate_in(dir.path(), |_| None).unwrap_err();
     let message = err.to_string();
     assert!(
         message.contains("cargo xtask setup") && message.contains("VIGA_BLENDER"),

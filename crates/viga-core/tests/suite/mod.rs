@@ -1,3 +1,4 @@
+mod addon_agent;
 mod fast_retry;
 mod lifecycle;
 

@@ -6,6 +6,7 @@ mod ops;
 mod presets;
 mod python;
 mod run;
+mod structured_output;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use viga_gn::run::{StateChange, StepStatus};
 use viga_gn::{
     Canceller, ExecContext, ExecutorRegistry, GnBlender, GnError, GnOutcome, GnRun, GnRunConfig,
-    PythonPolicy, RunState, StepExecutor, StepOutcome,
+    PythonPolicy, ResponseCache, RunState, StepExecutor, StepOutcome,
 };
 use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_protocol::gn::{ActionType, GateName, GnStep};
@@ -258,30 +258,56 @@ fn failed_gates_send_the_report_back_and_the_run_retries() {
     });
 }
 
+fn failing_step(id: &str) -> Value {
+    json!({"id": id, "type": "GN_OPS", "payload": {"ops": [
+        {"op": "add_node", "id": "n", "bl_idname": "GeometryNodeDoesNotExist"}
+    ]}})
+}
+
+fn statuses(outcome: &GnOutcome) -> Vec<(u32, &str, StepStatus)> {
+    outcome
+        .steps
+        .iter()
+        .map(|s| (s.round, s.step_id.as_str(), s.status))
+        .collect()
+}
+
 #[test]
-fn a_failing_step_ends_the_run_in_error_with_the_partial_log() {
+fn a_failing_step_goes_back_to_the_model_which_repairs_it() {
     on_blender(|blender| async move {
         fresh(&blender, PLANE).await;
-        let failing = json!({"id": "bad", "type": "GN_OPS", "payload": {"ops": [
-            {"op": "add_node", "id": "n", "bl_idname": "GeometryNodeDoesNotExist"}
+        let output = tempfile::tempdir().unwrap();
+        let mut config = config();
+        config.output = Some(output.path().to_path_buf());
+        let transform = json!({"id": "move", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "add_node", "id": "move", "bl_idname": "GeometryNodeTransform"}
         ]}});
-        let provider = scripted(vec![turn(
-            &reply(vec![target_step("ok"), failing, target_step("never")], true),
-            None,
-        )]);
-        let (outcome, _) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Error);
-        let error = outcome.error.clone().unwrap();
-        assert!(error.contains("step \"bad\""), "{error}");
-        assert!(error.contains("GeometryNodeDoesNotExist"), "{error}");
-        let statuses: Vec<(&str, StepStatus)> = outcome
-            .steps
-            .iter()
-            .map(|s| (s.step_id.as_str(), s.status))
-            .collect();
+        let provider = scripted(vec![
+            turn(
+                &reply(
+                    vec![target_step("ok"), failing_step("bad"), target_step("never")],
+                    true,
+                ),
+                None,
+            ),
+            // The model sees which step failed, why, and what is already in the scene.
+            turn(
+                &reply(vec![transform], true),
+                Some(
+                    "Step \"bad\" (GN_OPS) failed, so your reply was only partly applied:\nop 0 (add_node): cannot add a node of type 'GeometryNodeDoesNotExist'",
+                ),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config, provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.rounds, 2);
         assert_eq!(
-            statuses,
-            [("ok", StepStatus::Succeeded), ("bad", StepStatus::Failed)]
+            statuses(&outcome),
+            [
+                (0, "ok", StepStatus::Succeeded),
+                (0, "bad", StepStatus::Failed),
+                (1, "move", StepStatus::Succeeded)
+            ]
         );
         assert!(
             outcome.steps[1]
@@ -290,8 +316,147 @@ fn a_failing_step_ends_the_run_in_error_with_the_partial_log() {
                 .unwrap()
                 .contains("cannot add a node")
         );
+        assert_eq!(outcome.telemetry.counters.steps_failed, 1);
+        use RunState::*;
+        assert_eq!(
+            states(&outcome),
+            [
+                RequestingContext,
+                Generating,
+                Applying,
+                Generating,
+                Applying,
+                Verifying,
+                Done
+            ]
+        );
+        // The failed step's record stays in the partial log on disk.
+        let folder = outcome.folder.clone().unwrap();
+        let steps_log = std::fs::read_to_string(folder.join("steps.jsonl")).unwrap();
+        assert!(steps_log.contains("\"status\":\"failed\""), "{steps_log}");
+        assert!(folder.join("final.blend").is_file());
+    });
+}
+
+#[test]
+fn the_feedback_names_what_ran_this_round_and_before() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let provider = scripted(vec![
+            turn(&reply(vec![target_step("first")], false), None),
+            turn(
+                &reply(
+                    vec![
+                        target_step("again"),
+                        failing_step("bad"),
+                        target_step("later"),
+                    ],
+                    false,
+                ),
+                None,
+            ),
+            turn(
+                &reply(vec![], true),
+                Some(
+                    "Applied and kept in the scene: this round \"again\"; earlier rounds \"first\".\nNot run: \"later\".",
+                ),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+    });
+}
+
+#[test]
+fn steps_that_keep_failing_end_in_error_when_the_rounds_run_out() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let output = tempfile::tempdir().unwrap();
+        let mut config = config();
+        config.max_rounds = 2;
+        config.output = Some(output.path().to_path_buf());
+        let provider = scripted(vec![
+            turn(
+                &reply(vec![target_step("ok"), failing_step("bad")], true),
+                None,
+            ),
+            turn(
+                &reply(vec![failing_step("still-bad")], true),
+                Some("GeometryNodeDoesNotExist"),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config, provider).await;
+        assert_eq!(outcome.state, RunState::Error);
+        let error = outcome.error.clone().unwrap();
+        assert!(error.contains("within 2 rounds"), "{error}");
+        assert!(
+            error.contains("the last problem: step \"still-bad\" (GN_OPS) failed"),
+            "{error}"
+        );
+        assert_eq!(
+            statuses(&outcome),
+            [
+                (0, "ok", StepStatus::Succeeded),
+                (0, "bad", StepStatus::Failed),
+                (1, "still-bad", StepStatus::Failed)
+            ]
+        );
         assert_eq!(outcome.applied.len(), 1);
         assert_eq!(*states(&outcome).last().unwrap(), RunState::Error);
+        let folder = outcome.folder.clone().unwrap();
+        let steps_log = std::fs::read_to_string(folder.join("steps.jsonl")).unwrap();
+        assert_eq!(steps_log.matches("\"status\":\"failed\"").count(), 2);
+        assert!(folder.join("events.jsonl").is_file());
+        assert!(
+            !folder.join("final.blend").exists(),
+            "only a done run keeps its scene"
+        );
+    });
+}
+
+#[test]
+fn every_round_sees_the_scene_as_it_is_now() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let points = json!({"id": "points", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "ensure_target", "object": "Plane", "modifier": "GN"},
+            {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
+            {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
+            {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
+        ]}});
+        let provider = scripted(vec![
+            turn(
+                &reply(vec![points], false),
+                Some("\"active_node_group\":null"),
+            ),
+            // The links the first round made, its node and the group's sockets with types.
+            turn(
+                &reply(vec![], false),
+                Some("[\"points\",\"Points\",\"Group Output\",\"Geometry\"]"),
+            ),
+            turn(
+                &reply(vec![], true),
+                Some("Scene (JSON): unchanged since the last snapshot."),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+    });
+}
+
+#[test]
+fn the_refreshed_snapshot_carries_sockets_and_node_types() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let provider = scripted(vec![
+            turn(&reply(vec![target_step("t")], false), None),
+            turn(
+                &reply(vec![], true),
+                Some("\"inputs\":[[\"Geometry\",\"NodeSocketGeometry\"]]"),
+            ),
+        ]);
+        let (outcome, _) = run_with(&blender, config(), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
     });
 }
 
@@ -332,6 +497,116 @@ fn running_out_of_rounds_is_an_error() {
         let (outcome, _) = run_with(&blender, config, provider).await;
         assert_eq!(outcome.state, RunState::Error);
         assert!(outcome.error.unwrap().contains("within 2 rounds"));
+    });
+}
+
+fn cached_config(output: &std::path::Path) -> GnRunConfig {
+    let mut config = config();
+    config.output = Some(output.to_path_buf());
+    config.cache = Some(ResponseCache::in_output(output));
+    config
+}
+
+fn cache_entries(output: &std::path::Path) -> usize {
+    std::fs::read_dir(output.join("gn/cache")).unwrap().count()
+}
+
+#[test]
+fn an_identical_second_run_is_answered_from_the_cache() {
+    on_blender(|blender| async move {
+        let output = tempfile::tempdir().unwrap();
+        // One turn for two runs: the second must not reach the model.
+        let scripted = Arc::new(ScriptedProvider::new(
+            "scripted:test",
+            Script {
+                description: String::new(),
+                turns: vec![turn(&reply(vec![target_step("t")], true), None)],
+            },
+        ));
+        let provider: Arc<dyn Provider> = scripted.clone();
+        fresh(&blender, PLANE).await;
+        let (first, _) = run_with(&blender, cached_config(output.path()), provider.clone()).await;
+        assert_eq!(first.state, RunState::Done, "{:?}", first.error);
+        assert_eq!(first.telemetry.counters.requests, 1);
+        assert_eq!(first.telemetry.counters.cache_hits, 0);
+        assert_eq!(cache_entries(output.path()), 1);
+
+        fresh(&blender, PLANE).await;
+        let (second, events) = run_with(&blender, cached_config(output.path()), provider).await;
+        assert_eq!(second.state, RunState::Done, "{:?}", second.error);
+        assert_eq!(scripted.turns_used(), 1);
+        assert_eq!(second.rounds, 1);
+        assert_eq!(second.telemetry.counters.requests, 0);
+        assert_eq!(second.telemetry.counters.cache_hits, 1);
+        assert!(second.telemetry.requests[0].cached);
+        assert!(
+            !events
+                .iter()
+                .any(|timed| matches!(timed.event, RunEvent::ModelCalled { .. })),
+            "no model call"
+        );
+        assert!(events.iter().any(|timed| matches!(
+            &timed.event,
+            RunEvent::Warning { message } if message.contains("replayed the cached reply")
+        )));
+
+        // The run folder says so: the reply's text, a note beside it, and the telemetry.
+        let folder = second.folder.clone().unwrap();
+        let first_folder = first.folder.clone().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(folder.join("responses/0.txt")).unwrap(),
+            std::fs::read_to_string(first_folder.join("responses/0.txt")).unwrap()
+        );
+        let note: Value = serde_json::from_str(
+            &std::fs::read_to_string(folder.join("responses/0.cached.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(note["cached"], json!(true));
+        assert!(!first_folder.join("responses/0.cached.json").exists());
+        let telemetry = std::fs::read_to_string(folder.join("telemetry.json")).unwrap();
+        assert!(telemetry.contains("\"cached\": true"), "{telemetry}");
+        let request: Value =
+            serde_json::from_str(&std::fs::read_to_string(folder.join("request.json")).unwrap())
+                .unwrap();
+        assert_eq!(request["source"]["kind"], json!("model"));
+        assert!(
+            request["source"]["cache"]
+                .as_str()
+                .unwrap()
+                .ends_with("gn/cache")
+        );
+    });
+}
+
+#[test]
+fn refused_replies_are_not_cached_and_another_scene_misses() {
+    on_blender(|blender| async move {
+        let output = tempfile::tempdir().unwrap();
+        fresh(&blender, PLANE).await;
+        let provider = scripted(vec![
+            turn(&json!("not json at all"), None),
+            turn(&reply(vec![target_step("t")], true), Some("malformed JSON")),
+        ]);
+        let (outcome, _) = run_with(&blender, cached_config(output.path()), provider).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(
+            cache_entries(output.path()),
+            1,
+            "only the valid reply is stored"
+        );
+
+        // The same request about another scene is a different request.
+        fresh(
+            &blender,
+            &format!("{PLANE}bpy.context.object.location.x = 1.0\n"),
+        )
+        .await;
+        let provider = scripted(vec![turn(&reply(vec![target_step("t")], true), None)]);
+        let (moved, _) = run_with(&blender, cached_config(output.path()), provider).await;
+        assert_eq!(moved.state, RunState::Done, "{:?}", moved.error);
+        assert_eq!(moved.telemetry.counters.cache_hits, 0);
+        assert_eq!(moved.telemetry.counters.requests, 1);
+        assert_eq!(cache_entries(output.path()), 2);
     });
 }
 

@@ -5,4 +5,5 @@ mod gemini;
 mod openai;
 mod scripted;
 mod server;
+mod structured_output;
 mod support;

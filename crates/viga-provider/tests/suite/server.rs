@@ -1,7 +1,8 @@
 //! A tiny HTTP/1.1 server on 127.0.0.1 that answers each request with the next scripted
-//! reply (the last one repeats) and records what it was sent. Written here rather than taken
-//! from a mock crate because the fault tests need control below the HTTP message: a body cut
-//! off mid-stream, a stream that stops sending but stays open.
+//! reply (the last one repeats), or with what a function decides from the request, and
+//! records what it was sent. Written here rather than taken from a mock crate because the
+//! fault tests need control below the HTTP message: a body cut off mid-stream, a stream that
+//! stops sending but stays open.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -89,6 +90,25 @@ impl Recorded {
     }
 }
 
+/// How the server picks its replies.
+#[derive(Clone)]
+enum Replies {
+    /// In order; the last one repeats.
+    Scripted(Vec<Reply>),
+    /// Decided from each request, as a real server would.
+    Decided(Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>),
+}
+
+impl Replies {
+    /// The reply to the `number`th request (from 0).
+    fn to(&self, request: &Recorded, number: usize) -> Reply {
+        match self {
+            Self::Scripted(replies) => replies[number.min(replies.len() - 1)].clone(),
+            Self::Decided(respond) => respond(request),
+        }
+    }
+}
+
 pub struct TestServer {
     pub url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
@@ -100,6 +120,15 @@ impl TestServer {
             !replies.is_empty(),
             "a test server needs at least one reply"
         );
+        Self::serve(Replies::Scripted(replies)).await
+    }
+
+    /// A server that answers each request with `respond(request)`.
+    pub async fn answering(respond: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(Replies::Decided(Arc::new(respond))).await
+    }
+
+    async fn serve(replies: Replies) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -114,8 +143,9 @@ impl TestServer {
                     };
                     let reply = {
                         let mut recorded = recorded.lock().unwrap();
+                        let reply = replies.to(&request, recorded.len());
                         recorded.push(request);
-                        replies[(recorded.len() - 1).min(replies.len() - 1)].clone()
+                        reply
                     };
                     write_reply(&mut socket, reply).await;
                 });

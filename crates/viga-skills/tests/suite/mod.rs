@@ -1,3 +1,4 @@
+mod addon_discovery;
 mod addons;
 mod assets;
 mod camera;

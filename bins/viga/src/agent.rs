@@ -1,0 +1,170 @@
+//! `viga agent "put the lamp to the left of the table" --addons DIR`: the add-on agent from
+//! the command line. Thin: it builds the provider and Blender, prints the run's events and
+//! leaves everything else to viga-core's `addon_agent`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_core::addon_agent::{AgentConfig, AgentHandle, AgentOutcome};
+use viga_protocol::bridge::RenderSpec;
+use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
+use viga_provider::{ProviderKind, build_provider};
+
+use crate::args::ProviderArgs;
+use crate::progress::Output;
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// What to do, e.g. "put the lamp to the left of the table".
+    pub request: String,
+    /// A folder of add-on packages (each with addon_ai.json and VIGA_COMMANDS) to load as
+    /// well as the installed add-ons that ship a manifest.
+    #[arg(long)]
+    pub addons: Option<PathBuf>,
+    /// A .blend to open first in viga's own Blender (default: an empty scene).
+    #[arg(long)]
+    pub blend: Option<PathBuf>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    /// Model calls the agent may make before it is stopped.
+    #[arg(long, default_value_t = 12)]
+    pub max_steps: u32,
+    /// Size of the views the agent renders to look at the scene: N (square) or WxH.
+    #[arg(long, default_value = "512")]
+    pub resolution: String,
+    /// Where run folders go (<output>/agent/<timestamp>/<request>/).
+    #[arg(long, default_value = "output")]
+    pub output: PathBuf,
+    /// Work on the scene open in your Blender (the viga add-on must be enabled there): each
+    /// command the agent runs is one undo step; a cancelled run keeps the steps it finished.
+    #[command(flatten)]
+    pub attach: crate::attach::AttachArgs,
+    /// text for a person, jsonl for a program (the Blender add-on).
+    #[arg(long, value_enum, default_value = "text")]
+    pub events: crate::progress::EventsFormat,
+}
+
+pub async fn run(args: AgentArgs) -> Result<ExitCode> {
+    let out = Output::new(args.events, args.max_steps);
+    let settings = crate::provider_config(&args.provider, None)?;
+    let provider = build_provider(&settings)?;
+    if settings.kind == ProviderKind::Scripted {
+        out.say("[scripted provider] every model answer is replayed from a script");
+    }
+    let blender = scene_blender(&args).await?;
+    let mut config = AgentConfig::new(args.request.clone());
+    config.max_steps = args.max_steps;
+    config.addons_folder.clone_from(&args.addons);
+    config.attached = args.attach.wanted();
+    let (width, height) = crate::args::parse_resolution(&args.resolution)?;
+    config.render = RenderSpec {
+        width,
+        height,
+        ..config.render
+    };
+    config.provider = settings.kind.name().to_owned();
+    config.model = provider.model().to_owned();
+    let mut handle = viga_core::addon_agent::start(config, provider, blender, &args.output).await?;
+    viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
+    out.run_folder(handle.folder());
+    follow(&mut handle, &out).await;
+    let outcome = handle.wait().await?;
+    let report = viga_core::report::write_html(&outcome.folder, None)?;
+    out.report(&report);
+    Ok(finish(&outcome, &out, args.attach.wanted()))
+}
+
+/// The scene the agent works on: the person's open scene when attached, else a Blender of
+/// viga's own, with `--blend` opened in it.
+async fn scene_blender(args: &AgentArgs) -> Result<std::sync::Arc<dyn BlenderTransport>> {
+    if args.attach.wanted() {
+        if args.blend.is_some() {
+            bail!(
+                "--attach works on the scene open in Blender; drop --blend or run without --attach"
+            );
+        }
+        return Ok(crate::attach::attach(&args.attach).await?.transport);
+    }
+    let blender = crate::start_blender().await?;
+    if let Some(blend) = &args.blend {
+        let path = std::path::absolute(blend)?;
+        blender
+            .load_blend(&path.to_string_lossy())
+            .await
+            .with_context(|| format!("cannot open {}", blend.display()))?;
+    }
+    Ok(blender)
+}
+
+/// Shows the run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels
+/// it: a model call in flight is abandoned at once, a command in flight finishes and keeps
+/// its undo step, and the run then ends as cancelled.
+async fn follow(run: &mut AgentHandle, out: &Output) {
+    let jsonl = out.is_jsonl();
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            event = run.next_event() => match event {
+                Some(event) => show(&event, jsonl),
+                None => return,
+            },
+            signal = tokio::signal::ctrl_c(), if !cancelled => {
+                if signal.is_ok() {
+                    out.say("stopping the agent (Ctrl-C)...");
+                    run.cancel();
+                    cancelled = true;
+                }
+            },
+        }
+    }
+}
+
+fn show(timed: &TimedEvent, jsonl: bool) {
+    if jsonl {
+        crate::progress::event_line(timed);
+        return;
+    }
+    match &timed.event {
+        RunEvent::ModelCalled { index, .. } => println!("step {index}"),
+        RunEvent::ToolInvoked { summary, .. } => println!("  {summary}"),
+        RunEvent::Warning { message } => println!("  warning: {message}"),
+        _ => {}
+    }
+}
+
+/// The last lines (the answer, or why there is none) and the exit code.
+fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
+    let (word, message, code) = match &outcome.stop {
+        StopReason::Accepted => ("answered", outcome.answer.clone().unwrap_or_default(), 0),
+        StopReason::MaxIterations => (
+            "max_steps",
+            format!(
+                "stopped after {} steps without a final answer",
+                outcome.steps
+            ),
+            0,
+        ),
+        StopReason::Cancelled => ("cancelled", String::new(), 130),
+        StopReason::Failed { message } => ("failed", message.clone(), 1),
+    };
+    if !message.is_empty() {
+        out.say(&format!("{word}: {message}"));
+    }
+    if attached && outcome.steps > 0 {
+        out.say("each command the agent ran is one undo step in Blender (Ctrl-Z takes them back one by one)");
+    }
+    if let Some(kept) = saved_scene(outcome, attached) {
+        out.say(&format!("the scene: {}", kept.display()));
+    }
+    out.finished(word, &message, None, code);
+    ExitCode::from(code)
+}
+
+/// Where viga's own Blender left the scene, when the run saved it.
+fn saved_scene(outcome: &AgentOutcome, attached: bool) -> Option<PathBuf> {
+    let path = outcome.folder.join(viga_core::folder::FINAL_BLEND);
+    (!attached && path.is_file()).then_some(path)
+}

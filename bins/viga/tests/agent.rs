@@ -1,0 +1,339 @@
+//! `viga agent` end to end on real Blender with the example add-ons and a scripted model: on
+//! viga's own Blender (JSON lines, run folder, report, final.blend), and attached to a
+//! headless Blender with the viga add-on installed from its zip, where every command is one
+//! undo step and a cancelled run keeps the steps it finished.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use viga_blender::addon::{HOST_READY_MARKER, HostOptions, build_zip, host_command};
+use viga_blender::attach::{Connection, attach};
+use viga_blender::client::FramedClient;
+use viga_blender::{BlenderCommands as _, BlenderLauncher, locate};
+use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within, within};
+
+const VIGA: &str = env!("CARGO_BIN_EXE_viga");
+const REQUEST: &str = "put the lamp to the left of the table and paint it red";
+
+fn workspace_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+/// A person's .blend: a table at the origin and a lamp off to its right.
+fn table_and_lamp_blend(dir: &Path) -> PathBuf {
+    let path = dir.join("room.blend");
+    let script = format!(
+        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
+         bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
+         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n\
+         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
+        path.display().to_string()
+    );
+    let BlenderLauncher::PythonModule { python } = locate().unwrap() else {
+        panic!("these tests need the bpy module (cargo xtask setup)");
+    };
+    let status = status_within(
+        Command::new(python)
+            .args(["-c", &script])
+            .stdout(Stdio::null()),
+        BLENDER_TEST_LIMIT,
+    );
+    assert!(status.success());
+    path
+}
+
+fn tool_turn(expect: Value, name: &str, arguments: Value) -> Value {
+    json!({"expect": expect, "response": {"text": "", "finish_reason": "tool_calls",
+        "tool_calls": [{"id": name, "name": name, "arguments": arguments}]}})
+}
+
+fn place_lamp_left() -> Value {
+    tool_turn(
+        json!({"system_contains": "Object Placer", "last_message_contains": "Lamp [MESH]"}),
+        "place_object_relative",
+        json!({"object1_name": "Lamp", "object2_name": "Table", "side": "left"}),
+    )
+}
+
+fn script_file(dir: &Path, turns: Vec<Value>) -> PathBuf {
+    let path = dir.join("agent.json");
+    std::fs::write(
+        &path,
+        json!({"description": "the add-on agent", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
+/// Moves the lamp, paints it, answers.
+fn whole_session(dir: &Path) -> PathBuf {
+    script_file(
+        dir,
+        vec![
+            place_lamp_left(),
+            tool_turn(
+                json!({"last_message_contains": "\"scene\":["}),
+                "paint_object",
+                json!({"object_name": "Lamp", "color": [1.0, 0.0, 0.0]}),
+            ),
+            json!({"expect": {"last_message_contains": "Lamp_paint"},
+                   "response": {"text": "The lamp is left of the table, and red.", "finish_reason": "stop"}}),
+        ],
+    )
+}
+
+fn agent_command(script: &Path, output: &Path) -> Command {
+    let mut command = Command::new(VIGA);
+    command
+        .args(["agent", REQUEST, "--events", "jsonl", "--resolution", "48"])
+        .arg("--addons")
+        .arg(workspace_file("fixtures/addons"))
+        .args(["--provider", "scripted", "--script"])
+        .arg(script)
+        .arg("--output")
+        .arg(output);
+    command
+}
+
+fn stdout_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect()
+}
+
+fn run_folder(lines: &[Value]) -> PathBuf {
+    lines
+        .iter()
+        .find(|line| line["kind"] == "run_folder")
+        .and_then(|line| line["path"].as_str())
+        .map(PathBuf::from)
+        .unwrap()
+}
+
+#[test]
+fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
+    let files = tempfile::tempdir().unwrap();
+    let blend = table_and_lamp_blend(files.path());
+    let mut command = agent_command(&whole_session(files.path()), &files.path().join("runs"));
+    command.arg("--blend").arg(&blend);
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = stdout_lines(&output);
+    let finished = lines.last().unwrap();
+    assert_eq!(
+        (
+            &finished["kind"],
+            &finished["outcome"],
+            &finished["message"]
+        ),
+        (
+            &json!("finished"),
+            &json!("answered"),
+            &json!("The lamp is left of the table, and red.")
+        ),
+        "{lines:?}"
+    );
+    let types: Vec<&str> = lines
+        .iter()
+        .filter(|line| line["kind"] == "event")
+        .filter_map(|line| line["event"]["type"].as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "run_started",
+            "model_called",
+            "tool_invoked",
+            "model_called",
+            "tool_invoked",
+            "model_called",
+            "run_finished"
+        ]
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line["event"]["role"] == "agent" && line["event"]["index"] == 2)
+    );
+    let folder = run_folder(&lines);
+    for file in [
+        "args.json",
+        "provider.json",
+        "events.jsonl",
+        "transcript.json",
+        "report.html",
+        "final.blend",
+    ] {
+        assert!(folder.join(file).is_file(), "missing {file}");
+    }
+    let report = std::fs::read_to_string(folder.join("report.html")).unwrap();
+    assert!(report.contains("paint_object") && report.contains("Lamp_paint"));
+    assert!(std::fs::metadata(folder.join("final.blend")).unwrap().len() > 0);
+}
+
+/// A headless Blender with the viga extension installed from its zip, as a person would
+/// have it; killed when dropped.
+struct Host {
+    child: Child,
+    connection: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn start(blend: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
+        let options = HostOptions {
+            user_dir: dir.path().join("blender-user"),
+            blend: Some(blend.to_path_buf()),
+            stats: None,
+            connection_dir: Some(dir.path().join("connections")),
+        };
+        let mut child = host_command(&locate().unwrap(), &zip, &options)
+            .unwrap()
+            .into_std()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(json) = line.strip_prefix(HOST_READY_MARKER) {
+                    let _ = ready_tx.send(json.to_owned());
+                }
+            }
+        });
+        let Ok(ready) = ready_rx.recv_timeout(BLENDER_TEST_LIMIT) else {
+            // Not left running: a host that never got ready may be hung.
+            let _ = child.kill();
+            panic!("the host never said it was ready");
+        };
+        let ready: Value = serde_json::from_str(&ready).unwrap();
+        let connection = PathBuf::from(ready["connection"].as_str().unwrap());
+        Self {
+            child,
+            connection,
+            dir,
+        }
+    }
+
+    /// `viga agent --attach` against this host.
+    fn agent(&self, script: &Path, output: &Path) -> Command {
+        let mut command = agent_command(script, output);
+        command
+            .arg("--attach")
+            .env("VIGA_CONNECTION_DIR", self.dir.path().join("connections"));
+        command
+    }
+
+    async fn client(&self) -> FramedClient {
+        let connection = Connection::read(&self.connection).unwrap();
+        attach(&connection, Duration::from_secs(60)).await.unwrap()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The lamp's x and its materials.
+async fn lamp(client: &FramedClient) -> (f64, Vec<String>) {
+    let info = client.scene_info(0, 100).await.unwrap();
+    let lamp = info.objects.iter().find(|o| o.name == "Lamp").unwrap();
+    (
+        (lamp.location[0] * 1000.0).round() / 1000.0,
+        lamp.materials.clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attached_every_command_is_one_undo_step_in_the_users_scene() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(&table_and_lamp_blend(files.path()));
+        let mut command = host.agent(&whole_session(files.path()), &files.path().join("runs"));
+        let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let lines = stdout_lines(&output);
+        assert_eq!(lines.last().unwrap()["outcome"], "answered", "{lines:?}");
+        assert!(
+            !run_folder(&lines).join("final.blend").exists(),
+            "the person's scene holds the result"
+        );
+
+        let client = host.client().await;
+        assert_eq!(lamp(&client).await, (-0.7, vec!["Lamp_paint".to_owned()]));
+        client.undo().await.unwrap();
+        assert_eq!(
+            lamp(&client).await,
+            (-0.7, vec![]),
+            "one undo takes the paint back"
+        );
+        client.undo().await.unwrap();
+        assert_eq!(
+            lamp(&client).await,
+            (3.0, vec![]),
+            "a second takes the move back"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_attached_run_keeps_the_commands_it_finished() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(&table_and_lamp_blend(files.path()));
+        let slow_answer =
+            json!({"delay_ms": 60_000, "response": {"text": "too late", "finish_reason": "stop"}});
+        let script = script_file(files.path(), vec![place_lamp_left(), slow_answer]);
+        let mut child = host
+            .agent(&script, &files.path().join("runs"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let watchdog = kill_after(&child, BLENDER_TEST_LIMIT, "viga agent --attach");
+        // Wait until the command is done and the run is in its (slow) second model call.
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while !lines.next().unwrap().unwrap().contains("\"tool_invoked\"") {}
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let cancelled_at = Instant::now();
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = child.wait().unwrap();
+        drop(watchdog);
+        assert!(cancelled_at.elapsed() < Duration::from_secs(3));
+        assert_eq!(status.code(), Some(130));
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        assert!(rest.iter().any(|l| l.contains("\"cancelled\"")), "{rest:?}");
+
+        let client = host.client().await;
+        assert_eq!(lamp(&client).await.0, -0.7, "the finished command stays");
+        client.undo().await.unwrap();
+        assert_eq!(lamp(&client).await.0, 3.0, "and is one undo step");
+    })
+    .await;
+}

@@ -1,0 +1,661 @@
+//! The add-on agent (seed 004): a tool-calling loop on a live scene, over the tools of the
+//! Blender add-ons that ship an `addon_ai.json`, plus tools to read and look at the scene.
+//!
+//! [`start`] asks Blender which add-ons it has, builds the system prompt from the registry's
+//! prompt section (by priority: descriptions, parameters, usage, hints), and returns a
+//! [`RunHandle`] like every other run: events out, cancel in, an [`AgentOutcome`] at the
+//! end. Each step is one model call; its tool calls run in order. An add-on command's
+//! arguments are checked against its manifest's schema before anything reaches Blender (a
+//! refusal goes back to the model with the validation error); one that runs becomes one
+//! undo step, and the bridge's reply (`{"result", "scene"}`, the scene after the command)
+//! goes back to the model as JSON. The run stops when the model answers without a tool call
+//! ([`StopReason::Accepted`]), after `max_steps` model calls ([`StopReason::MaxIterations`]),
+//! on a cancel, or on a failure nothing the model does can fix.
+//!
+//! The scene is live: a person's open scene when `attached` (through the viga add-on), else
+//! viga's own Blender, whose scene is saved as `final.blend` at the end. A cancel abandons a
+//! model call at once; a command in flight finishes and gets its undo step first, so what a
+//! cancelled run leaves is whole steps, each undoable.
+//!
+//! The run folder (`<output>/agent/<timestamp>/<task>/`) holds `args.json` (this
+//! [`AgentConfig`]), `events.jsonl` (the shared `RunEvent`s, written as they happen),
+//! `transcript.json` (every step's tool, arguments, result and scene after it, rewritten
+//! after each call), `renders/<step>/`, and `report.html`, written by [`crate::report`].
+
+mod tools;
+mod transcript;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_memory::RunLog;
+use viga_protocol::PROTOCOL_VERSION;
+use viga_protocol::bridge::{RenderEngine, RenderSpec};
+use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
+use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
+use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider};
+use viga_skills::CapturedRender;
+use viga_skills::addons::{AddonRegistry, discover};
+use viga_skills::scene::summarize;
+
+use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder, timestamp};
+use crate::prompts::fill;
+use crate::run::Interrupt;
+use crate::{CoreError, Prompts, ProviderTranslator, RunHandle, RunLink, slug};
+
+use self::tools::{CallOutcome, ToolBelt};
+pub use self::transcript::{
+    AgentStep, CommandRecord, TRANSCRIPT_FILE, Transcript, read_transcript,
+};
+
+/// The `mode` of an agent run: its folder level and the mark in its `args.json`.
+pub const AGENT_MODE: &str = "agent";
+const SYSTEM_PROMPT: &str = include_str!("../prompts/agent.md");
+/// Objects of the scene the model is shown before its first step; it can page on with
+/// `get_scene_info`.
+const OPENING_SCENE_OBJECTS: u32 = 40;
+/// The longest summary a `ToolInvoked` event carries.
+const SUMMARY_CHARS: usize = 200;
+
+/// An agent run's settings, saved as its `args.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// What the user asked for.
+    pub task: String,
+    /// Short name used for the run folder.
+    pub task_name: String,
+    /// Always [`AGENT_MODE`]: tells an agent's run folder from a loop run's.
+    pub mode: String,
+    /// Model calls the agent may make before it is stopped.
+    pub max_steps: u32,
+    /// A folder of add-on packages to load as well as the installed add-ons.
+    #[serde(default)]
+    pub addons_folder: Option<PathBuf>,
+    /// The scene is a person's open scene (viga attached through the add-on).
+    pub attached: bool,
+    /// How looks are rendered.
+    pub render: RenderSpec,
+    /// Recorded for the run folder; the provider itself is passed in.
+    pub provider: String,
+    pub model: String,
+    pub max_tokens: u32,
+}
+
+impl AgentConfig {
+    /// Settings for `task` with the defaults of `viga agent`.
+    pub fn new(task: impl Into<String>) -> Self {
+        let task = task.into();
+        Self {
+            task_name: slug(&task),
+            task,
+            mode: AGENT_MODE.to_owned(),
+            max_steps: 12,
+            addons_folder: None,
+            attached: false,
+            // Workbench at 512x512: about a second per view on a CPU.
+            render: RenderSpec {
+                engine: RenderEngine::Workbench,
+                width: 512,
+                height: 512,
+                samples: None,
+            },
+            provider: String::new(),
+            model: String::new(),
+            max_tokens: 4096,
+        }
+    }
+
+    /// What is wrong with the settings, in words a user can act on.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.task.trim().is_empty() {
+            problems.push("the request is empty: say what to do with the add-on tools".to_owned());
+        }
+        if self.max_steps == 0 {
+            problems.push("max_steps must be at least 1".to_owned());
+        }
+        let sides = [self.render.width, self.render.height];
+        if sides.iter().any(|side| !(1..=8192).contains(side)) {
+            problems.push("render width and height must be between 1 and 8192".to_owned());
+        }
+        if let Some(folder) = &self.addons_folder
+            && !folder.is_dir()
+        {
+            problems.push(format!(
+                "the add-on folder {} does not exist",
+                folder.display()
+            ));
+        }
+        problems
+    }
+}
+
+/// How an agent run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOutcome {
+    /// `Accepted` when the model answered, `MaxIterations` when the steps ran out.
+    pub stop: StopReason,
+    /// Model calls made.
+    pub steps: u32,
+    /// The model's final answer, when it gave one.
+    pub answer: Option<String>,
+    pub folder: PathBuf,
+}
+
+/// An agent run in progress.
+pub type AgentHandle = RunHandle<AgentOutcome>;
+
+/// Whether `run_folder` holds an agent run (its `args.json` says so).
+pub fn is_agent_run(run_folder: &Path) -> bool {
+    std::fs::read_to_string(run_folder.join(ARGS_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .is_some_and(|args| args.get("mode").and_then(Value::as_str) == Some(AGENT_MODE))
+}
+
+/// An agent run's settings, from its folder.
+pub fn read_config(run_folder: &Path) -> Result<AgentConfig, CoreError> {
+    let path = run_folder.join(ARGS_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|err| CoreError::Io {
+        path: path.clone(),
+        message: err.to_string(),
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|err| CoreError::Config(format!("{} is not valid: {err}", path.display())))
+}
+
+/// Finds the add-ons `blender` has (installed ones with a manifest, and those in the
+/// config's folder), then starts the agent in a new folder under `output_root`. Fails
+/// before any folder is made when the settings are wrong or no add-on offers a tool.
+pub async fn start(
+    mut config: AgentConfig,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+    output_root: &Path,
+) -> Result<AgentHandle, CoreError> {
+    check_settings(&config)?;
+    // Blender resolves paths from its own working directory, which may not be ours.
+    if let Some(folder) = &config.addons_folder {
+        config.addons_folder = Some(absolute(folder)?);
+    }
+    let (addons, problems) = find_addons(blender.as_ref(), config.addons_folder.as_deref()).await?;
+    let translator = ProviderTranslator::new(Arc::clone(&provider), Prompts::default().investigate);
+    let belt = ToolBelt::new(
+        &addons,
+        Arc::clone(&blender),
+        config.render,
+        Arc::new(translator),
+    )
+    .map_err(CoreError::Config)?;
+    let system = fill(SYSTEM_PROMPT, &[("addons", addons.prompt_section())]);
+    let (folder, mut log) = create_folder(output_root, &config)?;
+    let mut early = vec![RunEvent::RunStarted {
+        run_id: folder.root().display().to_string(),
+        task: config.task.clone(),
+        protocol_version: PROTOCOL_VERSION,
+        resumed_from_iteration: None,
+    }];
+    early.extend(problems.into_iter().map(|problem| RunEvent::Warning {
+        message: format!("add-on skipped: {problem}"),
+    }));
+    // Logged before anything is spawned, so a run folder that cannot be written is refused
+    // here rather than reported by a run that already started.
+    let early: Vec<TimedEvent> = early
+        .into_iter()
+        .map(|event| log.append(event))
+        .collect::<Result<_, _>>()
+        .map_err(|err| CoreError::Log(format!("cannot write the event log: {err}")))?;
+    let transcript = Transcript {
+        request: config.task.clone(),
+        addons: addons.ids().into_iter().map(str::to_owned).collect(),
+        tools: belt.names(),
+        ..Transcript::default()
+    };
+    let root = folder.root().to_path_buf();
+    Ok(RunHandle::spawn(root, |link| {
+        for event in early {
+            link.send(event);
+        }
+        AgentRun {
+            config,
+            provider,
+            blender,
+            belt,
+            system,
+            folder,
+            log,
+            link,
+            transcript,
+            steps_taken: 0,
+            renders_saved: 0,
+        }
+        .run()
+    }))
+}
+
+fn check_settings(config: &AgentConfig) -> Result<(), CoreError> {
+    let problems = config.problems();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(CoreError::Config(format!(
+        "the agent's settings are invalid:\n  - {}",
+        problems.join("\n  - ")
+    )))
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, CoreError> {
+    std::path::absolute(path).map_err(|err| CoreError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    })
+}
+
+/// The registry of the add-ons Blender has, and the problems of those it skipped. No add-on
+/// tool at all is an error: the agent could only look.
+async fn find_addons(
+    blender: &dyn BlenderTransport,
+    folder: Option<&Path>,
+) -> Result<(AddonRegistry, Vec<String>), CoreError> {
+    let mut addons = AddonRegistry::new();
+    let problems = discover(blender, folder, &mut addons)
+        .await
+        .map_err(|err| CoreError::Config(format!("Blender could not list its add-ons: {err}")))?;
+    // An add-on whose tools cannot be offered is reported by the tool belt, not here.
+    if addons.tools().is_ok_and(|tools| tools.is_empty()) {
+        let skipped = if problems.is_empty() {
+            String::new()
+        } else {
+            format!("; skipped:\n  - {}", problems.join("\n  - "))
+        };
+        return Err(CoreError::Config(format!(
+            "no add-on offers tools to the agent: pass --addons DIR (a folder of add-on packages, each with an addon_ai.json and VIGA_COMMANDS) or install an add-on that ships one{skipped}"
+        )));
+    }
+    Ok((addons, problems))
+}
+
+/// `<output>/agent/<timestamp>/<task>/` with its `args.json` and an empty event log.
+fn create_folder(
+    output_root: &Path,
+    config: &AgentConfig,
+) -> Result<(RunFolder, RunLog), CoreError> {
+    let root = output_root
+        .join(AGENT_MODE)
+        .join(timestamp())
+        .join(&config.task_name);
+    if root.exists() {
+        return Err(CoreError::Config(format!(
+            "run folder {} already exists; wait a second or choose another --output",
+            root.display()
+        )));
+    }
+    let io_error = |path: &Path, err: std::io::Error| CoreError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    };
+    std::fs::create_dir_all(&root).map_err(|err| io_error(&root, err))?;
+    let args =
+        serde_json::to_string_pretty(config).map_err(|err| CoreError::Config(err.to_string()))?;
+    let args_path = root.join(ARGS_FILE);
+    viga_memory::files::write_atomic(&args_path, args.as_bytes())
+        .map_err(|err| io_error(&args_path, err))?;
+    let log = RunLog::create(&root.join(EVENTS_FILE))
+        .map_err(|err| CoreError::Log(format!("cannot create the event log: {err}")))?;
+    Ok((RunFolder::open(&root)?, log))
+}
+
+/// How the conversation ended, when nobody stopped it.
+enum Ending {
+    /// The model answered without a tool call.
+    Answered(String),
+    /// `max_steps` model calls were made.
+    OutOfSteps,
+}
+
+struct AgentRun {
+    config: AgentConfig,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+    belt: ToolBelt,
+    system: String,
+    folder: RunFolder,
+    log: RunLog,
+    link: RunLink,
+    transcript: Transcript,
+    steps_taken: u32,
+    /// Numbers the renders written here (when Blender could not write them itself).
+    renders_saved: u32,
+}
+
+impl AgentRun {
+    async fn run(mut self) -> Result<AgentOutcome, CoreError> {
+        let (stop, answer) = match self.converse().await {
+            Ok(Ending::Answered(text)) => (StopReason::Accepted, Some(text)),
+            Ok(Ending::OutOfSteps) => (StopReason::MaxIterations, None),
+            Err(Interrupt::Cancelled) => (StopReason::Cancelled, None),
+            Err(Interrupt::Fatal(message)) => (StopReason::Failed { message }, None),
+        };
+        self.transcript.answer.clone_from(&answer);
+        if let Err(err) = self.write_transcript() {
+            self.warn(&format!("the transcript was not saved: {err}"));
+        }
+        if !self.config.attached
+            && let Err(err) = self.save_final_scene().await
+        {
+            self.warn(&format!("the final scene was not saved: {err}"));
+        }
+        let finished = RunEvent::RunFinished {
+            stop: stop.clone(),
+            iterations: self.steps_taken,
+        };
+        if let Err(Interrupt::Fatal(message)) = self.emit(finished) {
+            return Err(CoreError::Log(message));
+        }
+        Ok(AgentOutcome {
+            stop,
+            steps: self.steps_taken,
+            answer,
+            folder: self.folder.root().to_path_buf(),
+        })
+    }
+
+    /// The opening message, then one model call per step, each followed by its tool calls,
+    /// until the model answers or the steps run out.
+    async fn converse(&mut self) -> Result<Ending, Interrupt> {
+        if !self.config.attached {
+            self.belt.record_base_step().await?;
+        }
+        let mut messages = vec![ChatMessage::user_text(self.opening().await?)];
+        for step in 1..=self.config.max_steps {
+            if self.link.is_cancelled() {
+                return Err(Interrupt::Cancelled);
+            }
+            let response = self.ask(step, &messages).await?;
+            if response.tool_calls.is_empty() {
+                return Ok(Ending::Answered(response.text.trim().to_owned()));
+            }
+            let (assistant, results) = self.use_tools(step, &response).await?;
+            messages.push(ChatMessage::assistant(assistant));
+            messages.push(ChatMessage::user(results));
+        }
+        Ok(Ending::OutOfSteps)
+    }
+
+    /// The request and the scene as it is, so the first step already knows every object's
+    /// exact name.
+    async fn opening(&mut self) -> Result<String, Interrupt> {
+        let scene = self
+            .blender
+            .scene_info(0, OPENING_SCENE_OBJECTS)
+            .await
+            .map_err(crate::run::blender_interrupt)?;
+        self.transcript.opening_scene = summarize(&scene);
+        self.write_transcript()?;
+        Ok(format!(
+            "Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
+            self.config.task, self.transcript.opening_scene
+        ))
+    }
+
+    /// One model call as the agent; a cancel abandons it at once.
+    async fn ask(
+        &mut self,
+        step: u32,
+        messages: &[ChatMessage],
+    ) -> Result<ModelResponse, Interrupt> {
+        let mut request =
+            ModelRequest::for_role(ModelRole::Agent, self.system.clone(), messages.to_vec());
+        request.tools = self.belt.specs();
+        request.max_tokens = self.config.max_tokens;
+        let provider = Arc::clone(&self.provider);
+        let started = Instant::now();
+        let response = self
+            .link
+            .until_cancelled(async move { provider.complete(&request).await })
+            .await?
+            .map_err(|err| Interrupt::Fatal(format!("model call failed: {err}")))?;
+        self.steps_taken = step;
+        self.emit(RunEvent::ModelCalled {
+            index: step,
+            role: ModelRole::Agent,
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            usage: response.usage,
+        })?;
+        if response.tool_calls.is_empty() && response.finish_reason == FinishReason::Length {
+            self.warn("the model's answer was cut off at its output token limit");
+        }
+        Ok(response)
+    }
+
+    /// Runs one step's tool calls in order: the assistant's turn as the conversation keeps
+    /// it, and one result per call for the next message.
+    async fn use_tools(
+        &mut self,
+        step: u32,
+        response: &ModelResponse,
+    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>), Interrupt> {
+        let mut assistant = Vec::new();
+        if !response.text.trim().is_empty() {
+            assistant.push(ContentPart::text(response.text.clone()));
+        }
+        self.transcript.steps.push(AgentStep {
+            index: step,
+            text: response.text.trim().to_owned(),
+            calls: Vec::new(),
+        });
+        let mut results = Vec::new();
+        for call in &response.tool_calls {
+            if self.link.is_cancelled() {
+                return Err(Interrupt::Cancelled);
+            }
+            assistant.push(ContentPart::ToolCall(call.clone()));
+            let (record, result) = self.run_call(step, call).await?;
+            self.emit(RunEvent::ToolInvoked {
+                index: step,
+                tool: record.tool.clone(),
+                ok: record.ok,
+                summary: summary(&record),
+            })?;
+            if let Some(current) = self.transcript.steps.last_mut() {
+                current.calls.push(record);
+            }
+            self.write_transcript()?;
+            results.push(ContentPart::ToolResult(result));
+        }
+        Ok((assistant, results))
+    }
+
+    /// One tool call: its record for the transcript and its result for the model.
+    async fn run_call(
+        &mut self,
+        step: u32,
+        call: &ToolCall,
+    ) -> Result<(CommandRecord, ToolResult), Interrupt> {
+        if self.belt.is_look(&call.name) {
+            self.belt.keep_renders_in(self.folder.renders_dir(step)?);
+        }
+        let mut record = CommandRecord {
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            ok: true,
+            result: Value::Null,
+            scene: Vec::new(),
+            render_ids: Vec::new(),
+            undo_step: None,
+        };
+        let mut result = ToolResult {
+            call_id: call.id.clone(),
+            text: String::new(),
+            images: Vec::new(),
+            is_error: false,
+        };
+        match self.belt.call(call).await? {
+            CallOutcome::Commanded { reply, undo_step } => {
+                // The bridge's own reply, as JSON: the model reads the scene after its
+                // command as data.
+                result.text = serde_json::to_string(&reply).map_err(|err| {
+                    Interrupt::Fatal(format!("the add-on reply cannot be sent on: {err}"))
+                })?;
+                record.result = reply.result;
+                record.scene = reply.scene;
+                record.undo_step = Some(undo_step);
+            }
+            CallOutcome::Answered(output) => {
+                record.render_ids = self.save_renders(step, &output.renders)?;
+                record.result = Value::String(output.text.clone());
+                result.text = output.text;
+                result.images = output.images;
+            }
+            CallOutcome::Refused(message) => {
+                record.ok = false;
+                record.result = Value::String(message.clone());
+                result.text = message;
+                result.is_error = true;
+            }
+        }
+        Ok((record, result))
+    }
+
+    /// Keeps a look's renders in the run folder (Blender wrote them there itself when it
+    /// could) and announces them; returns their ids.
+    fn save_renders(
+        &mut self,
+        step: u32,
+        renders: &[CapturedRender],
+    ) -> Result<Vec<String>, Interrupt> {
+        let mut ids = Vec::with_capacity(renders.len());
+        for render in renders {
+            let kept = render
+                .file
+                .as_deref()
+                .and_then(|file| self.folder.id_of(file));
+            let render_id = match kept {
+                Some(id) => id,
+                None => {
+                    self.renders_saved += 1;
+                    let view = format!("{}-{}", render.view, self.renders_saved);
+                    self.folder
+                        .write_render(step, &view, &render.output.image.data)?
+                }
+            };
+            self.emit(RunEvent::RenderProduced {
+                index: step,
+                render_id: render_id.clone(),
+                view: render.view.clone(),
+                width: render.output.width,
+                height: render.output.height,
+                render_ms: render.output.render_ms,
+            })?;
+            ids.push(render_id);
+        }
+        Ok(ids)
+    }
+
+    /// viga's own Blender goes away with the run: its scene is kept as `final.blend`.
+    async fn save_final_scene(&self) -> Result<(), String> {
+        let path = absolute(&self.folder.final_blend_path()).map_err(|err| err.to_string())?;
+        self.blender
+            .save_blend(&path.to_string_lossy())
+            .await
+            .map(drop)
+            .map_err(|err| err.to_string())
+    }
+
+    fn write_transcript(&self) -> Result<(), CoreError> {
+        self.folder.write_json(TRANSCRIPT_FILE, &self.transcript)
+    }
+
+    fn emit(&mut self, event: RunEvent) -> Result<(), Interrupt> {
+        let timed = self
+            .log
+            .append(event)
+            .map_err(|err| Interrupt::Fatal(format!("cannot write the event log: {err}")))?;
+        self.link.send(timed);
+        Ok(())
+    }
+
+    /// A warning in the log; one that cannot be written is not worth stopping the run for.
+    fn warn(&mut self, message: &str) {
+        let _ = self.emit(RunEvent::Warning {
+            message: message.to_owned(),
+        });
+    }
+}
+
+/// `tool(arguments) -> result`, short enough for a progress line.
+fn summary(record: &CommandRecord) -> String {
+    let outcome = match &record.result {
+        Value::String(text) => text.lines().next().unwrap_or_default().to_owned(),
+        other => other.to_string(),
+    };
+    let text = format!(
+        "{}({}) {} {outcome}",
+        record.tool,
+        record.arguments,
+        if record.ok { "->" } else { "refused:" }
+    );
+    if text.chars().count() <= SUMMARY_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(SUMMARY_CHARS - 3).collect();
+    cut.push_str("...");
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(ok: bool, result: Value) -> CommandRecord {
+        CommandRecord {
+            tool: "place_object_relative".to_owned(),
+            arguments: json!({"side": "left"}),
+            ok,
+            result,
+            scene: Vec::new(),
+            render_ids: Vec::new(),
+            undo_step: None,
+        }
+    }
+
+    #[test]
+    fn summaries_name_the_call_and_what_came_back_in_one_short_line() {
+        assert_eq!(
+            summary(&record(true, json!({"object": "Lamp"}))),
+            r#"place_object_relative({"side":"left"}) -> {"object":"Lamp"}"#
+        );
+        let refused = summary(&record(false, json!("invalid arguments\nsecond line")));
+        assert!(refused.ends_with("refused: invalid arguments"), "{refused}");
+        let long = summary(&record(true, json!("é".repeat(500))));
+        assert_eq!(long.chars().count(), SUMMARY_CHARS);
+        assert!(long.ends_with("..."));
+    }
+
+    #[test]
+    fn settings_problems_are_said_in_words() {
+        assert!(AgentConfig::new("move the lamp").problems().is_empty());
+        let mut config = AgentConfig::new(" ");
+        config.max_steps = 0;
+        config.addons_folder = Some(PathBuf::from("/no/such/folder"));
+        let problems = config.problems().join("\n");
+        for fragment in [
+            "request is empty",
+            "max_steps",
+            "/no/such/folder does not exist",
+        ] {
+            assert!(problems.contains(fragment), "{problems}");
+        }
+        assert_eq!(
+            AgentConfig::new("put the lamp left").task_name,
+            "put-the-lamp-left"
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! The agent's tools and what each call does to the scene.
+//!
+//! Add-on tools change the scene: one that runs becomes one undo step; one that fails in
+//! Blender is taken back at once. Scene tools only read or look (`get_scene_info`, and the
+//! verifier's `initialize_viewpoint`, `set_camera` and `investigate`); a look leaves an
+//! inspection camera and changed render settings behind, so it is taken back too. Raw Python
+//! (`execute_code`) is not offered: the agent acts through what the add-ons declare.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
+use viga_protocol::bridge::{AddonCommandResult, BridgeCommand, RenderSpec, SceneReset};
+use viga_protocol::message::{ToolCall, ToolSpec};
+use viga_skills::addons::AddonRegistry;
+use viga_skills::context::InstructionTranslator;
+use viga_skills::generator::generator_tools;
+use viga_skills::verifier::verifier_tools;
+use viga_skills::{RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry};
+
+use crate::attached::undo_name;
+use crate::run::Interrupt;
+
+/// The generator's tool that reads the scene as text.
+const READING_TOOL: &str = "get_scene_info";
+/// The verifier's tools that render the scene.
+const LOOKING_TOOLS: [&str; 3] = ["initialize_viewpoint", "set_camera", "investigate"];
+/// The undo step a look's traces go on before they are undone.
+const LOOK_STEP: &str = "viga: look (taken back)";
+
+/// What one tool call came to.
+#[derive(Debug)]
+pub(super) enum CallOutcome {
+    /// An add-on command ran; its change is now the undo step named `undo_step`.
+    Commanded {
+        reply: AddonCommandResult,
+        undo_step: String,
+    },
+    /// A scene tool answered.
+    Answered(ToolOutput),
+    /// Nothing changed: the call was refused before it reached Blender (an unknown tool,
+    /// arguments its schema rejects), or it failed in Blender and was undone. The message
+    /// goes back to the model so it can correct the call.
+    Refused(String),
+}
+
+/// The tools offered to the model, and the Blender they act on.
+pub(super) struct ToolBelt {
+    tools: ToolRegistry,
+    addon_tools: BTreeSet<String>,
+    context: ToolContext,
+    tap: Arc<AddonReplyTap>,
+    blender: Arc<dyn BlenderTransport>,
+}
+
+impl std::fmt::Debug for ToolBelt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolBelt")
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolBelt {
+    /// The scene tools plus every registered add-on's tools. An add-on tool named like a
+    /// scene tool is refused, so the model never sees two tools of one name.
+    pub(super) fn new(
+        addons: &AddonRegistry,
+        blender: Arc<dyn BlenderTransport>,
+        render: RenderSpec,
+        translator: Arc<dyn InstructionTranslator>,
+    ) -> Result<Self, String> {
+        let addon_tools: BTreeSet<String> = addons
+            .tools()
+            .map_err(|err| err.to_string())?
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        let tools = addons
+            .extend(&scene_tools()?)
+            .map_err(|err| format!("the add-on tools cannot be offered: {err}"))?;
+        let tap = Arc::new(AddonReplyTap {
+            inner: Arc::clone(&blender),
+            last: Mutex::new(None),
+        });
+        // No program ever runs through this context, so its base scene is never used.
+        let context = ToolContext::new(
+            Arc::clone(&tap) as Arc<dyn BlenderTransport>,
+            RenderSettings::new(render),
+            SceneReset::Factory,
+        )
+        .with_translator(translator);
+        Ok(Self {
+            tools,
+            addon_tools,
+            context,
+            tap,
+            blender,
+        })
+    }
+
+    pub(super) fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.specs()
+    }
+
+    pub(super) fn names(&self) -> Vec<String> {
+        self.tools.names().into_iter().map(str::to_owned).collect()
+    }
+
+    pub(super) fn is_look(&self, name: &str) -> bool {
+        LOOKING_TOOLS.contains(&name)
+    }
+
+    /// Where the next look's renders go (Blender writes them there itself when it shares
+    /// this machine's files).
+    pub(super) fn keep_renders_in(&self, folder: PathBuf) {
+        self.context.set_render_folder(Some(folder));
+    }
+
+    /// Records the scene as it is as the step every undo goes back to. Only for a Blender
+    /// of viga's own: it has no undo history yet, while the add-on in a person's Blender
+    /// keeps a base step itself, and a second one would make one Ctrl-Z seem to do nothing.
+    pub(super) async fn record_base_step(&self) -> Result<(), Interrupt> {
+        self.blender
+            .undo_push("viga: before the agent")
+            .await
+            .map_err(|err| undo_failed("record the scene before the first command", &err))
+    }
+
+    /// Runs one tool call. Blender calls are not raced against a cancel: a command in
+    /// flight finishes and gets its undo step, so every step the run leaves is whole.
+    pub(super) async fn call(&self, call: &ToolCall) -> Result<CallOutcome, Interrupt> {
+        if self.addon_tools.contains(&call.name) {
+            return self.command(call).await;
+        }
+        let answer = self
+            .tools
+            .invoke(&self.context, &call.name, call.arguments.clone())
+            .await;
+        if self.is_look(&call.name) {
+            self.take_back(LOOK_STEP).await?;
+        }
+        match answer {
+            Ok(output) => Ok(CallOutcome::Answered(output)),
+            Err(ToolError::Recoverable(message)) => Ok(CallOutcome::Refused(message)),
+            Err(ToolError::Fatal(message)) => Err(Interrupt::Fatal(message)),
+        }
+    }
+
+    /// An add-on command through its adapter (which checks the arguments against the
+    /// manifest's schema first), then one undo step for what it did.
+    async fn command(&self, call: &ToolCall) -> Result<CallOutcome, Interrupt> {
+        self.tap.forget();
+        let answer = self
+            .tools
+            .invoke(&self.context, &call.name, call.arguments.clone())
+            .await;
+        match (answer, self.tap.take()) {
+            (Ok(_), Some(Reached::Replied(reply))) => {
+                let reply: AddonCommandResult = serde_json::from_value(reply).map_err(|err| {
+                    Interrupt::Fatal(format!("the add-on command reply is malformed: {err}"))
+                })?;
+                let undo_step = undo_name(&call.name);
+                self.blender
+                    .undo_push(&undo_step)
+                    .await
+                    .map_err(|err| undo_failed("make the command one undo step", &err))?;
+                Ok(CallOutcome::Commanded { reply, undo_step })
+            }
+            (Err(ToolError::Recoverable(message)), None) => Ok(CallOutcome::Refused(message)),
+            (Err(ToolError::Recoverable(message)), Some(_)) => {
+                self.take_back(&format!("{} (failed)", undo_name(&call.name)))
+                    .await?;
+                Ok(CallOutcome::Refused(format!(
+                    "{message}\nWhatever the command changed was undone: the scene is as it was before it."
+                )))
+            }
+            (Err(ToolError::Fatal(message)), _) => Err(Interrupt::Fatal(message)),
+            (Ok(_), _) => Err(Interrupt::Fatal(format!(
+                "the add-on tool {} answered without a reply from Blender",
+                call.name
+            ))),
+        }
+    }
+
+    /// Takes the scene back to its last undo step: what a failed command or a look left.
+    async fn take_back(&self, step: &str) -> Result<(), Interrupt> {
+        self.blender
+            .undo_push(step)
+            .await
+            .map_err(|err| undo_failed("record what to take back", &err))?;
+        self.blender
+            .undo()
+            .await
+            .map_err(|err| undo_failed("take the scene back to its last step", &err))
+    }
+}
+
+fn undo_failed(what: &str, err: &TransportError) -> Interrupt {
+    Interrupt::Fatal(format!(
+        "Blender could not {what} ({err}); the run stopped, so no change is left that cannot be undone (is undo turned off in Preferences > System > Undo Steps?)"
+    ))
+}
+
+/// The scene tools: reading the scene, and looking at it with the verifier's camera.
+fn scene_tools() -> Result<ToolRegistry, String> {
+    let generator = generator_tools().map_err(|err| err.to_string())?;
+    let verifier = verifier_tools().map_err(|err| err.to_string())?;
+    let mut tools = ToolRegistry::new();
+    let picked = std::iter::once((&generator, READING_TOOL))
+        .chain(LOOKING_TOOLS.iter().map(|name| (&verifier, *name)));
+    for (source, name) in picked {
+        let tool = source
+            .get(name)
+            .ok_or_else(|| format!("the skill library has no tool {name:?}"))?;
+        tools
+            .register(Arc::clone(tool))
+            .map_err(|err| err.to_string())?;
+    }
+    Ok(tools)
+}
+
+/// Whether an `addon_command` reached Blender, and what it answered.
+#[derive(Debug)]
+enum Reached {
+    Replied(Value),
+    Failed,
+}
+
+/// Blender as the tools see it: every call passes through unchanged, and the reply to the
+/// latest `addon_command` is kept. The add-on tools (viga-skills' adapters) check their
+/// arguments, send the command and turn the reply into text; the agent needs to know
+/// whether the command reached Blender at all (refused arguments changed nothing, a failure
+/// in Blender may have changed something), and hands the model the bridge's own
+/// `{"result", "scene"}` reply as JSON.
+struct AddonReplyTap {
+    inner: Arc<dyn BlenderTransport>,
+    last: Mutex<Option<Reached>>,
+}
+
+impl AddonReplyTap {
+    fn forget(&self) {
+        if let Ok(mut last) = self.last.lock() {
+            *last = None;
+        }
+    }
+
+    fn take(&self) -> Option<Reached> {
+        self.last.lock().ok().and_then(|mut last| last.take())
+    }
+}
+
+#[async_trait]
+impl BlenderTransport for AddonReplyTap {
+    async fn call(
+        &self,
+        command: BridgeCommand,
+        timeout: Option<Duration>,
+    ) -> Result<Value, TransportError> {
+        let is_addon_command = matches!(command, BridgeCommand::AddonCommand { .. });
+        let reply = self.inner.call(command, timeout).await;
+        if is_addon_command && let Ok(mut last) = self.last.lock() {
+            *last = Some(match &reply {
+                Ok(value) => Reached::Replied(value.clone()),
+                Err(_) => Reached::Failed,
+            });
+        }
+        reply
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn shared_folder(&self) -> Option<&Path> {
+        self.inner.shared_folder()
+    }
+}

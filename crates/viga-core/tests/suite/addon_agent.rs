@@ -1,0 +1,364 @@
+//! The add-on agent on real Blender with the example add-ons (`fixtures/addons`) and a
+//! scripted model: commands and the scene after them, validation errors the model corrects,
+//! failures undone, the step budget, cancellation, and the run folder with its report.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_core::addon_agent::{AgentConfig, AgentOutcome, Transcript, read_transcript};
+use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
+use viga_protocol::event::{ModelRole, RunEvent, StopReason};
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
+
+use super::{blender, provider};
+
+/// A table at the origin and a lamp off to its right.
+const TABLE_AND_LAMP: &str = "import bpy
+bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))
+bpy.context.object.name = 'Table'
+bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))
+bpy.context.object.name = 'Lamp'
+";
+
+const REQUEST: &str = "put the lamp to the left of the table";
+
+fn fixture_addons() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons")
+}
+
+async fn table_and_lamp() -> Arc<dyn BlenderTransport> {
+    let blender = blender().await;
+    let ran = blender
+        .execute(TABLE_AND_LAMP, Some(SceneReset::Factory), None)
+        .await
+        .unwrap();
+    assert!(ran.succeeded(), "{ran:?}");
+    blender
+}
+
+fn config(max_steps: u32) -> AgentConfig {
+    let mut config = AgentConfig::new(REQUEST);
+    config.max_steps = max_steps;
+    config.addons_folder = Some(fixture_addons());
+    config.render = RenderSpec {
+        engine: RenderEngine::Workbench,
+        width: 48,
+        height: 48,
+        samples: None,
+    };
+    config.provider = "scripted".into();
+    config.model = "test".into();
+    config
+}
+
+/// A scripted turn that calls tools (`[name, arguments]` pairs), after checking the request.
+fn calls(expect: Value, tools: &[(&str, Value)]) -> Value {
+    let tool_calls: Vec<Value> = tools
+        .iter()
+        .enumerate()
+        .map(|(n, (name, arguments))| json!({"id": format!("c{n}"), "name": name, "arguments": arguments}))
+        .collect();
+    json!({"expect": expect, "response": {"text": "", "tool_calls": tool_calls, "finish_reason": "tool_calls"}})
+}
+
+fn answer(expect: Value, text: &str) -> Value {
+    json!({"expect": expect, "response": {"text": text, "finish_reason": "stop"}})
+}
+
+fn place_lamp(side: &str) -> (&'static str, Value) {
+    (
+        "place_object_relative",
+        json!({"object1_name": "Lamp", "object2_name": "Table", "side": side}),
+    )
+}
+
+async fn drain(mut handle: viga_core::addon_agent::AgentHandle) -> (Vec<RunEvent>, AgentOutcome) {
+    let mut events = Vec::new();
+    while let Some(event) = handle.next_event().await {
+        events.push(event.event);
+    }
+    (events, handle.wait().await.unwrap())
+}
+
+async fn location_of(blender: &dyn BlenderTransport, name: &str) -> [f64; 3] {
+    let info = blender.scene_info(0, 200).await.unwrap();
+    info.objects
+        .iter()
+        .find(|object| object.name == name)
+        .unwrap_or_else(|| panic!("no {name} in the scene"))
+        .location
+}
+
+async fn object_names(blender: &dyn BlenderTransport) -> Vec<String> {
+    let info = blender.scene_info(0, 200).await.unwrap();
+    info.objects.into_iter().map(|object| object.name).collect()
+}
+
+fn tools_invoked(events: &[RunEvent]) -> Vec<(String, bool)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            RunEvent::ToolInvoked { tool, ok, .. } => Some((tool.clone(), *ok)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn transcript(outcome: &AgentOutcome) -> Transcript {
+    read_transcript(&outcome.folder).unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn the_agent_commands_sees_the_scene_after_each_command_and_answers() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let script = provider(vec![
+            calls(
+                json!({
+                    "system_contains": "place_object_relative",
+                    "last_message_contains": "Lamp [MESH]",
+                    "tools_include": ["place_object_relative", "paint_object", "get_scene_info", "initialize_viewpoint"],
+                }),
+                &[("list_scene_objects", json!({})), ("initialize_viewpoint", json!({}))],
+            ),
+            calls(
+                json!({"min_images": 1, "last_message_contains": "\"scene\":[\"Lamp [MESH] at (3.000"}),
+                &[place_lamp("left")],
+            ),
+            answer(
+                json!({"last_message_contains": "\"object\":\"Lamp\""}),
+                "The lamp now stands to the left of the table.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = viga_core::addon_agent::start(config(6), script, blender.clone(), output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(
+            (&outcome.stop, outcome.steps, outcome.answer.as_deref()),
+            (&StopReason::Accepted, 3, Some("The lamp now stands to the left of the table.")),
+            "{events:?}"
+        );
+
+        // The scene changed, and the look left nothing behind.
+        let lamp = location_of(blender.as_ref(), "Lamp").await;
+        assert!((lamp[0] + 0.7).abs() < 1e-3 && (lamp[2] - 0.5).abs() < 1e-3, "{lamp:?}");
+        let names = object_names(blender.as_ref()).await;
+        assert_eq!(names, ["Lamp", "Table"], "a look must leave no camera behind");
+        // One command, one undo step: one undo puts the lamp back.
+        blender.undo().await.unwrap();
+        assert_eq!(location_of(blender.as_ref(), "Lamp").await, [3.0, 0.0, 0.2]);
+
+        assert!(matches!(events.first(), Some(RunEvent::RunStarted { task, .. }) if task == REQUEST));
+        let roles: Vec<ModelRole> = events
+            .iter()
+            .filter_map(|event| match event {
+                RunEvent::ModelCalled { role, .. } => Some(*role),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(roles, [ModelRole::Agent; 3]);
+        assert_eq!(
+            tools_invoked(&events),
+            [
+                ("list_scene_objects".to_owned(), true),
+                ("initialize_viewpoint".to_owned(), true),
+                ("place_object_relative".to_owned(), true)
+            ]
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, RunEvent::RenderProduced { index: 1, .. }))
+        );
+        assert!(matches!(
+            events.last(),
+            Some(RunEvent::RunFinished { stop: StopReason::Accepted, iterations: 3 })
+        ));
+
+        let folder = &outcome.folder;
+        assert!(folder.starts_with(output.path().join("agent")), "{}", folder.display());
+        for file in ["args.json", "events.jsonl", "transcript.json", "final.blend"] {
+            assert!(folder.join(file).is_file(), "missing {file}");
+        }
+        let log = viga_memory::read_run_log(&folder.join("events.jsonl")).unwrap();
+        assert_eq!(log.events.len(), events.len(), "every event is in the log");
+        let transcript = transcript(&outcome);
+        assert_eq!(transcript.steps.len(), 2);
+        let placed = &transcript.steps[1].calls[0];
+        assert_eq!(placed.result["object"], "Lamp");
+        assert!(placed.scene.iter().any(|line| line.starts_with("Lamp [MESH] at (-0.700")), "{:?}", placed.scene);
+        assert_eq!(placed.undo_step.as_deref(), Some("viga: place_object_relative"));
+        let looked = &transcript.steps[0].calls[1];
+        assert_eq!(looked.render_ids.len(), 4, "{looked:?}");
+        assert!(looked.render_ids.iter().all(|id| folder.join(id).is_file()));
+
+        let report = viga_core::report::write_html(folder, None).unwrap();
+        let html = std::fs::read_to_string(report).unwrap();
+        for fragment in [
+            "viga add-on agent: put the lamp to the left of the table",
+            "SCRIPTED PROVIDER",
+            "place_object_relative",
+            "Lamp [MESH] at (-0.700",
+            "Undo step: viga: place_object_relative",
+            "The lamp now stands to the left of the table.",
+            "<img",
+        ] {
+            assert!(html.contains(fragment), "the report lacks {fragment:?}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_arguments_and_failed_commands_go_back_to_the_model_which_corrects_them() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let ghost = json!({"object1_name": "Ghost", "object2_name": "Table", "side": "left"});
+        let script = provider(vec![
+            calls(json!({}), &[place_lamp("west")]),
+            calls(
+                json!({"last_message_contains": "invalid arguments for place_object_relative"}),
+                &[("place_object_relative", ghost)],
+            ),
+            calls(
+                json!({"last_message_contains": "no object named 'Ghost'"}),
+                &[place_lamp("left")],
+            ),
+            answer(
+                json!({"last_message_contains": "\"object\":\"Lamp\""}),
+                "Done.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle =
+            viga_core::addon_agent::start(config(6), script, blender.clone(), output.path())
+                .await
+                .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(
+            (&outcome.stop, outcome.steps),
+            (&StopReason::Accepted, 4),
+            "{events:?}"
+        );
+        assert_eq!(
+            tools_invoked(&events),
+            [
+                ("place_object_relative".to_owned(), false),
+                ("place_object_relative".to_owned(), false),
+                ("place_object_relative".to_owned(), true)
+            ]
+        );
+        let transcript = transcript(&outcome);
+        let refused = &transcript.steps[0].calls[0];
+        assert!(!refused.ok && refused.undo_step.is_none());
+        let message = refused.result.as_str().unwrap();
+        assert!(
+            message.contains("/side") && message.contains("west"),
+            "{message}"
+        );
+        let failed = transcript.steps[1].calls[0].result.as_str().unwrap();
+        assert!(failed.contains("was undone"), "{failed}");
+
+        // Only the command that ran is a step: one undo gives the scene back as it was.
+        assert!((location_of(blender.as_ref(), "Lamp").await[0] + 0.7).abs() < 1e-3);
+        blender.undo().await.unwrap();
+        assert_eq!(location_of(blender.as_ref(), "Lamp").await, [3.0, 0.0, 0.2]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_step_budget_stops_an_agent_that_never_answers() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let script = provider(vec![
+            calls(json!({}), &[("list_scene_objects", json!({}))]),
+            calls(json!({}), &[("get_scene_info", json!({"limit": 5}))]),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = viga_core::addon_agent::start(config(2), script, blender, output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(
+            (&outcome.stop, outcome.steps, &outcome.answer),
+            (&StopReason::MaxIterations, 2, &None),
+            "{events:?}"
+        );
+        assert_eq!(transcript(&outcome).steps.len(), 2);
+        let html = viga_core::report::render_html(&outcome.folder).unwrap();
+        assert!(html.contains("stopped without a final answer") && html.contains("2 of at most 2"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cancel_abandons_the_model_call_in_flight() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let script = provider(vec![json!({
+            "delay_ms": 60_000,
+            "response": {"text": "too late", "finish_reason": "stop"}
+        })]);
+        let output = tempfile::tempdir().unwrap();
+        let mut handle = viga_core::addon_agent::start(config(3), script, blender, output.path())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let cancelled_at = Instant::now();
+        handle.cancel();
+        while handle.next_event().await.is_some() {}
+        let outcome = handle.wait().await.unwrap();
+        assert!(cancelled_at.elapsed() < Duration::from_secs(5));
+        assert_eq!((&outcome.stop, outcome.steps), (&StopReason::Cancelled, 0));
+        let log = viga_memory::read_run_log(&outcome.folder.join("events.jsonl")).unwrap();
+        assert!(matches!(
+            log.events.last().map(|e| &e.event),
+            Some(RunEvent::RunFinished {
+                stop: StopReason::Cancelled,
+                ..
+            })
+        ));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_add_on_tools_or_with_bad_settings_nothing_starts() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let output = tempfile::tempdir().unwrap();
+        let mut no_addons = config(3);
+        no_addons.addons_folder = None;
+        let err = viga_core::addon_agent::start(
+            no_addons,
+            provider(vec![]),
+            blender.clone(),
+            output.path(),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("no add-on offers tools"), "{err}");
+        let mut bad = config(0);
+        bad.addons_folder = Some(output.path().join("missing"));
+        let err = viga_core::addon_agent::start(bad, provider(vec![]), blender, output.path())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("max_steps") && err.contains("does not exist"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(output.path()).unwrap().count(),
+            0,
+            "no run folder"
+        );
+    })
+    .await;
+}
