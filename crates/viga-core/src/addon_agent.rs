@@ -39,7 +39,8 @@ use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider};
 use viga_skills::CapturedRender;
-use viga_skills::addons::{AddonRegistry, discover};
+use viga_skills::addons::{AddonRegistry, AddonSetChange, discover};
+use viga_skills::context::InstructionTranslator;
 use viga_skills::scene::summarize;
 
 use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder, timestamp};
@@ -184,12 +185,15 @@ pub async fn start(
         config.addons_folder = Some(absolute(folder)?);
     }
     let (addons, problems) = find_addons(blender.as_ref(), config.addons_folder.as_deref()).await?;
-    let translator = ProviderTranslator::new(Arc::clone(&provider), Prompts::default().investigate);
+    let translator: Arc<dyn InstructionTranslator> = Arc::new(ProviderTranslator::new(
+        Arc::clone(&provider),
+        Prompts::default().investigate,
+    ));
     let belt = ToolBelt::new(
         &addons,
         Arc::clone(&blender),
         config.render,
-        Arc::new(translator),
+        Arc::clone(&translator),
     )
     .map_err(CoreError::Config)?;
     let system = fill(SYSTEM_PROMPT, &[("addons", addons.prompt_section())]);
@@ -225,6 +229,8 @@ pub async fn start(
             config,
             provider,
             blender,
+            addons,
+            translator,
             belt,
             system,
             folder,
@@ -263,6 +269,8 @@ async fn find_addons(
     folder: Option<&Path>,
 ) -> Result<(AddonRegistry, Vec<String>), CoreError> {
     let mut addons = AddonRegistry::new();
+    let scene = tools::scene_tools().map_err(CoreError::Config)?;
+    addons.reserve_tool_names(scene.names());
     let problems = discover(blender, folder, &mut addons)
         .await
         .map_err(|err| CoreError::Config(format!("Blender could not list its add-ons: {err}")))?;
@@ -322,6 +330,9 @@ struct AgentRun {
     config: AgentConfig,
     provider: Arc<dyn Provider>,
     blender: Arc<dyn BlenderTransport>,
+    /// The add-ons as last discovered: asked again before every model turn.
+    addons: AddonRegistry,
+    translator: Arc<dyn InstructionTranslator>,
     belt: ToolBelt,
     system: String,
     folder: RunFolder,
@@ -376,6 +387,7 @@ impl AgentRun {
             if self.link.is_cancelled() {
                 return Err(Interrupt::Cancelled);
             }
+            self.follow_addon_changes().await?;
             let response = self.ask(step, &messages).await?;
             if response.tool_calls.is_empty() {
                 return Ok(Ending::Answered(response.text.trim().to_owned()));
@@ -385,6 +397,40 @@ impl AgentRun {
             messages.push(ChatMessage::user(results));
         }
         Ok(Ending::OutOfSteps)
+    }
+
+    /// Asks Blender which add-ons it has now: one enabled or disabled since the last turn
+    /// appears in (or leaves) this turn's tools and system prompt, without a restart. A
+    /// listing that fails keeps the add-ons known so far.
+    async fn follow_addon_changes(&mut self) -> Result<(), Interrupt> {
+        let folder = self.config.addons_folder.clone();
+        let change = match self
+            .addons
+            .refresh(self.blender.as_ref(), folder.as_deref())
+            .await
+        {
+            Ok(change) => change,
+            Err(err) => {
+                self.warn(&format!("the add-ons could not be listed again: {err}"));
+                return Ok(());
+            }
+        };
+        if change == AddonSetChange::Unchanged {
+            return Ok(());
+        }
+        self.belt = ToolBelt::new(
+            &self.addons,
+            Arc::clone(&self.blender),
+            self.config.render,
+            Arc::clone(&self.translator),
+        )
+        .map_err(Interrupt::Fatal)?;
+        self.system = fill(SYSTEM_PROMPT, &[("addons", self.addons.prompt_section())]);
+        self.transcript.addons = self.addons.ids().into_iter().map(str::to_owned).collect();
+        self.transcript.tools = self.belt.names();
+        let now = self.addons.ids().join(", ");
+        self.warn(&format!("the add-ons changed; offered now: {now}"));
+        Ok(())
     }
 
     /// The request and the scene as it is, so the first step already knows every object's

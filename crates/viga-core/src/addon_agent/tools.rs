@@ -207,7 +207,9 @@ fn undo_failed(what: &str, err: &TransportError) -> Interrupt {
 }
 
 /// The scene tools: reading the scene, and looking at it with the verifier's camera.
-fn scene_tools() -> Result<ToolRegistry, String> {
+/// The scene tools the agent is offered beside the add-ons' (their names are reserved: an
+/// add-on tool named like one is refused).
+pub(super) fn scene_tools() -> Result<ToolRegistry, String> {
     let generator = generator_tools().map_err(|err| err.to_string())?;
     let verifier = verifier_tools().map_err(|err| err.to_string())?;
     let mut tools = ToolRegistry::new();

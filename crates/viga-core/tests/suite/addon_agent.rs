@@ -362,3 +362,89 @@ async fn without_add_on_tools_or_with_bad_settings_nothing_starts() {
     })
     .await;
 }
+
+/// Copies a fixture add-on package into `folder`, optionally as another add-on whose only
+/// tool is named `rename_tool_to` (handled by the package's `list_scene_objects`).
+fn add_package(folder: &Path, name: &str, as_id: Option<(&str, &str)>) {
+    let from = fixture_addons().join(name);
+    let to = folder.join(as_id.map_or(name, |(id, _)| id));
+    std::fs::create_dir_all(&to).unwrap();
+    let code = std::fs::read_to_string(from.join("__init__.py")).unwrap();
+    let mut manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(from.join("addon_ai.json")).unwrap())
+            .unwrap();
+    let code = match as_id {
+        None => code,
+        Some((id, tool)) => {
+            manifest["addon_info"]["id"] = json!(id);
+            let tools = manifest["ai_integration"]["tools"].as_array_mut().unwrap();
+            tools.retain(|t| t["name"] == "list_scene_objects");
+            tools[0]["name"] = json!(tool);
+            format!("{code}\nVIGA_COMMANDS[{tool:?}] = VIGA_COMMANDS[\"list_scene_objects\"]\n")
+        }
+    };
+    std::fs::write(to.join("__init__.py"), code).unwrap();
+    std::fs::write(to.join("addon_ai.json"), manifest.to_string()).unwrap();
+}
+
+#[tokio::test]
+async fn an_add_on_that_arrives_mid_run_is_offered_on_the_next_turn_and_a_clash_is_refused() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let folder = tempfile::tempdir().unwrap();
+        add_package(folder.path(), "object_placer", None);
+        // Named like the agent's own scene tool: refused, naming both, never offered.
+        add_package(
+            folder.path(),
+            "object_placer",
+            Some(("clashing_placer", "get_scene_info")),
+        );
+        let mut slow_first = calls(
+            json!({"system_contains": "place_object_relative"}),
+            &[("list_scene_objects", json!({}))],
+        );
+        slow_first["delay_ms"] = json!(1500);
+        let script = provider(vec![
+            slow_first,
+            answer(
+                json!({"system_contains": "paint_object"}),
+                "the painter is here",
+            ),
+        ]);
+        let mut settings = config(4);
+        settings.addons_folder = Some(folder.path().to_path_buf());
+        let output = tempfile::tempdir().unwrap();
+        let handle = viga_core::addon_agent::start(settings, script, blender, output.path())
+            .await
+            .unwrap();
+        // While the first model call is in flight, another add-on arrives.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        add_package(folder.path(), "material_painter", None);
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(outcome.stop, StopReason::Accepted, "{events:?}");
+        let warnings: Vec<&str> = events
+            .iter()
+            .filter_map(|event| match event {
+                RunEvent::Warning { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("clashing_placer") && w.contains("get_scene_info")),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings.iter().any(|w| w.contains("material_painter")),
+            "{warnings:?}"
+        );
+        assert!(
+            !transcript(&outcome)
+                .addons
+                .iter()
+                .any(|id| id == "clashing_placer")
+        );
+    })
+    .await;
+}
