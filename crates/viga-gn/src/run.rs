@@ -182,6 +182,8 @@ struct Session {
     /// What went wrong last (a refused reply, a failed step, failed gates), named in the
     /// error when the rounds run out.
     last_problem: Option<String>,
+    /// Whether the run's folder and front end were told the server refused structured output.
+    told_of_fallback: bool,
 }
 
 /// What stays the same through the rounds of a model run.
@@ -315,6 +317,7 @@ impl GnRun {
             messages: Vec::new(),
             last_snapshot: String::new(),
             last_problem: None,
+            told_of_fallback: false,
         };
         let ending = self.drive(&mut session).await;
         if matches!(ending, Ending::Done(_)) {
@@ -582,6 +585,13 @@ impl GnRun {
             Ok(Ok(response)) => response,
         };
         session.rounds = round + 1;
+        if response.structured_output_fallback && !session.told_of_fallback {
+            // Said once: the run goes on, every reply still checked against the protocol.
+            session.told_of_fallback = true;
+            session.recorder.warn(
+                "the model server refused structured output; the step protocol's schema goes in the prompt and every reply is checked here".to_owned(),
+            );
+        }
         let latency = if response.latency.is_zero() {
             started.elapsed()
         } else {

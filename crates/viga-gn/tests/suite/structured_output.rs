@@ -119,8 +119,19 @@ fn a_run_ends_done_through_the_json_in_text_fallback() {
             ExecutorRegistry::with_defaults(PythonPolicy::safe()),
         )
         .start();
-        while run.next_event().await.is_some() {}
+        let mut warnings = Vec::new();
+        while let Some(event) = run.next_event().await {
+            if let viga_protocol::event::RunEvent::Warning { message } = event.event {
+                warnings.push(message);
+            }
+        }
         let outcome = run.wait().await.unwrap();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("refused structured output")),
+            "the run says the server refused structured output: {warnings:?}"
+        );
 
         assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
         assert_eq!(outcome.final_message, "finished");
