@@ -60,12 +60,18 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             limit,
         });
     }
-    let mut body = vec![0u8; size as usize];
-    match reader.read_exact(&mut body).await {
-        Ok(_) => Ok(body),
-        Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => Err(FrameError::Truncated),
-        Err(err) => Err(FrameError::Io(err)),
+    // Grown as bytes arrive, not allocated from the header: a peer that announces a large
+    // frame and sends nothing costs no memory.
+    let mut body = Vec::new();
+    reader
+        .take(u64::from(size))
+        .read_to_end(&mut body)
+        .await
+        .map_err(FrameError::Io)?;
+    if body.len() < size as usize {
+        return Err(FrameError::Truncated);
     }
+    Ok(body)
 }
 
 #[cfg(test)]

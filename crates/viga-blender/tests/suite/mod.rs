@@ -1,6 +1,7 @@
 mod addon_panel;
 mod bridge_wire;
 mod commands;
+mod frame_fuzz;
 mod locating;
 mod oneshot;
 mod supervision;

@@ -1,3 +1,4 @@
 mod bad_input;
+mod fuzz;
 mod round_trip;
 mod schemas;

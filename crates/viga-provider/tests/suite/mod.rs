@@ -1,6 +1,7 @@
 mod anthropic;
 mod config;
 mod faults;
+mod fuzz_sse;
 mod gemini;
 mod openai;
 mod scripted;
