@@ -148,7 +148,7 @@ fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
             0,
         ),
         StopReason::Cancelled => ("cancelled", String::new(), 130),
-        StopReason::Failed { message } => ("failed", message.clone(), 1),
+        StopReason::Failed { message, .. } => ("failed", message.clone(), 1),
     };
     if !message.is_empty() {
         out.say(&format!("{word}: {message}"));

@@ -64,19 +64,9 @@ pub enum Command {
     Gn(crate::gn::GnArgs),
     /// Ask the add-on agent to do something with the tools of Blender add-ons (seed 004).
     Agent(crate::agent::AgentArgs),
-    /// Serve add-on commands over WebSocket, one Blender per user (token from
-    /// VIGA_GATEWAY_TOKEN).
-    Gateway {
-        /// Address to listen on; plain WebSocket, so keep it on loopback or behind a TLS proxy.
-        #[arg(long, default_value = "127.0.0.1:8765")]
-        listen: std::net::SocketAddr,
-        /// A folder of add-on packages with addon_ai.json manifests.
-        #[arg(long)]
-        addons: Option<PathBuf>,
-        /// A Blender Python file run when each user's Blender starts.
-        #[arg(long)]
-        setup: Option<PathBuf>,
-    },
+    /// Serve add-on commands over WebSocket, one Blender per user, each user with a token of
+    /// their own (--users FILE, VIGA_GATEWAY_USERS, or VIGA_GATEWAY_TOKEN for yourself).
+    Gateway(GatewayArgs),
     /// Serve Blender's scene tools and add-on tools over MCP on stdin/stdout.
     Mcp {
         #[command(flatten)]
@@ -92,6 +82,40 @@ pub enum Command {
         #[arg(long, default_value = "512")]
         resolution: String,
     },
+}
+
+/// `viga gateway`'s flags; the limits' defaults are `GatewayLimits::default()`'s.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Address to listen on; plain WebSocket, so keep it on loopback or behind a TLS proxy.
+    #[arg(long, default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// A folder of add-on packages with addon_ai.json manifests.
+    #[arg(long)]
+    pub addons: Option<PathBuf>,
+    /// A Blender Python file run when each user's Blender starts.
+    #[arg(long)]
+    pub setup: Option<PathBuf>,
+    /// The users and their tokens: `user: token` lines or a JSON object, in a file only you
+    /// may read (chmod 600).
+    #[arg(long, value_name = "FILE")]
+    pub users: Option<PathBuf>,
+    /// Users served at once, each with a Blender of their own; more are asked to try later.
+    #[arg(long, value_name = "N", default_value_t = viga_serve::ws::GatewayLimits::default().max_sessions)]
+    pub max_sessions: usize,
+    /// A user's Blender is stopped once they have had no connection open for this long.
+    #[arg(long, value_name = "SECONDS", default_value_t = viga_serve::ws::GatewayLimits::default().session_idle.as_secs())]
+    pub session_idle: u64,
+    /// Connections open at once; more are closed as soon as they arrive.
+    #[arg(long, value_name = "N", default_value_t = viga_serve::ws::GatewayLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// A connection that sends no message for this long is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = viga_serve::ws::GatewayLimits::default().connection_idle.as_secs())]
+    pub connection_idle: u64,
+    /// Each user's files go to DIR/<user>/: file-path parameters of add-on commands are
+    /// resolved there, and refused when they lead out.
+    #[arg(long, value_name = "DIR", default_value = viga_serve::ws::DEFAULT_FILES_ROOT)]
+    pub files_root: PathBuf,
 }
 
 impl Command {
@@ -164,6 +188,10 @@ pub struct RunArgs {
     /// Skip the separate plan call each iteration.
     #[arg(long)]
     pub no_plan: bool,
+    /// How long one program may run in Blender before it is stopped (Blender is restarted)
+    /// and the model is asked for a fix.
+    #[arg(long, value_name = "SECONDS", default_value_t = viga_core::DEFAULT_PROGRAM_TIMEOUT.as_secs_f64())]
+    pub program_timeout: f64,
     /// The camera whose view the target shows (default: the scene's active camera).
     #[arg(long)]
     pub camera: Option<String>,
@@ -212,6 +240,13 @@ impl RunArgs {
         config.prompts_dir.clone_from(&self.prompts);
         config.plan_each_iteration = !self.no_plan;
         config.target_camera.clone_from(&self.camera);
+        config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "--program-timeout {} is not a number of seconds",
+                    self.program_timeout
+                )
+            })?;
         let (width, height) = parse_resolution(&self.resolution)?;
         config.render = RenderSpec {
             engine: self.engine,

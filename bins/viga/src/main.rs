@@ -19,8 +19,8 @@ use clap::Parser as _;
 use std::io::IsTerminal as _;
 use viga_blender::{BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunHandle;
-use viga_protocol::event::StopReason;
-use viga_provider::{ProviderConfig, ProviderKind, build_provider};
+use viga_protocol::event::{FailureKind, StopReason};
+use viga_provider::{ProviderConfig, ProviderError, ProviderKind, build_provider};
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
 use crate::progress::Output;
@@ -39,13 +39,94 @@ async fn main() -> std::process::ExitCode {
     match dispatch(cli.command).await {
         Ok(code) => code,
         Err(err) => {
-            if jsonl {
-                progress::error_line(&format!("{err:#}"));
+            let kind = failure_kind_of(&err);
+            let mut message = describe(&err);
+            if let Some(advice) = kind.and_then(|kind| advice(kind, None)) {
+                message.push_str(&format!("\nwhat to do: {advice}"));
             }
-            eprintln!("error: {err:#}");
-            std::process::ExitCode::from(2)
+            if jsonl {
+                progress::error_line(&message);
+            }
+            eprintln!("error: {message}");
+            // An error nothing typed is a usage error: arguments or files that cannot work.
+            std::process::ExitCode::from(kind.map_or(2, exit_code))
         }
     }
+}
+
+/// The error and its causes on one line, each said once: typed errors carry their source's
+/// message in their own, and repeating it would double every line.
+fn describe(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
+}
+
+/// The kind of the first typed error in the chain, if any.
+fn failure_kind_of(err: &anyhow::Error) -> Option<FailureKind> {
+    err.chain().find_map(|cause| {
+        if let Some(err) = cause.downcast_ref::<viga_core::CoreError>() {
+            Some(err.kind())
+        } else if let Some(err) = cause.downcast_ref::<ProviderError>() {
+            Some(viga_core::provider_failure_kind(err))
+        } else if let Some(err) = cause.downcast_ref::<viga_blender::TransportError>() {
+            Some(viga_core::blender_failure_kind(err))
+        } else if cause.is::<viga_blender::LocateError>() {
+            Some(FailureKind::BlenderUnavailable)
+        } else {
+            None
+        }
+    })
+}
+
+/// The exit code of each kind of failure; docs/configuration.md lists them.
+fn exit_code(kind: FailureKind) -> u8 {
+    match kind {
+        FailureKind::Other => 1,
+        FailureKind::Config => 2,
+        FailureKind::ProviderAuth => 3,
+        FailureKind::ProviderUnavailable => 4,
+        FailureKind::ContextOverflow => 5,
+        FailureKind::ProviderFailed => 6,
+        FailureKind::BlenderUnavailable => 7,
+        FailureKind::Io => 8,
+        FailureKind::Cancelled => 130,
+    }
+}
+
+/// What to do about a failure of `kind`, beyond what its message says; `run` is the run
+/// folder, when there is one to resume.
+fn advice(kind: FailureKind, run: Option<&Path>) -> Option<String> {
+    let resume = run
+        .map(|folder| format!(", then continue with `viga resume {}`", folder.display()))
+        .unwrap_or_default();
+    Some(match kind {
+        FailureKind::ProviderAuth => format!(
+            "check the API key: export the variable the message names (or name another with --api-key-env){resume}"
+        ),
+        FailureKind::ProviderUnavailable => format!(
+            "the model server is down, overloaded, rate-limited or unreachable; try again later{resume} (a --provider-config file with a larger `retry` waits longer)"
+        ),
+        FailureKind::ContextOverflow => "the prompt is too long for the model even with old memory and older images left out; start again with a smaller --memory or --resolution, or use a model with a longer context".to_owned(),
+        FailureKind::ProviderFailed => format!(
+            "the provider refused the request or answered with something unusable; check --model and --base-url{resume}"
+        ),
+        FailureKind::BlenderUnavailable => format!(
+            "Blender could not be started or restarted; `viga doctor` shows what is wrong (VIGA_BLENDER or VIGA_PYTHON choose another Blender){resume}"
+        ),
+        FailureKind::Io => "a file or folder could not be read or written: check the path in the message, its permissions and the free disk space".to_owned(),
+        FailureKind::Other => "this looks like a bug in viga; please report it with the run folder".to_owned(),
+        FailureKind::Config | FailureKind::Cancelled => return None,
+    })
 }
 
 async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
@@ -82,11 +163,7 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
             addons,
             resolution,
         } => mcp::serve(&attach, live, addons.as_deref(), &resolution).await,
-        Command::Gateway {
-            listen,
-            addons,
-            setup,
-        } => mcp::gateway(listen, addons, setup).await,
+        Command::Gateway(args) => mcp::gateway(args).await,
     }
 }
 
@@ -173,12 +250,38 @@ async fn resume(
     events: progress::EventsFormat,
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
-    let saved = viga_core::RunFolder::open(folder)?.read_provider();
+    let mut saved = viga_core::RunFolder::open(folder)?.read_provider();
+    let mut out = Output::new(events, max_iterations.unwrap_or(0));
+    // A run folder is data and may come from anyone: a server or key variable it names would
+    // send one of your keys wherever it says. Only the provider's defaults are taken from it;
+    // anything else must be given again as flags. (With --provider or --provider-config the
+    // saved settings are not used at all.)
+    if let Some(saved) = saved
+        .as_mut()
+        .filter(|_| args.provider.is_none() && args.provider_config.is_none())
+    {
+        let kind = saved.kind;
+        if let Some(url) = saved
+            .base_url
+            .take_if(|url| args.base_url.is_none() && Some(url.as_str()) != kind.default_base_url())
+        {
+            // Debug-quoted: the text is the folder's, and may hold terminal escapes.
+            out.say(&format!(
+                "not using the base URL {url:?} saved in the run folder; give it with --base-url to use it"
+            ));
+        }
+        if let Some(variable) = saved.api_key_env.take_if(|variable| {
+            args.api_key_env.is_none() && Some(variable.as_str()) != kind.default_key_env()
+        }) {
+            out.say(&format!(
+                "not reading the key variable {variable:?} the run folder names; give it with --api-key-env to use it"
+            ));
+        }
+    }
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
     let blender = start_blender().await?;
     let handle = viga_core::resume(folder, provider, blender, max_iterations)?;
-    let mut out = Output::new(events, max_iterations.unwrap_or(0));
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
 }
@@ -236,13 +339,21 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// The exit code for a run (and the JSON-lines `finished` line).
+/// The exit code for a run (and the JSON-lines `finished` line); a failed run says what to
+/// do about it.
 fn finish(followed: &Followed, out: &Output) -> std::process::ExitCode {
     let (outcome, message, code) = match followed.outcome.as_ref().map(|o| &o.stop) {
         None | Some(StopReason::Cancelled) => ("cancelled", String::new(), 130),
         Some(StopReason::Accepted) => ("accepted", String::new(), 0),
         Some(StopReason::MaxIterations) => ("max_iterations", String::new(), 0),
-        Some(StopReason::Failed { message }) => ("failed", message.clone(), 1),
+        Some(StopReason::Failed { message, kind }) => {
+            let mut message = message.clone();
+            if let Some(advice) = advice(*kind, Some(&followed.folder)) {
+                out.say(&format!("what to do: {advice}"));
+                message.push_str(&format!("\nwhat to do: {advice}"));
+            }
+            ("failed", message, exit_code(*kind))
+        }
     };
     let final_program = followed.folder.join(viga_core::folder::FINAL_PROGRAM);
     out.finished(

@@ -2,8 +2,7 @@
 //! process says goes to stderr, because stdout is the protocol channel.
 //! `viga gateway`: add-on commands over WebSocket, one Blender per user.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
@@ -62,27 +61,49 @@ pub async fn serve(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-pub async fn gateway(
-    listen: SocketAddr,
-    addons: Option<PathBuf>,
-    setup: Option<PathBuf>,
-) -> Result<std::process::ExitCode> {
-    let token = viga_serve::ws::token_from_env().map_err(anyhow::Error::msg)?;
-    let setup_code = match &setup {
+pub async fn gateway(args: crate::args::GatewayArgs) -> Result<std::process::ExitCode> {
+    use viga_serve::ws::{BlenderSessions, Credentials, GatewayLimits};
+    anyhow::ensure!(
+        args.max_sessions >= 1 && args.max_connections >= 1,
+        "--max-sessions and --max-connections must be at least 1"
+    );
+    let credentials = Credentials::from_environment(args.users.as_deref())?;
+    let setup_code = match &args.setup {
         Some(path) => Some(
             std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?,
         ),
         None => None,
     };
+    let users = credentials.user_names().len();
     let config = GatewayConfig {
-        token,
+        credentials,
+        limits: GatewayLimits {
+            max_sessions: args.max_sessions,
+            session_idle: std::time::Duration::from_secs(args.session_idle),
+            max_connections: args.max_connections,
+            connection_idle: std::time::Duration::from_secs(args.connection_idle),
+            ..GatewayLimits::default()
+        },
+        files_root: args.files_root,
+    };
+    let sessions = BlenderSessions {
         launcher: locate()?,
-        addons_folder: addons,
+        addons_folder: args.addons,
         setup_code,
     };
-    let listener = Gateway::bind(listen).await?;
-    eprintln!("viga gateway: listening on ws://{}", listener.local_addr()?);
-    Gateway::new(config).serve(listener).await;
+    let gateway = Gateway::new(config, Arc::new(sessions))?;
+    let listener = Gateway::bind(args.listen).await?;
+    eprintln!(
+        "viga gateway: listening on ws://{} for {users} user(s), at most {} at once",
+        listener.local_addr()?,
+        args.max_sessions
+    );
+    tokio::select! {
+        () = Arc::clone(&gateway).serve(listener) => {}
+        stop = tokio::signal::ctrl_c() => stop.context("cannot wait for Ctrl-C")?,
+    }
+    eprintln!("viga gateway: stopping every user's Blender");
+    gateway.stop_sessions().await;
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -88,7 +88,7 @@ impl Printer {
                     StopReason::Accepted => "the verifier accepted the scene".to_owned(),
                     StopReason::MaxIterations => "the iteration budget is spent".to_owned(),
                     StopReason::Cancelled => "cancelled".to_owned(),
-                    StopReason::Failed { message } => format!("failed: {message}"),
+                    StopReason::Failed { message, .. } => format!("failed: {message}"),
                 };
                 println!("stopped after {iterations} iterations: {why}");
             }

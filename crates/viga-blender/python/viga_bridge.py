@@ -14,6 +14,11 @@
 # Replies are {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"kind", "message",
 # ...}}. Exceptions raised by a user program are not bridge errors: `execute` returns them in
 # its result, with traceback and line number.
+#
+# Before a client has shown the token it is a stranger: its whole hello must arrive within
+# HANDSHAKE_DEADLINE_S and fit MAX_HELLO_BYTES, it says hello on a thread of its own, and
+# nothing it sends can raise past that thread. One authenticated client is served at a time;
+# another one is answered "busy" and closed.
 
 import base64
 import contextlib
@@ -24,6 +29,8 @@ import linecache
 import math
 import os
 import queue
+import re
+import shutil
 import socket
 import stat
 import struct
@@ -38,8 +45,17 @@ import mathutils
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
+# A hello is a few hundred bytes; until a client has shown the token it may send no more.
+MAX_HELLO_BYTES = 4096
 MAX_CAPTURE_CHARS = 256 * 1024
-HANDSHAKE_TIMEOUT_S = 10.0
+# The whole hello, however the client spreads its bytes: one byte every few seconds must not
+# hold a connection for longer than this.
+HANDSHAKE_DEADLINE_S = 10.0
+# Clients saying hello at once; more are closed unread, so strangers cannot pile up threads.
+MAX_PENDING_HANDSHAKES = 8
+# How long an authenticated client waits for the one before it to leave (a client that
+# reconnects at once may be ahead of the bridge noticing it left) before it is told "busy".
+BUSY_GRACE_S = 2.0
 PROGRAM_FILENAME = "<viga-program>"
 READY_MARKER = "VIGA_BRIDGE_READY "
 CAPABILITIES = [
@@ -70,11 +86,24 @@ class FrameError(Exception):
 # --------------------------------------------------------------------------- framing
 
 
-def read_exact(sock, count):
+def read_exact(sock, count, deadline=None):
+    """Reads `count` bytes; None on a clean close before the first byte, fewer bytes on a
+    close midway. With a `deadline` (time.monotonic()) every wait is shortened to what is
+    left of it, so the deadline bounds the whole read, not each recv."""
     chunks = []
     remaining = count
     while remaining:
-        chunk = sock.recv(min(remaining, 1 << 20))
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FrameError("no complete hello within %.0f s; closing this connection" % HANDSHAKE_DEADLINE_S)
+            sock.settimeout(left)
+        try:
+            chunk = sock.recv(min(remaining, 1 << 20))
+        except socket.timeout:
+            if deadline is None:
+                raise
+            continue  # the loop's deadline check says what happened
         if not chunk:
             return None if remaining == count and not chunks else b"".join(chunks)
         chunks.append(chunk)
@@ -82,27 +111,69 @@ def read_exact(sock, count):
     return b"".join(chunks)
 
 
-def read_frame(sock):
+def read_frame(sock, limit=MAX_REQUEST_BYTES, deadline=None):
     """Returns the parsed JSON of one frame, None on a clean close; raises FrameError."""
-    header = read_exact(sock, 4)
+    header = read_exact(sock, 4, deadline)
     if header is None:
         return None
     if len(header) < 4:
         raise FrameError("truncated frame header")
     (length,) = struct.unpack(">I", header)
-    if length > MAX_REQUEST_BYTES:
-        raise FrameError("frame of %d bytes exceeds the limit of %d bytes" % (length, MAX_REQUEST_BYTES))
-    body = read_exact(sock, length)
+    if length > limit:
+        raise FrameError("frame of %d bytes exceeds the limit of %d bytes" % (length, limit))
+    body = read_exact(sock, length, deadline)
     if body is None or len(body) < length:
         raise FrameError("truncated frame: expected %d bytes" % length)
     try:
         return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        return {"__garbage__": str(err)}
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        # RecursionError: a deeply nested body ([[[[...) is refused like any other garbage.
+        return {"__garbage__": "%s: %s" % (type(err).__name__, err)}
+
+
+def encode_reply(value):
+    """The reply as UTF-8 JSON that any strict reader accepts. Python's json writes NaN and
+    Infinity, which are not JSON, and a program's output may hold lone surrogates, which UTF-8
+    cannot carry: either would make the reply unreadable, so a reply holding them is sent as
+    a cleaned copy (non-finite numbers as null, each surrogate as U+FFFD). A reply that cannot
+    be encoded at all becomes a blender_error reply to the same request."""
+    try:
+        return dump_utf8(value)
+    except (ValueError, TypeError, RecursionError):
+        pass  # NaN, Infinity and lone surrogates are cleaned below; anything else fails there again
+    try:
+        return dump_utf8(readable(value))
+    except (ValueError, TypeError, RecursionError) as err:
+        request_id = value.get("id") if isinstance(value, dict) else None
+        if not isinstance(request_id, (int, str)):
+            request_id = None  # the id itself may be what could not be encoded
+        return dump_utf8(readable(error_reply(
+            request_id, "blender_error", "the reply could not be encoded as JSON: %s: %s" % (type(err).__name__, err),
+        )))
+
+
+def dump_utf8(value):
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def readable(value):
+    """A copy of `value` without what encode_reply cannot send."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return SURROGATES.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {readable(key): readable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [readable(item) for item in value]
+    return value
 
 
 def write_frame(sock, value):
-    body = json.dumps(value, separators=(",", ":")).encode("utf-8")
+    body = encode_reply(value)
     sock.sendall(struct.pack(">I", len(body)) + body)
 
 
@@ -144,7 +215,7 @@ def user_error_line(tb_entries):
 
 def run_program(code):
     """Runs a user program; returns the ExecutionResult shape of viga-protocol."""
-    stdout, stderr = io.StringIO(), io.StringIO()
+    stdout, stderr = BoundedCapture(), BoundedCapture()
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
     started = time.perf_counter()
     error = None
@@ -156,8 +227,8 @@ def run_program(code):
     except SyntaxError as exc:
         error = {
             "error_type": type(exc).__name__,
-            "message": exc.msg or str(exc),
-            "traceback": "".join(traceback.format_exception_only(type(exc), exc)),
+            "message": bounded(exc.msg or str(exc)),
+            "traceback": bounded("".join(traceback.format_exception_only(type(exc), exc))),
         }
         if exc.lineno is not None:
             error["line"] = exc.lineno
@@ -168,17 +239,19 @@ def run_program(code):
         shown = traceback.format_list(entries[first_user:])
         error = {
             "error_type": type(exc).__name__,
-            "message": str(exc),
-            "traceback": "Traceback (most recent call last):\n" + "".join(shown)
-            + "".join(traceback.format_exception_only(type(exc), exc)),
+            "message": bounded(str(exc)),
+            "traceback": bounded(
+                "Traceback (most recent call last):\n" + "".join(shown)
+                + "".join(traceback.format_exception_only(type(exc), exc))
+            ),
         }
         line = user_error_line(entries)
         if line is not None:
             error["line"] = line
     duration_ms = (time.perf_counter() - started) * 1000.0
     result = {
-        "stdout": bounded(stdout.getvalue()),
-        "stderr": bounded(stderr.getvalue()),
+        "stdout": stdout.getvalue(),
+        "stderr": stderr.getvalue(),
         "duration_ms": round(duration_ms, 3),
     }
     if error is not None:
@@ -190,6 +263,38 @@ def bounded(text):
     if len(text) <= MAX_CAPTURE_CHARS:
         return text
     return text[:MAX_CAPTURE_CHARS] + "\n[viga: output truncated after %d characters]\n" % MAX_CAPTURE_CHARS
+
+
+class BoundedCapture(io.TextIOBase):
+    """A program's stdout or stderr, kept up to MAX_CAPTURE_CHARS while it is written: a
+    program printing in a loop must not fill Blender's memory before the reply is cut. What
+    does not fit is counted, not kept."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts = []
+        self.kept = 0
+        self.dropped = 0
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        room = max(MAX_CAPTURE_CHARS - self.kept, 0)
+        if room:
+            piece = text[:room]
+            self.parts.append(piece)
+            self.kept += len(piece)
+        self.dropped += max(len(text) - room, 0)
+        return len(text)
+
+    def getvalue(self):
+        text = "".join(self.parts)
+        if self.dropped:
+            text += "\n[viga: output truncated after %d characters; %d more were not kept]\n" % (self.kept, self.dropped)
+        return text
 
 
 def reset_scene(reset):
@@ -586,28 +691,38 @@ def render_with(args):
     elif engine_name == "EEVEE" and args.get("samples") is not None:
         scene.eevee.taa_render_samples = int(args["samples"])
     # With output_path (a client sharing this machine's filesystem), the PNG stays on disk and
-    # only its path travels; otherwise it goes inline as base64.
+    # only its path travels; otherwise it goes inline as base64. An output path Blender would
+    # read as a template is rendered to a plain temporary file and moved there afterwards.
     output_path = args.get("output_path")
-    if output_path:
+    direct = bool(output_path) and not read_as_template(output_path)
+    if direct:
         path = output_path
     else:
         handle, path = tempfile.mkstemp(prefix="viga-render-", suffix=".png")
         os.close(handle)
     camera_name = scene.camera.name
     try:
+        if read_as_template(path):
+            raise BridgeError(
+                "bad_request",
+                "the temporary file %s has characters Blender reads as a path template ({ } # or a "
+                "leading //); set TMPDIR to a folder without them" % path,
+            )
         render.filepath = path
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
             bpy.ops.render.render(write_still=True)
         render_ms = (time.perf_counter() - started) * 1000.0
         png = None
-        if not output_path:
+        if output_path and not direct:
+            shutil.move(path, output_path)
+        elif not output_path:
             with open(path, "rb") as handle_png:
                 png = handle_png.read()
     finally:
-        if not output_path:
+        if not direct:
             with contextlib.suppress(OSError):
-                os.remove(path)
+                os.remove(path)  # gone already when it was moved into place
         scene.camera = previous_camera
         if temporary is not None:
             bpy.data.objects.remove(temporary, do_unlink=True)
@@ -624,6 +739,14 @@ def render_with(args):
         "camera": camera_name,
         "render_ms": round(render_ms, 3),
     }
+
+
+def read_as_template(path):
+    """Whether Blender could rewrite `path` as a render output: Blender 5 expands {variables}
+    (`{blend_name}`; an unmatched brace fails the render), a leading `//` means "beside the
+    open .blend", and `#` stands for frame digits in animation output. Rendered there
+    directly, the PNG could land somewhere else or not at all."""
+    return "#" in path or "{" in path or "}" in path or path.startswith("//")
 
 
 def cmd_set_visibility(args):
@@ -692,9 +815,12 @@ def save_blend(args):
 
 
 def load_blend(args):
+    """Opens a .blend as data: its embedded scripts and Python driver expressions do not run
+    (whatever the user's auto-run preference says), and its UI layout is not loaded. Base
+    scenes and eval instances come from run folders and downloads, which are data."""
     path = checked_path(args, must_exist=True)
     with contextlib.redirect_stdout(io.StringIO()):
-        bpy.ops.wm.open_mainfile(filepath=path)
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False, use_scripts=False)
     return {"path": path, "objects": len(bpy.data.objects)}
 
 
@@ -948,10 +1074,11 @@ def dispatch(request):
 
 
 def dispatch_timed(request):
-    if "__garbage__" in request:
-        return error_reply(None, "bad_frame", "frame is not valid JSON: %s" % request["__garbage__"])
+    # The type first: `in` on a number raises, and a frame may hold any JSON value.
     if not isinstance(request, dict):
         return error_reply(None, "bad_request", "a request must be a JSON object")
+    if "__garbage__" in request:
+        return error_reply(None, "bad_frame", "frame is not valid JSON: %s" % request["__garbage__"])
     request_id = request.get("id")
     command = request.get("command")
     handler = COMMANDS.get(command)
@@ -987,19 +1114,25 @@ def hello_result(mode):
     }
 
 
-def handshake(conn, token, mode):
-    """Checks the client's hello; returns True when the connection may proceed."""
-    conn.settimeout(HANDSHAKE_TIMEOUT_S)
+def handshake(conn, token, mode, session):
+    """Checks the client's hello: all of it within HANDSHAKE_DEADLINE_S and MAX_HELLO_BYTES.
+    A client with the right token is admitted by taking `session` (the lock held while a
+    client is served), or told it is busy. Returns True when the connection may proceed; the
+    caller then holds `session` and releases it when the client leaves."""
+    deadline = time.monotonic() + HANDSHAKE_DEADLINE_S
     try:
-        request = read_frame(conn)
-    except (FrameError, OSError):
+        request = read_frame(conn, MAX_HELLO_BYTES, deadline)
+    except FrameError as err:
+        conn.settimeout(1.0)
+        send_quietly(conn, error_reply(None, "bad_frame", str(err)))
+        return False
+    except OSError:
         return False
     if not isinstance(request, dict) or request.get("command") != "hello":
         send_quietly(conn, error_reply(None, "auth", "the first frame must be a hello with the worker token"))
         return False
     request_id = request.get("id")
-    offered = request.get("token")
-    if not isinstance(offered, str) or not hmac.compare_digest(offered.encode(), token.encode()):
+    if not token_matches(request.get("token"), token):
         send_quietly(conn, error_reply(request_id, "auth", "wrong token"))
         return False
     if request.get("protocol_version") != PROTOCOL_VERSION:
@@ -1008,9 +1141,31 @@ def handshake(conn, token, mode):
             "client speaks protocol %r, this bridge speaks %d" % (request.get("protocol_version"), PROTOCOL_VERSION),
         ))
         return False
-    conn.settimeout(None)
-    write_frame(conn, {"id": request_id, "ok": True, "result": hello_result(mode)})
+    if not session.acquire(timeout=BUSY_GRACE_S):
+        send_quietly(conn, error_reply(
+            request_id, "busy",
+            "this Blender is serving another viga client; it serves one at a time, try again when that one is done",
+        ))
+        return False
+    try:
+        conn.settimeout(None)
+        write_frame(conn, {"id": request_id, "ok": True, "result": hello_result(mode)})
+    except OSError:
+        session.release()  # gone before it was served: the next client may come in
+        return False
+    except BaseException:
+        session.release()
+        raise
     return True
+
+
+def token_matches(offered, token):
+    """Compares in constant time. The offered string is compared as bytes with surrogates
+    passed through, so a token UTF-8 cannot encode (a lone surrogate) is refused like any
+    wrong one instead of raising."""
+    if not isinstance(offered, str):
+        return False
+    return hmac.compare_digest(offered.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
 def send_quietly(conn, value):
@@ -1022,7 +1177,7 @@ def listen(port):
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
-    server.listen(4)
+    server.listen(MAX_PENDING_HANDSHAKES)
     return server
 
 
@@ -1060,16 +1215,96 @@ def serve_connection(conn, handle, allow_shutdown=True):
             return True
 
 
-def serve_forever(token, port, mode, handle):
-    server = listen(port)
-    announce(server, mode)
-    keep_going = True
-    while keep_going:
-        conn, _ = server.accept()
+class Gatekeeper:
+    """Accepts connections on a network thread of its own. Each client says hello on a
+    short-lived thread, so one that is slow, silent or hostile before authenticating holds
+    nothing but that thread, for HANDSHAKE_DEADLINE_S at most. An admitted client is handed
+    to `serve`, which must call leave() once it is done with it."""
+
+    def __init__(self, server, token, mode, serve):
+        self.server = server
+        self.token = token
+        self.mode = mode
+        self.serve = serve
+        self.session = threading.Lock()
+        self.greeting = threading.BoundedSemaphore(MAX_PENDING_HANDSHAKES)
+
+    def start(self):
+        thread = threading.Thread(target=self.accept_forever, name="viga-bridge-network", daemon=True)
+        thread.start()
+        return thread
+
+    def accept_forever(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                if self.server.fileno() < 0:
+                    return  # the socket was closed: the bridge is stopping
+                time.sleep(0.1)  # out of file descriptors, say: serve again once that passes
+                continue
+            if not self.greeting.acquire(blocking=False):
+                close_quietly(conn)  # as many strangers as may say hello at once are already here
+                continue
+            try:
+                threading.Thread(target=self.greet, args=(conn,), name="viga-bridge-hello", daemon=True).start()
+            except RuntimeError:  # no thread to be had: this client is turned away
+                self.greeting.release()
+                close_quietly(conn)
+
+    def greet(self, conn):
+        admitted = False
+        try:
+            admitted = handshake(conn, self.token, self.mode, self.session)
+        except Exception:  # noqa: BLE001 - nothing a client sends before the token may end the service
+            traceback.print_exc()
+        finally:
+            self.greeting.release()
+        if admitted:
+            self.serve(conn)
+        else:
+            close_quietly(conn)
+
+    def leave(self):
+        """The served client is gone: the next one may be admitted."""
+        self.session.release()
+
+    def stop(self):
+        """Stops accepting; shutdown() first, since close() alone does not wake accept()."""
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
+        close_quietly(self.server)
+
+
+def close_quietly(sock):
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+def serve_admitted(gate, conn, handle, allow_shutdown):
+    """Serves an admitted client until it leaves, then lets the next one in. Returns False
+    when the client asked the bridge to shut down."""
+    try:
         with conn:
-            if handshake(conn, token, mode):
-                keep_going = serve_connection(conn, handle)
-    server.close()
+            return serve_connection(conn, handle, allow_shutdown)
+    except Exception:  # noqa: BLE001 - one bad client must never end the service
+        traceback.print_exc()
+        return True
+    finally:
+        gate.leave()
+
+
+def serve_forever(token, port, mode, handle):
+    """Serves on the main thread (bpy wants every call there): the gatekeeper's threads
+    admit clients, and the main thread serves them one at a time."""
+    server = listen(port)
+    admitted = queue.Queue()
+    gate = Gatekeeper(server, token, mode, admitted.put)
+    gate.start()
+    announce(server, mode)
+    while serve_admitted(gate, admitted.get(), handle, allow_shutdown=True):
+        pass
+    gate.stop()
 
 
 class MainThreadQueue:
@@ -1117,28 +1352,21 @@ class MainThreadQueue:
 
 
 def start_queue_server(token, port, mode):
-    """Starts the network thread; returns (queue, server socket, port, thread)."""
+    """Starts the network thread; returns (queue, server socket, port, thread). The thread
+    ends when the server socket is closed (the add-on is disabled, or a client asked for a
+    shutdown where that is allowed)."""
     work = MainThreadQueue()
     server = listen(port)
     bound_port = server.getsockname()[1]
     allow_shutdown = mode != "addon"
 
-    def network_loop():
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return  # the socket was closed: the add-on is being disabled
-            try:
-                with conn:
-                    if handshake(conn, token, mode) and not serve_connection(conn, work.submit, allow_shutdown):
-                        break
-            except Exception:  # noqa: BLE001 - one bad client must never end the service
-                traceback.print_exc()
-        server.close()
+    def serve(conn):
+        # On the hello thread: requests go through the queue to the main thread.
+        if not serve_admitted(gate, conn, work.submit, allow_shutdown):
+            gate.stop()
 
-    thread = threading.Thread(target=network_loop, name="viga-bridge-network", daemon=True)
-    thread.start()
+    gate = Gatekeeper(server, token, mode, serve)
+    thread = gate.start()
     return work, server, bound_port, thread
 
 

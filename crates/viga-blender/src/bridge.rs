@@ -47,11 +47,15 @@ pub fn write_embedded_script(
         return Ok(path);
     }
     std::fs::create_dir_all(&dir)?;
-    // Written under a unique name, then renamed: processes starting at once never read a
-    // half-written file.
-    let partial = dir.join(format!("{file_name}.{}.partial", std::process::id()));
-    std::fs::write(&partial, source)?;
-    std::fs::rename(&partial, &path)?;
+    // Written under a name unique to this call, then renamed: workers starting at once, in
+    // one process or several, never read a half-written file (a name unique per process
+    // only let two threads write the same file while one renamed it).
+    let mut partial = tempfile::Builder::new()
+        .prefix(file_name)
+        .suffix(".partial")
+        .tempfile_in(&dir)?;
+    std::io::Write::write_all(&mut partial, source.as_bytes())?;
+    partial.persist(&path).map_err(|err| err.error)?;
     Ok(path)
 }
 

@@ -27,10 +27,24 @@ pub enum CallError {
     Frame(#[from] FrameError),
     #[error("{}", .0.message)]
     Fault(BridgeFault),
+    /// A whole reply arrived but cannot be read (not UTF-8, not JSON, not a reply's shape).
+    /// The stream is still in step: the next request gets the next reply.
     #[error("{0}")]
     Malformed(String),
+    /// A reply answered another request: the stream is out of step.
+    #[error("{0}")]
+    OutOfStep(String),
     #[error("the connection is unusable after an earlier failure ({0})")]
     Poisoned(String),
+}
+
+impl CallError {
+    /// Whether the connection can carry the next request: the bridge answered this one,
+    /// with a refusal or with a reply that could not be read. Anything else (a timeout, a
+    /// broken or out-of-step stream) leaves a reply that may still arrive, or none at all.
+    pub fn leaves_connection_usable(&self) -> bool {
+        matches!(self, Self::Fault(_) | Self::Malformed(_))
+    }
 }
 
 #[derive(Debug)]
@@ -179,7 +193,7 @@ async fn exchange(
         Ok(Ok(bytes)) => decode_reply(id, &bytes, busy_us),
     };
     if let Err(err) = &outcome
-        && !matches!(err, CallError::Fault(_))
+        && !err.leaves_connection_usable()
     {
         connection.poisoned = Some(err.to_string());
     }
@@ -198,7 +212,7 @@ fn decode_reply(id: u64, bytes: &[u8], busy_us: &AtomicU64) -> Result<Value, Cal
         return Err(CallError::Fault(fault));
     }
     if reply.id != Some(id) {
-        return Err(CallError::Malformed(format!(
+        return Err(CallError::OutOfStep(format!(
             "reply id {:?} does not match request id {id}",
             reply.id
         )));
@@ -230,11 +244,13 @@ pub(crate) fn transport_error(
             reason: LostReason::Timeout(limit),
             recovery,
         },
-        other @ (CallError::Frame(_) | CallError::Poisoned(_)) => TransportError::Lost {
-            command,
-            reason: LostReason::Disconnected(other.to_string()),
-            recovery,
-        },
+        other @ (CallError::Frame(_) | CallError::OutOfStep(_) | CallError::Poisoned(_)) => {
+            TransportError::Lost {
+                command,
+                reason: LostReason::Disconnected(other.to_string()),
+                recovery,
+            }
+        }
     }
 }
 
@@ -256,5 +272,82 @@ impl BlenderTransport for FramedClient {
             "bridge at {} (Blender {}, {} mode)",
             self.address, self.hello.blender_version, self.hello.mode
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A stand-in bridge: answers the hello, then each later request with the next of
+    /// `replies` (raw frame bodies).
+    async fn fake_bridge(replies: Vec<Vec<u8>>) -> SocketAddr {
+        let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            read_frame(&mut stream, MAX_REQUEST_BYTES).await.unwrap();
+            let hello = json!({"id": 0, "ok": true, "result": {
+                "protocol_version": PROTOCOL_VERSION, "blender_version": "5.0.1",
+                "capabilities": [], "pid": 1, "mode": "serve"}});
+            write_frame(&mut stream, &hello, MAX_REPLY_BYTES)
+                .await
+                .unwrap();
+            for reply in replies {
+                read_frame(&mut stream, MAX_REQUEST_BYTES).await.unwrap();
+                let mut frame = (reply.len() as u32).to_be_bytes().to_vec();
+                frame.extend_from_slice(&reply);
+                tokio::io::AsyncWriteExt::write_all(&mut stream, &frame)
+                    .await
+                    .unwrap();
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_reply_is_refused_and_the_connection_carries_on() {
+        let replies = vec![
+            br#"{"id": 1, "ok": true, "result": NaN}"#.to_vec(),
+            b"\xff\xfe not utf-8".to_vec(),
+            br#"{"id": 3, "ok": true, "result": {"pong": true}}"#.to_vec(),
+        ];
+        let address = fake_bridge(replies).await;
+        let client = FramedClient::connect(address, "token", Duration::from_secs(5))
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let err = client.call(BridgeCommand::Ping, None).await.unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    TransportError::MalformedReply {
+                        command: "ping",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+        }
+        let pong = client.call(BridgeCommand::Ping, None).await.unwrap();
+        assert_eq!(pong, json!({"pong": true}));
+    }
+
+    #[tokio::test]
+    async fn a_reply_to_another_request_puts_the_connection_out_of_use() {
+        let replies = vec![br#"{"id": 7, "ok": true, "result": {}}"#.to_vec()];
+        let address = fake_bridge(replies).await;
+        let client = FramedClient::connect(address, "token", Duration::from_secs(5))
+            .await
+            .unwrap();
+        let err = client.call(BridgeCommand::Ping, None).await.unwrap_err();
+        assert!(matches!(err, TransportError::Lost { .. }), "{err}");
+        let again = client.request(BridgeCommand::Ping, None).await.unwrap_err();
+        assert!(matches!(again, CallError::Poisoned(_)), "{again}");
     }
 }

@@ -91,7 +91,8 @@ pub enum TransportError {
     /// version.
     #[error("the bridge refused the handshake ({kind:?}): {message}")]
     HandshakeRefused { kind: FaultKind, message: String },
-    /// A reply did not have the shape its command promises: a bug, in the bridge or here.
+    /// A reply could not be read, or did not have the shape its command promises: a bug, in
+    /// the bridge or here. The worker is fine; its connection carries on.
     #[error("malformed reply to `{command}`: {message}")]
     MalformedReply {
         command: &'static str,

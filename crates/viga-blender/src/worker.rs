@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use rand::RngCore as _;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::Mutex;
 use viga_protocol::bridge::{BridgeCommand, HelloInfo, PARENT_PID_ENV, READY_MARKER, TOKEN_ENV};
@@ -27,6 +27,10 @@ use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
 
 /// Lines of Blender's error output kept for crash reports.
 const STDERR_TAIL_LINES: usize = 40;
+/// The longest line of Blender's output viga keeps. A program can write to the process's
+/// own stdout without a newline for as long as it likes; the rest of such a line is skipped
+/// as it arrives instead of piling up in viga's memory.
+const MAX_OUTPUT_LINE_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -216,7 +220,10 @@ impl BlenderTransport for Worker {
                 }
                 Ok(value)
             }
-            Err(err @ CallError::Fault(_)) => Err(transport_error(name, err, Recovery::None)),
+            // The bridge answered (a refusal, or a reply viga cannot read): Blender is fine.
+            Err(err) if err.leaves_connection_usable() => {
+                Err(transport_error(name, err, Recovery::None))
+            }
             Err(err) => {
                 let reason = lost_reason(running, &err).await;
                 let _ = running.child.kill().await;
@@ -284,7 +291,7 @@ async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Runnin
         .stdout
         .take()
         .ok_or_else(|| TransportError::Start("Blender's output could not be read".to_owned()))?;
-    let mut lines = BufReader::new(stdout).lines();
+    let mut lines = OutputLines::new(stdout);
     let ready = wait_for_port(config, &mut child, &mut lines, &stderr_tail).await?;
     log_stdout(lines, config.name.clone());
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, ready.port));
@@ -330,7 +337,7 @@ fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<Str
         let tail = Arc::clone(&stderr_tail);
         let name = name.to_owned();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
+            let mut lines = OutputLines::new(stderr);
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(target: "viga_blender::stderr", worker = %name, "{line}");
                 if let Ok(mut tail) = tail.lock() {
@@ -350,7 +357,7 @@ fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<Str
 async fn wait_for_port(
     config: &WorkerConfig,
     child: &mut Child,
-    lines: &mut Lines<BufReader<ChildStdout>>,
+    lines: &mut OutputLines<ChildStdout>,
     stderr_tail: &SyncMutex<VecDeque<String>>,
 ) -> Result<Ready, TransportError> {
     match tokio::time::timeout(config.startup_timeout, wait_for_ready(lines)).await {
@@ -380,7 +387,7 @@ async fn wait_for_port(
 }
 
 /// Logs the rest of Blender's standard output, so the pipe never fills up and blocks it.
-fn log_stdout(mut lines: Lines<BufReader<ChildStdout>>, name: String) {
+fn log_stdout(mut lines: OutputLines<ChildStdout>, name: String) {
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
             tracing::debug!(target: "viga_blender::stdout", worker = %name, "{line}");
@@ -388,7 +395,7 @@ fn log_stdout(mut lines: Lines<BufReader<ChildStdout>>, name: String) {
     });
 }
 
-async fn wait_for_ready(lines: &mut Lines<BufReader<ChildStdout>>) -> Option<Ready> {
+async fn wait_for_ready(lines: &mut OutputLines<ChildStdout>) -> Option<Ready> {
     while let Ok(Some(line)) = lines.next_line().await {
         match line.strip_prefix(READY_MARKER) {
             Some(json) => return serde_json::from_str(json).ok(),
@@ -398,8 +405,79 @@ async fn wait_for_ready(lines: &mut Lines<BufReader<ChildStdout>>) -> Option<Rea
     None
 }
 
+/// Blender's output line by line, each line cut at [`MAX_OUTPUT_LINE_BYTES`].
+#[derive(Debug)]
+struct OutputLines<R> {
+    reader: BufReader<R>,
+}
+
+impl<R: AsyncRead + Unpin> OutputLines<R> {
+    fn new(output: R) -> Self {
+        Self {
+            reader: BufReader::new(output),
+        }
+    }
+
+    /// The next line without its line break (lossy UTF-8; a cut line says so), or None at
+    /// the end of the output.
+    async fn next_line(&mut self) -> std::io::Result<Option<String>> {
+        let mut kept = Vec::new();
+        let mut cut = false;
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                let partial_last_line = !kept.is_empty() || cut;
+                return Ok(partial_last_line.then(|| line_text(&kept, cut)));
+            }
+            let newline = available.iter().position(|byte| *byte == b'\n');
+            let part = &available[..newline.unwrap_or(available.len())];
+            let room = MAX_OUTPUT_LINE_BYTES - kept.len();
+            cut |= part.len() > room;
+            kept.extend_from_slice(&part[..part.len().min(room)]);
+            let used = newline.map_or(available.len(), |at| at + 1);
+            self.reader.consume(used);
+            if newline.is_some() {
+                return Ok(Some(line_text(&kept, cut)));
+            }
+        }
+    }
+}
+
+fn line_text(bytes: &[u8], cut: bool) -> String {
+    let mut line = String::from_utf8_lossy(bytes).into_owned();
+    if line.ends_with('\r') {
+        line.pop();
+    }
+    if cut {
+        line.push_str(" [viga: line cut]");
+    }
+    line
+}
+
 fn random_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn output_lines_are_cut_at_the_limit_and_the_rest_skipped() {
+        let long = "x".repeat(MAX_OUTPUT_LINE_BYTES * 3);
+        let output = format!("first\r\n{long}\nlast");
+        let mut lines = OutputLines::new(output.as_bytes());
+        assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("first"));
+        let cut = lines.next_line().await.unwrap().unwrap();
+        assert!(
+            cut.ends_with(" [viga: line cut]"),
+            "{}",
+            &cut[cut.len() - 40..]
+        );
+        assert_eq!(cut.len(), MAX_OUTPUT_LINE_BYTES + " [viga: line cut]".len());
+        assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("last"));
+        assert_eq!(lines.next_line().await.unwrap(), None);
+    }
 }

@@ -45,7 +45,6 @@ use viga_skills::scene::summarize;
 
 use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder, timestamp};
 use crate::prompts::fill;
-use crate::run::Interrupt;
 use crate::{CoreError, Prompts, ProviderTranslator, RunHandle, RunLink, slug};
 
 use self::tools::{CallOutcome, ToolBelt};
@@ -162,10 +161,7 @@ pub fn is_agent_run(run_folder: &Path) -> bool {
 /// An agent run's settings, from its folder.
 pub fn read_config(run_folder: &Path) -> Result<AgentConfig, CoreError> {
     let path = run_folder.join(ARGS_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|err| CoreError::Io {
-        path: path.clone(),
-        message: err.to_string(),
-    })?;
+    let text = std::fs::read_to_string(&path).map_err(|err| CoreError::io(&path, err))?;
     serde_json::from_str(&text)
         .map_err(|err| CoreError::Config(format!("{} is not valid: {err}", path.display())))
 }
@@ -212,8 +208,7 @@ pub async fn start(
     let early: Vec<TimedEvent> = early
         .into_iter()
         .map(|event| log.append(event))
-        .collect::<Result<_, _>>()
-        .map_err(|err| CoreError::Log(format!("cannot write the event log: {err}")))?;
+        .collect::<Result<_, _>>()?;
     let transcript = Transcript {
         request: config.task.clone(),
         addons: addons.ids().into_iter().map(str::to_owned).collect(),
@@ -256,10 +251,7 @@ fn check_settings(config: &AgentConfig) -> Result<(), CoreError> {
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, CoreError> {
-    std::path::absolute(path).map_err(|err| CoreError::Io {
-        path: path.to_path_buf(),
-        message: err.to_string(),
-    })
+    std::path::absolute(path).map_err(|err| CoreError::io(path, err))
 }
 
 /// The registry of the add-ons Blender has, and the problems of those it skipped. No add-on
@@ -303,18 +295,14 @@ fn create_folder(
             root.display()
         )));
     }
-    let io_error = |path: &Path, err: std::io::Error| CoreError::Io {
-        path: path.to_path_buf(),
-        message: err.to_string(),
-    };
+    let io_error = |path: &Path, err: std::io::Error| CoreError::io(path, err);
     std::fs::create_dir_all(&root).map_err(|err| io_error(&root, err))?;
     let args =
         serde_json::to_string_pretty(config).map_err(|err| CoreError::Config(err.to_string()))?;
     let args_path = root.join(ARGS_FILE);
     viga_memory::files::write_atomic(&args_path, args.as_bytes())
         .map_err(|err| io_error(&args_path, err))?;
-    let log = RunLog::create(&root.join(EVENTS_FILE))
-        .map_err(|err| CoreError::Log(format!("cannot create the event log: {err}")))?;
+    let log = RunLog::create(&root.join(EVENTS_FILE))?;
     Ok((RunFolder::open(&root)?, log))
 }
 
@@ -349,8 +337,8 @@ impl AgentRun {
         let (stop, answer) = match self.converse().await {
             Ok(Ending::Answered(text)) => (StopReason::Accepted, Some(text)),
             Ok(Ending::OutOfSteps) => (StopReason::MaxIterations, None),
-            Err(Interrupt::Cancelled) => (StopReason::Cancelled, None),
-            Err(Interrupt::Fatal(message)) => (StopReason::Failed { message }, None),
+            Err(CoreError::Cancelled) => (StopReason::Cancelled, None),
+            Err(err) => (StopReason::failed(err.to_string(), err.kind()), None),
         };
         self.transcript.answer.clone_from(&answer);
         if let Err(err) = self.write_transcript() {
@@ -365,9 +353,7 @@ impl AgentRun {
             stop: stop.clone(),
             iterations: self.steps_taken,
         };
-        if let Err(Interrupt::Fatal(message)) = self.emit(finished) {
-            return Err(CoreError::Log(message));
-        }
+        self.emit(finished)?;
         Ok(AgentOutcome {
             stop,
             steps: self.steps_taken,
@@ -378,14 +364,14 @@ impl AgentRun {
 
     /// The opening message, then one model call per step, each followed by its tool calls,
     /// until the model answers or the steps run out.
-    async fn converse(&mut self) -> Result<Ending, Interrupt> {
+    async fn converse(&mut self) -> Result<Ending, CoreError> {
         if !self.config.attached {
             self.belt.record_base_step().await?;
         }
         let mut messages = vec![ChatMessage::user_text(self.opening().await?)];
         for step in 1..=self.config.max_steps {
             if self.link.is_cancelled() {
-                return Err(Interrupt::Cancelled);
+                return Err(CoreError::Cancelled);
             }
             self.follow_addon_changes().await?;
             let response = self.ask(step, &messages).await?;
@@ -402,7 +388,7 @@ impl AgentRun {
     /// Asks Blender which add-ons it has now: one enabled or disabled since the last turn
     /// appears in (or leaves) this turn's tools and system prompt, without a restart. A
     /// listing that fails keeps the add-ons known so far.
-    async fn follow_addon_changes(&mut self) -> Result<(), Interrupt> {
+    async fn follow_addon_changes(&mut self) -> Result<(), CoreError> {
         let folder = self.config.addons_folder.clone();
         let change = match self
             .addons
@@ -424,7 +410,7 @@ impl AgentRun {
             self.config.render,
             Arc::clone(&self.translator),
         )
-        .map_err(Interrupt::Fatal)?;
+        .map_err(CoreError::Config)?;
         self.system = fill(SYSTEM_PROMPT, &[("addons", self.addons.prompt_section())]);
         self.transcript.addons = self.addons.ids().into_iter().map(str::to_owned).collect();
         self.transcript.tools = self.belt.names();
@@ -435,12 +421,12 @@ impl AgentRun {
 
     /// The request and the scene as it is, so the first step already knows every object's
     /// exact name.
-    async fn opening(&mut self) -> Result<String, Interrupt> {
+    async fn opening(&mut self) -> Result<String, CoreError> {
         let scene = self
             .blender
             .scene_info(0, OPENING_SCENE_OBJECTS)
             .await
-            .map_err(crate::run::blender_interrupt)?;
+            .map_err(|err| CoreError::blender("Blender could not describe the scene", err))?;
         self.transcript.opening_scene = summarize(&scene);
         self.write_transcript()?;
         Ok(format!(
@@ -454,7 +440,7 @@ impl AgentRun {
         &mut self,
         step: u32,
         messages: &[ChatMessage],
-    ) -> Result<ModelResponse, Interrupt> {
+    ) -> Result<ModelResponse, CoreError> {
         let mut request =
             ModelRequest::for_role(ModelRole::Agent, self.system.clone(), messages.to_vec());
         request.tools = self.belt.specs();
@@ -464,8 +450,7 @@ impl AgentRun {
         let response = self
             .link
             .until_cancelled(async move { provider.complete(&request).await })
-            .await?
-            .map_err(|err| Interrupt::Fatal(format!("model call failed: {err}")))?;
+            .await??;
         self.steps_taken = step;
         self.emit(RunEvent::ModelCalled {
             index: step,
@@ -485,7 +470,7 @@ impl AgentRun {
         &mut self,
         step: u32,
         response: &ModelResponse,
-    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>), Interrupt> {
+    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>), CoreError> {
         let mut assistant = Vec::new();
         if !response.text.trim().is_empty() {
             assistant.push(ContentPart::text(response.text.clone()));
@@ -498,7 +483,7 @@ impl AgentRun {
         let mut results = Vec::new();
         for call in &response.tool_calls {
             if self.link.is_cancelled() {
-                return Err(Interrupt::Cancelled);
+                return Err(CoreError::Cancelled);
             }
             assistant.push(ContentPart::ToolCall(call.clone()));
             let (record, result) = self.run_call(step, call).await?;
@@ -522,7 +507,7 @@ impl AgentRun {
         &mut self,
         step: u32,
         call: &ToolCall,
-    ) -> Result<(CommandRecord, ToolResult), Interrupt> {
+    ) -> Result<(CommandRecord, ToolResult), CoreError> {
         if self.belt.is_look(&call.name) {
             self.belt.keep_renders_in(self.folder.renders_dir(step)?);
         }
@@ -546,7 +531,7 @@ impl AgentRun {
                 // The bridge's own reply, as JSON: the model reads the scene after its
                 // command as data.
                 result.text = serde_json::to_string(&reply).map_err(|err| {
-                    Interrupt::Fatal(format!("the add-on reply cannot be sent on: {err}"))
+                    CoreError::Tool(format!("the add-on reply cannot be sent on: {err}"))
                 })?;
                 record.result = reply.result;
                 record.scene = reply.scene;
@@ -574,7 +559,7 @@ impl AgentRun {
         &mut self,
         step: u32,
         renders: &[CapturedRender],
-    ) -> Result<Vec<String>, Interrupt> {
+    ) -> Result<Vec<String>, CoreError> {
         let mut ids = Vec::with_capacity(renders.len());
         for render in renders {
             let kept = render
@@ -617,11 +602,8 @@ impl AgentRun {
         self.folder.write_json(TRANSCRIPT_FILE, &self.transcript)
     }
 
-    fn emit(&mut self, event: RunEvent) -> Result<(), Interrupt> {
-        let timed = self
-            .log
-            .append(event)
-            .map_err(|err| Interrupt::Fatal(format!("cannot write the event log: {err}")))?;
+    fn emit(&mut self, event: RunEvent) -> Result<(), CoreError> {
+        let timed = self.log.append(event)?;
         self.link.send(timed);
         Ok(())
     }

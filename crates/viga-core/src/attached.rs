@@ -37,16 +37,18 @@ pub async fn start_on_user_scene(
     check_settings(&config)?;
     let prompts = Prompts::load(config.prompts_dir.as_deref())?;
     let folder = RunFolder::create(output_root, &config)?;
-    let snapshot =
-        std::path::absolute(folder.root().join(BASE_SNAPSHOT)).map_err(|err| CoreError::Io {
-            path: folder.root().join(BASE_SNAPSHOT),
-            message: err.to_string(),
-        })?;
+    let snapshot = std::path::absolute(folder.root().join(BASE_SNAPSHOT))
+        .map_err(|err| CoreError::io(folder.root().join(BASE_SNAPSHOT), err))?;
     user.save_blend(&snapshot.to_string_lossy())
         .await
-        .map_err(|err| CoreError::Io {
-            path: snapshot.clone(),
-            message: format!("Blender could not save a copy of the open scene: {err}"),
+        .map_err(|err| {
+            CoreError::blender(
+                format!(
+                    "Blender could not save a copy of the open scene to {}",
+                    snapshot.display()
+                ),
+                err,
+            )
         })?;
     config.base_blend = Some(snapshot);
     start_in(folder, prompts, config, provider, worker)
@@ -62,15 +64,17 @@ pub async fn apply_to_user_scene(
     let folder = RunFolder::open(run_folder)?;
     let config = folder.read_args()?;
     let path = folder.final_program_path();
-    let code = std::fs::read_to_string(&path).map_err(|err| CoreError::Io {
-        path: path.clone(),
-        message: format!(
-            "{err}; the run produced no program that ran, so there is nothing to apply"
-        ),
-    })?;
+    if !path.exists() {
+        return Err(CoreError::Config(format!(
+            "{} has no {}: the run produced no program that ran, so there is nothing to apply",
+            run_folder.display(),
+            crate::folder::FINAL_PROGRAM
+        )));
+    }
+    let code = std::fs::read_to_string(&path).map_err(|err| CoreError::io(&path, err))?;
     user.apply_program(&code, &undo_name(&config.task), None)
         .await
-        .map_err(|err| CoreError::Config(format!("Blender could not apply the result: {err}")))
+        .map_err(|err| CoreError::blender("Blender could not apply the result", err))
 }
 
 /// `viga: <task>`, cut to a length Blender's undo history shows whole.

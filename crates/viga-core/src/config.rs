@@ -2,9 +2,18 @@
 //! exactly the settings the run started with.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use viga_protocol::bridge::{RenderEngine, RenderSpec};
+use viga_protocol::event::ModelRole;
+
+/// The longest a program may run before it is stopped, unless the run says otherwise.
+pub const DEFAULT_PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Limits a run's program timeout is checked against: below a second nothing real runs,
+/// and a day is long past anything a scene program needs.
+const PROGRAM_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(86_400));
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,7 +49,51 @@ pub struct RunConfig {
     pub model: String,
     #[serde(default)]
     pub prompts_dir: Option<PathBuf>,
-    pub max_tokens: u32,
+    /// Output-token cap of the generator's replies (programs and fast fixes), which hold
+    /// whole scene programs. Called `max_tokens` in run folders written before the caps
+    /// were per role.
+    #[serde(alias = "max_tokens")]
+    pub generator_max_tokens: u32,
+    /// Output-token cap of the plan before each program.
+    #[serde(default = "default_planner_max_tokens")]
+    pub planner_max_tokens: u32,
+    /// Output-token cap of each verifier turn: a few sentences and a tool call. A model that
+    /// falls into repeating itself is cut off here instead of running on for thousands of
+    /// tokens.
+    #[serde(default = "default_verifier_max_tokens")]
+    pub verifier_max_tokens: u32,
+    /// How long one program may run in Blender before it is stopped (and Blender
+    /// restarted); the model hears it as a failure it can fix. Seconds in `args.json`.
+    #[serde(with = "seconds", default = "default_program_timeout")]
+    pub program_timeout: Duration,
+}
+
+fn default_planner_max_tokens() -> u32 {
+    1024
+}
+
+fn default_verifier_max_tokens() -> u32 {
+    1024
+}
+
+fn default_program_timeout() -> Duration {
+    DEFAULT_PROGRAM_TIMEOUT
+}
+
+/// A duration as (possibly fractional) seconds.
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize as _, Deserializer, Serializer, de::Error as _};
+
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(duration.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let seconds = f64::deserialize(deserializer)?;
+        Duration::try_from_secs_f64(seconds).map_err(D::Error::custom)
+    }
 }
 
 impl RunConfig {
@@ -70,7 +123,19 @@ impl RunConfig {
             provider: String::new(),
             model: String::new(),
             prompts_dir: None,
-            max_tokens: 4096,
+            generator_max_tokens: 4096,
+            planner_max_tokens: default_planner_max_tokens(),
+            verifier_max_tokens: default_verifier_max_tokens(),
+            program_timeout: DEFAULT_PROGRAM_TIMEOUT,
+        }
+    }
+
+    /// The output-token cap of a reply in `role`.
+    pub fn max_output_tokens(&self, role: ModelRole) -> u32 {
+        match role {
+            ModelRole::Planner => self.planner_max_tokens,
+            ModelRole::Verifier => self.verifier_max_tokens,
+            _ => self.generator_max_tokens,
         }
     }
 
@@ -92,6 +157,23 @@ impl RunConfig {
             || self.render.height > 8192
         {
             problems.push("render width and height must be between 1 and 8192".to_owned());
+        }
+        let (shortest, longest) = PROGRAM_TIMEOUT_RANGE;
+        if !(shortest..=longest).contains(&self.program_timeout) {
+            problems.push(format!(
+                "the program timeout (--program-timeout) must be between {} s and {} s",
+                shortest.as_secs(),
+                longest.as_secs()
+            ));
+        }
+        if [
+            self.generator_max_tokens,
+            self.planner_max_tokens,
+            self.verifier_max_tokens,
+        ]
+        .contains(&0)
+        {
+            problems.push("every output-token cap must be at least 1".to_owned());
         }
         if self.verifier_max_turns == 0 {
             problems.push("verifier_max_turns must be at least 1".to_owned());
@@ -129,5 +211,49 @@ pub fn slug(text: &str) -> String {
         "task".to_owned()
     } else {
         slug
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_folders_written_before_per_role_caps_still_resume() {
+        let mut old = serde_json::to_value(RunConfig::new("a crate")).unwrap();
+        let settings = old.as_object_mut().unwrap();
+        for newer in [
+            "generator_max_tokens",
+            "planner_max_tokens",
+            "verifier_max_tokens",
+            "program_timeout",
+        ] {
+            settings.remove(newer);
+        }
+        settings.insert("max_tokens".into(), 2048.into());
+        let read: RunConfig = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            (
+                read.max_output_tokens(ModelRole::Generator),
+                read.max_output_tokens(ModelRole::FastFix),
+                read.max_output_tokens(ModelRole::Planner),
+                read.max_output_tokens(ModelRole::Verifier),
+                read.program_timeout,
+            ),
+            (2048, 2048, 1024, 1024, DEFAULT_PROGRAM_TIMEOUT)
+        );
+    }
+
+    #[test]
+    fn the_program_timeout_is_seconds_in_args_json_and_checked() {
+        let mut config = RunConfig::new("a crate");
+        config.program_timeout = Duration::from_millis(2500);
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(json["program_timeout"], 2.5);
+        assert_eq!(serde_json::from_value::<RunConfig>(json).unwrap(), config);
+        config.program_timeout = Duration::from_millis(100);
+        config.verifier_max_tokens = 0;
+        let problems = config.problems().join("\n");
+        assert!(problems.contains("--program-timeout") && problems.contains("output-token cap"));
     }
 }

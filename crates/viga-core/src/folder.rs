@@ -43,10 +43,7 @@ pub struct RunFolder {
 }
 
 fn io(path: &Path, err: std::io::Error) -> CoreError {
-    CoreError::Io {
-        path: path.to_path_buf(),
-        message: err.to_string(),
-    }
+    CoreError::io(path, err)
 }
 
 impl RunFolder {

@@ -67,9 +67,7 @@ impl<O: Send + 'static, F> RunHandle<O, F> {
     /// The run's outcome, once it has ended. `Err` only when the run's task itself failed
     /// (it panicked or the runtime shut down), or a loop run could not write its last event.
     pub async fn wait(self) -> Result<O, CoreError> {
-        self.task
-            .await
-            .map_err(|err| CoreError::Task(err.to_string()))?
+        self.task.await.map_err(CoreError::Task)?
     }
 }
 

@@ -9,9 +9,12 @@
 //!
 //! **Owns:** the generator (plan, then code; the first fenced Python block wins) and the
 //! verifier (canonical views, tools, verdict); fast retry of E1/E2 failures with seed 002's
-//! prompt (at most `max_fast_retries`, retries are not iterations, `retry_count` recorded);
-//! escalation of E0 to the worker supervisor; stop conditions (verifier acceptance, the
-//! iteration budget, cancellation); the run folder, written as events arrive; resume.
+//! prompt (at most `max_fast_retries`, retries are not iterations, `retry_count` recorded),
+//! programs stopped at the program timeout included; Blender lost in any phase, restarted by
+//! the worker supervisor, the scene rebuilt and the phase done again; stop conditions
+//! (verifier acceptance, the iteration budget, cancellation, failures nothing can fix, each
+//! with its [`FailureKind`](viga_protocol::event::FailureKind)); the run folder, written as
+//! events arrive; resume.
 //!
 //! **Must not:** parse command lines, print to a terminal, or know which provider or Blender
 //! transport it was given: both come in as trait objects.
@@ -32,54 +35,49 @@
 pub mod addon_agent;
 pub mod attached;
 mod config;
+mod error;
+mod excerpt;
 mod extract;
 pub mod folder;
 mod handle;
+mod program;
 mod prompts;
+mod recover;
 pub mod report;
 mod run;
 mod scores;
+mod shrink;
 mod translate;
 mod verify;
+mod watch;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use viga_blender::BlenderTransport;
 use viga_memory::{Memory, RunLog, iterations_in, read_run_log};
 use viga_protocol::PROTOCOL_VERSION;
 use viga_protocol::event::{RunEvent, StopReason};
+use viga_protocol::iteration::FailureClass;
 use viga_protocol::message::ImageData;
 use viga_provider::Provider;
 
-pub use config::{RunConfig, slug};
+pub use config::{DEFAULT_PROGRAM_TIMEOUT, RunConfig, slug};
+pub use error::{CoreError, blender_failure_kind, provider_failure_kind};
 pub use extract::first_python_block;
 pub use folder::RunFolder;
 pub use handle::{Cancelled, Canceller, RunHandle, RunLink};
+pub use program::{BLENDER_CRASH_ERROR, PROGRAM_TIMEOUT_ERROR};
 pub use prompts::Prompts;
 pub use run::RunOutcome;
 pub use scores::{IterationScores, Scores};
 pub use translate::ProviderTranslator;
 
 use crate::run::Run;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CoreError {
-    #[error("{0}")]
-    Config(String),
-    #[error("{}: {message}", path.display())]
-    Io { path: PathBuf, message: String },
-    #[error("the run log could not be read or written: {0}")]
-    Log(String),
-    #[error("the run task failed: {0}")]
-    Task(String),
-}
+use crate::watch::WatchedBlender;
 
 fn read_target(path: &Path) -> Result<ImageData, CoreError> {
-    let data = std::fs::read(path).map_err(|err| CoreError::Io {
-        path: path.to_path_buf(),
-        message: err.to_string(),
-    })?;
+    let data = std::fs::read(path).map_err(|err| CoreError::io(path, err))?;
     let media_type = match path
         .extension()
         .and_then(|e| e.to_str())
@@ -93,10 +91,6 @@ fn read_target(path: &Path) -> Result<ImageData, CoreError> {
         media_type: media_type.to_owned(),
         data,
     })
-}
-
-fn log_error(err: viga_memory::MemoryError) -> CoreError {
-    CoreError::Log(err.to_string())
 }
 
 /// Starts a new run in a new folder under `output_root`.
@@ -139,8 +133,8 @@ fn start_in(
         }
         None => None,
     };
-    let log = RunLog::create(&folder.events_path()).map_err(log_error)?;
-    let mut memory = Memory::new(Run::memory_config(&config)).map_err(log_error)?;
+    let log = RunLog::create(&folder.events_path())?;
+    let mut memory = Memory::new(Run::memory_config(&config))?;
     memory.set_anchor(Run::anchor(&config, target.as_ref()));
     launch(
         config, prompts, provider, blender, folder, log, memory, target, 1, None,
@@ -166,7 +160,7 @@ pub fn resume(
     if let Some(max) = max_iterations {
         config.max_iterations = max;
     }
-    let contents = read_run_log(&folder.events_path()).map_err(log_error)?;
+    let contents = read_run_log(&folder.events_path())?;
     let accepted = contents.events.iter().any(|e| {
         matches!(
             &e.event,
@@ -199,14 +193,15 @@ pub fn resume(
         None
     };
     let anchor = Run::anchor(&config, target.as_ref());
-    let memory = Memory::rebuild(Run::memory_config(&config), Some(anchor), records.clone())
-        .map_err(log_error)?;
+    let memory = Memory::rebuild(Run::memory_config(&config), Some(anchor), records.clone())?;
+    // The last program that ran without error, whatever the verifier thought of its scene
+    // (E3; before E3 was recorded, no failure at all).
     let final_code = records
         .iter()
         .rev()
-        .find(|r| r.failure.is_none() && !r.code.is_empty())
+        .find(|r| matches!(r.failure, None | Some(FailureClass::E3)) && !r.code.is_empty())
         .map(|r| r.code.clone());
-    let log = RunLog::open_append(&folder.events_path()).map_err(log_error)?;
+    let log = RunLog::open_append(&folder.events_path())?;
     folder.write_args(&config)?;
     launch(
         config,
@@ -238,15 +233,14 @@ fn launch(
     let root = folder.root().to_path_buf();
     // Logged before anything is spawned, so a run folder that cannot be written is refused
     // here rather than reported by a run that already started.
-    let started = log
-        .append(RunEvent::RunStarted {
-            run_id: root.display().to_string(),
-            task: config.task.clone(),
-            protocol_version: PROTOCOL_VERSION,
-            resumed_from_iteration: (first_index > 1).then_some(first_index),
-        })
-        .map_err(|err| CoreError::Log(format!("cannot write the event log: {err}")))?;
-    let tools = Run::tool_context(&config, &prompts, &provider, &blender);
+    let started = log.append(RunEvent::RunStarted {
+        run_id: root.display().to_string(),
+        task: config.task.clone(),
+        protocol_version: PROTOCOL_VERSION,
+        resumed_from_iteration: (first_index > 1).then_some(first_index),
+    })?;
+    let blender = Arc::new(WatchedBlender::new(blender));
+    let tools = Run::tool_context(&config, &prompts, &provider, blender.clone());
     let scores = existing_scores(&folder);
     Ok(RunHandle::spawn(root, |link| {
         link.send(started);
@@ -264,6 +258,7 @@ fn launch(
             scores,
             first_index,
             final_code,
+            scene_program: None,
         }
         .run()
     }))

@@ -10,7 +10,7 @@ use std::path::Path;
 use base64::Engine as _;
 use viga_memory::{iterations_in, read_run_log};
 use viga_protocol::event::RunEvent;
-use viga_protocol::iteration::{Feedback, IterationRecord};
+use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord};
 
 use crate::CoreError;
 use crate::addon_agent::{self, AgentConfig, AgentStep, CommandRecord, Transcript};
@@ -22,10 +22,8 @@ use crate::scores::Scores;
 pub fn write_html(run_folder: &Path, out: Option<&Path>) -> Result<std::path::PathBuf, CoreError> {
     let html = render_html(run_folder)?;
     let path = out.map_or_else(|| run_folder.join(REPORT_FILE), Path::to_path_buf);
-    viga_memory::files::write_atomic(&path, html.as_bytes()).map_err(|err| CoreError::Io {
-        path: path.clone(),
-        message: err.to_string(),
-    })?;
+    viga_memory::files::write_atomic(&path, html.as_bytes())
+        .map_err(|err| CoreError::io(&path, err))?;
     Ok(path)
 }
 
@@ -36,7 +34,7 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     }
     let folder = RunFolder::open(run_folder)?;
     let config = folder.read_args()?;
-    let log = read_run_log(&folder.events_path()).map_err(|err| CoreError::Log(err.to_string()))?;
+    let log = read_run_log(&folder.events_path())?;
     let records = iterations_in(&log.events);
     let scores: Option<Scores> = std::fs::read_to_string(folder.root().join(SCORES_FILE))
         .ok()
@@ -120,12 +118,19 @@ fn status_line(html: &mut String, record: &IterationRecord, scores: Option<&Scor
     let loss = scores
         .and_then(|s| s.iterations.iter().find(|i| i.index == record.index))
         .map(|i| format!("photometric loss {:.5}", i.mean));
-    let status = match (&record.failure, record.retry_count) {
-        (Some(failure), retries) => {
-            format!("{failure}: {} ({retries} fast retries)", failure.describe())
-        }
-        (None, 0) => "ran first time".to_owned(),
-        (None, retries) => format!("ran after {retries} fast retries"),
+    let ran = match record.retry_count {
+        0 => "ran first time".to_owned(),
+        retries => format!("ran after {retries} fast retries"),
+    };
+    let status = match record.failure {
+        // The program ran; only the verifier's verdict was no.
+        Some(FailureClass::E3) => format!("{ran}; not accepted (E3)"),
+        Some(failure) => format!(
+            "{failure}: {} ({} fast retries)",
+            failure.describe(),
+            record.retry_count
+        ),
+        None => ran,
     };
     let _ = write!(
         html,
@@ -153,14 +158,8 @@ fn images_block(
         );
     }
     for render_id in &record.render_ids {
-        if let Some(tag) = image_tag(&folder.root().join(render_id), render_id) {
-            let caption = render_id.rsplit('/').next().unwrap_or(render_id);
-            let _ = write!(
-                html,
-                "<figure>{tag}<figcaption>{}</figcaption></figure>",
-                escape(caption)
-            );
-        }
+        let caption = render_id.rsplit('/').next().unwrap_or(render_id);
+        html.push_str(&render_figure(folder, render_id, caption));
     }
     html.push_str("</div>");
 }
@@ -179,11 +178,19 @@ fn retry_errors_block(html: &mut String, retry_errors: &[String]) {
 
 /// The code as a diff against the previous iteration's, then the traceback if it failed.
 fn code_block(html: &mut String, record: &IterationRecord, previous_code: &str) {
+    let diff = diff_html(previous_code, &record.code);
     let _ = write!(
         html,
         "<h3>Code (diff against the previous iteration)</h3><pre class=\"diff\">{}</pre>",
-        diff_html(previous_code, &record.code)
+        diff.html
     );
+    if let Some((removed, added)) = diff.shown_whole {
+        let _ = write!(
+            html,
+            "<p class=\"warn\">The changed part is too long to line up ({removed} lines before, \
+             {added} after): it is shown removed, then added, whole.</p>"
+        );
+    }
     if let Some(error) = &record.execution.error {
         let _ = write!(
             html,
@@ -225,7 +232,7 @@ fn feedback_block(html: &mut String, feedback: &Feedback) {
 fn render_agent_html(run_folder: &Path) -> Result<String, CoreError> {
     let folder = RunFolder::open(run_folder)?;
     let config = addon_agent::read_config(run_folder)?;
-    let log = read_run_log(&folder.events_path()).map_err(|err| CoreError::Log(err.to_string()))?;
+    let log = read_run_log(&folder.events_path())?;
     let transcript = addon_agent::read_transcript(run_folder)?.unwrap_or_else(|| Transcript {
         request: config.task.clone(),
         ..Transcript::default()
@@ -332,13 +339,7 @@ fn agent_command_block(html: &mut String, folder: &RunFolder, call: &CommandReco
     if !call.render_ids.is_empty() {
         html.push_str("<div class=\"images\">");
         for render_id in &call.render_ids {
-            if let Some(tag) = image_tag(&folder.root().join(render_id), render_id) {
-                let _ = write!(
-                    html,
-                    "<figure>{tag}<figcaption>{}</figcaption></figure>",
-                    escape(render_id)
-                );
-            }
+            html.push_str(&render_figure(folder, render_id, render_id));
         }
         html.push_str("</div>");
     }
@@ -350,6 +351,33 @@ fn pretty(value: &serde_json::Value) -> String {
         serde_json::Value::String(text) => text.clone(),
         other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
     }
+}
+
+/// The figure of one render, by the id an iteration or a step recorded. Ids are read from the
+/// run folder, which may come from anyone: an id naming a file outside it (by its path, or
+/// through a link inside it) is refused on the page and never read. A render whose file is
+/// gone is left out.
+fn render_figure(folder: &RunFolder, render_id: &str, caption: &str) -> String {
+    let path = match viga_skills::names::relative_path("render id", render_id) {
+        Ok(relative) => folder.root().join(relative),
+        Err(refused) => return format!("<p class=\"warn\">{}</p>", escape(&refused.to_string())),
+    };
+    if let (Ok(root), Ok(real)) = (
+        std::fs::canonicalize(folder.root()),
+        std::fs::canonicalize(&path),
+    ) && !real.starts_with(&root)
+    {
+        return format!(
+            "<p class=\"warn\">render id {} is refused: a link leads it out of the run folder</p>",
+            escape(&format!("{render_id:?}"))
+        );
+    }
+    image_tag(&path, render_id).map_or_else(String::new, |tag| {
+        format!(
+            "<figure>{tag}<figcaption>{}</figcaption></figure>",
+            escape(caption)
+        )
+    })
 }
 
 fn image_tag(path: &Path, alt: &str) -> Option<String> {
@@ -369,10 +397,58 @@ pub fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// A line diff (longest common subsequence), as HTML with added and removed lines marked.
-pub(crate) fn diff_html(before: &str, after: &str) -> String {
+/// The most cells of the table a line diff fills (changed lines before × changed lines
+/// after, 4 bytes each). The table is what makes a diff cost O(n*m): past this the changed
+/// part is shown whole instead of lined up.
+const MAX_DIFF_CELLS: usize = 4_000_000;
+
+/// A line diff as HTML, added and removed lines marked.
+pub(crate) struct LineDiff {
+    pub(crate) html: String,
+    /// The changed part's lines (before, after) when it was too long to line up
+    /// ([`MAX_DIFF_CELLS`]) and is shown removed, then added, whole.
+    pub(crate) shown_whole: Option<(usize, usize)>,
+}
+
+/// A line diff: the lines both sides start and end with are set aside, and the changed part
+/// between them is lined up by longest common subsequence when it fits [`MAX_DIFF_CELLS`].
+pub(crate) fn diff_html(before: &str, after: &str) -> LineDiff {
     let old: Vec<&str> = before.lines().collect();
     let new: Vec<&str> = after.lines().collect();
+    let start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let end = old[start..]
+        .iter()
+        .rev()
+        .zip(new[start..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (old_changed, new_changed) = (&old[start..old.len() - end], &new[start..new.len() - end]);
+    let mut html = String::new();
+    for line in &old[..start] {
+        let _ = writeln!(html, "  {}", escape(line));
+    }
+    let too_long = old_changed.len().saturating_mul(new_changed.len()) > MAX_DIFF_CELLS;
+    if too_long {
+        for line in old_changed {
+            let _ = write!(html, "<del>- {}</del>", escape(line));
+        }
+        for line in new_changed {
+            let _ = write!(html, "<ins>+ {}</ins>", escape(line));
+        }
+    } else {
+        lined_up(old_changed, new_changed, &mut html);
+    }
+    for line in &old[old.len() - end..] {
+        let _ = writeln!(html, "  {}", escape(line));
+    }
+    LineDiff {
+        html,
+        shown_whole: too_long.then_some((old_changed.len(), new_changed.len())),
+    }
+}
+
+/// The longest-common-subsequence diff of two runs of lines, appended to `out`.
+fn lined_up(old: &[&str], new: &[&str], out: &mut String) {
     // lengths[i][j]: LCS length of old[i..] and new[j..].
     let mut lengths = vec![vec![0u32; new.len() + 1]; old.len() + 1];
     for i in (0..old.len()).rev() {
@@ -384,7 +460,6 @@ pub(crate) fn diff_html(before: &str, after: &str) -> String {
             };
         }
     }
-    let mut out = String::new();
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         if i < old.len() && j < new.len() && old[i] == new[j] {
@@ -400,7 +475,6 @@ pub(crate) fn diff_html(before: &str, after: &str) -> String {
             i += 1;
         }
     }
-    out
 }
 
 const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>viga run report</title><style>\
@@ -414,13 +488,73 @@ ins{background:#dfd;text-decoration:none;display:block}del{background:#fdd;text-
 
 #[cfg(test)]
 mod tests {
-    use super::{diff_html, escape};
+    use base64::Engine as _;
+
+    use super::{RunFolder, diff_html, escape, render_figure};
+    use crate::folder::{ARGS_FILE, EVENTS_FILE};
+
+    #[test]
+    fn render_ids_leading_out_of_the_run_folder_are_refused_and_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("run");
+        std::fs::create_dir_all(run.join("renders/1")).unwrap();
+        for file in [ARGS_FILE, EVENTS_FILE] {
+            std::fs::write(run.join(file), "").unwrap();
+        }
+        let secret = root.path().join("secret.png");
+        std::fs::write(&secret, "the secret").unwrap();
+        std::fs::write(run.join("renders/1/front.png"), "a render").unwrap();
+        let folder = RunFolder::open(&run).unwrap();
+        let inlined = |bytes: &str| base64::engine::general_purpose::STANDARD.encode(bytes);
+
+        let figure = render_figure(&folder, "renders/1/front.png", "front.png");
+        assert!(figure.contains(&inlined("a render")), "{figure}");
+        let mut outside = vec!["../secret.png".to_owned(), secret.display().to_string()];
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(&secret, run.join("renders/1/link.png")).unwrap();
+            outside.push("renders/1/link.png".to_owned());
+        }
+        for id in &outside {
+            let figure = render_figure(&folder, id, id);
+            assert!(figure.contains("is refused"), "{id}: {figure}");
+            assert!(!figure.contains(&inlined("the secret")), "{id}: {figure}");
+        }
+    }
 
     #[test]
     fn diffs_mark_added_and_removed_lines() {
         let diff = diff_html("a\nb\nc\n", "a\nB\nc\nd\n");
-        assert_eq!(diff, "  a\n<ins>+ B</ins><del>- b</del>  c\n<ins>+ d</ins>");
-        assert_eq!(diff_html("", "x"), "<ins>+ x</ins>");
+        assert_eq!(
+            diff.html,
+            "  a\n<ins>+ B</ins><del>- b</del>  c\n<ins>+ d</ins>"
+        );
+        assert_eq!(diff.shown_whole, None);
+        assert_eq!(diff_html("", "x").html, "<ins>+ x</ins>");
+        assert_eq!(
+            diff_html("k\nx\nk\n", "k\ny\nk\n").html,
+            "  k\n<ins>+ y</ins><del>- x</del>  k\n"
+        );
+    }
+
+    #[test]
+    fn a_long_change_is_shown_whole_instead_of_lined_up() {
+        let numbered =
+            |prefix: &str| -> String { (0..2500).map(|n| format!("{prefix}{n}\n")).collect() };
+        let before = format!("same\n{}end\n", numbered("old "));
+        let after = format!("same\n{}end\n", numbered("new "));
+        let started = std::time::Instant::now();
+        let diff = diff_html(&before, &after);
+        assert_eq!(diff.shown_whole, Some((2500, 2500)));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(diff.html.starts_with("  same\n<del>- old 0</del>"));
+        assert!(diff.html.ends_with("<ins>+ new 2499</ins>  end\n"));
+        // The lines both sides share are set aside first: a small change in a long program
+        // is still lined up.
+        let edited = before.replacen("old 7\n", "seven\n", 1);
+        let diff = diff_html(&before, &edited);
+        assert_eq!(diff.shown_whole, None);
+        assert_eq!(diff.html.matches("<ins>").count(), 1);
     }
 
     #[test]

@@ -5,45 +5,28 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use viga_blender::{BlenderCommands as _, BlenderTransport, Recovery, TransportError};
+use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_memory::{Memory, MemoryConfig, RunLog};
 use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
-use viga_protocol::iteration::{ExecutionResult, FailureClass, Feedback, IterationRecord, Timings};
+use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord, Timings};
 use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
-use viga_provider::{ModelRequest, ModelResponse, Provider};
-use viga_skills::generator::describe_execution;
+use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 use viga_skills::metrics::{image_size, photometric_loss};
-use viga_skills::{RenderSettings, ToolContext, ToolError};
+use viga_skills::{RenderSettings, ToolContext};
 
 use crate::CoreError;
 use crate::config::RunConfig;
-use crate::extract::first_python_block;
 use crate::folder::RunFolder;
-use crate::handle::{Cancelled, RunLink};
-use crate::prompts::{Prompts, fill};
+use crate::handle::RunLink;
+use crate::program::Attempt;
+use crate::prompts::Prompts;
+use crate::recover::PhaseEnd;
 use crate::scores::Scores;
+use crate::shrink::shrink_request;
 use crate::translate::ProviderTranslator;
 use crate::verify::{Verdict, verify};
-
-/// Why the loop stopped early: the user, or something nothing can fix.
-#[derive(Debug)]
-pub(crate) enum Interrupt {
-    Cancelled,
-    Fatal(String),
-}
-
-impl From<CoreError> for Interrupt {
-    fn from(err: CoreError) -> Self {
-        Self::Fatal(err.to_string())
-    }
-}
-
-impl From<Cancelled> for Interrupt {
-    fn from(Cancelled: Cancelled) -> Self {
-        Self::Cancelled
-    }
-}
+use crate::watch::{SinceMark, WatchedBlender};
 
 /// What a finished run reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,7 +50,9 @@ pub(crate) struct Run {
     pub config: RunConfig,
     pub prompts: Prompts,
     pub provider: Arc<dyn Provider>,
-    pub blender: Arc<dyn BlenderTransport>,
+    /// Every Blender call of the run, the tools' included, goes through here, so a lost
+    /// worker is noticed whoever was talking to it.
+    pub blender: Arc<WatchedBlender>,
     pub tools: ToolContext,
     pub memory: Memory,
     pub folder: RunFolder,
@@ -78,6 +63,9 @@ pub(crate) struct Run {
     pub scores: Scores,
     pub first_index: u32,
     pub final_code: Option<String>,
+    /// The program the scene in Blender was built by, run again to rebuild the scene when
+    /// Blender is lost; `None` before the first program ran (the base scene alone).
+    pub scene_program: Option<String>,
 }
 
 impl Run {
@@ -94,11 +82,11 @@ impl Run {
         config: &RunConfig,
         prompts: &Prompts,
         provider: &Arc<dyn Provider>,
-        blender: &Arc<dyn BlenderTransport>,
+        blender: Arc<dyn BlenderTransport>,
     ) -> ToolContext {
         let translator = ProviderTranslator::new(Arc::clone(provider), prompts.investigate.clone());
         ToolContext::new(
-            Arc::clone(blender),
+            blender,
             RenderSettings::new(config.render),
             Self::base_scene(config),
         )
@@ -125,11 +113,8 @@ impl Run {
         ChatMessage::user(content)
     }
 
-    pub(crate) fn emit(&mut self, event: RunEvent) -> Result<(), Interrupt> {
-        let timed = self
-            .log
-            .append(event)
-            .map_err(|err| Interrupt::Fatal(format!("cannot write the event log: {err}")))?;
+    pub(crate) fn emit(&mut self, event: RunEvent) -> Result<(), CoreError> {
+        let timed = self.log.append(event)?;
         self.link.send(timed);
         Ok(())
     }
@@ -138,27 +123,30 @@ impl Run {
     pub(crate) async fn cancellable<T>(
         &self,
         work: impl Future<Output = T>,
-    ) -> Result<T, Interrupt> {
+    ) -> Result<T, CoreError> {
         Ok(self.link.until_cancelled(work).await?)
     }
 
-    /// Asks the model as `role`, which the request carries from here on (every model call of
-    /// the loop comes through here, so none goes without one). A cancel abandons the call at
-    /// once.
+    /// Asks the model as `role`, which the request carries from here on with the role's
+    /// output-token cap (every model call of the loop comes through here, so none goes
+    /// without them). A cancel abandons the call at once. A model that finds the request
+    /// too long for its context is asked once more with a smaller one.
     pub(crate) async fn call_model(
         &mut self,
         index: u32,
         role: ModelRole,
         mut request: ModelRequest,
         tally: &mut Tally,
-    ) -> Result<ModelResponse, Interrupt> {
+    ) -> Result<ModelResponse, CoreError> {
         request.role = Some(role);
-        let provider = Arc::clone(&self.provider);
+        request.max_tokens = self.config.max_output_tokens(role);
         let started = Instant::now();
-        let response = self
-            .cancellable(async move { provider.complete(&request).await })
-            .await?
-            .map_err(|err| Interrupt::Fatal(format!("model call failed: {err}")))?;
+        let response = match self.ask(&request).await? {
+            Err(err @ ProviderError::ContextTooLong { .. }) => {
+                self.ask_smaller(index, role, &request, err).await?
+            }
+            answered => answered?,
+        };
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         tally.usage += response.usage;
         self.emit(RunEvent::ModelCalled {
@@ -167,22 +155,46 @@ impl Run {
             latency_ms,
             usage: response.usage,
         })?;
+        if response.finish_reason == FinishReason::Length {
+            self.emit(RunEvent::Warning {
+                message: format!(
+                    "iteration {index}: the {role:?} reply was cut off at its cap of {} output tokens",
+                    request.max_tokens
+                ),
+            })?;
+        }
         Ok(response)
     }
 
-    fn request(&self, system: &str, messages: Vec<ChatMessage>) -> ModelRequest {
-        let mut request = ModelRequest::new(system, messages);
-        request.max_tokens = self.config.max_tokens;
-        request
+    async fn ask(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<Result<ModelResponse, ProviderError>, CoreError> {
+        self.cancellable(self.provider.complete(request)).await
     }
 
-    fn memory_text(&self) -> String {
-        let block = self.memory.context_block();
-        if block.trim().is_empty() {
-            "Memory: none yet; this is the first iteration.".to_owned()
-        } else {
-            format!("Memory of recent iterations (oldest first):\n{block}")
-        }
+    /// The second and last try of a request the model found too long (`err`): without the
+    /// oldest memory iterations and older images. When there is nothing to leave out, or
+    /// the smaller request is too long as well, the run stops with a context overflow.
+    async fn ask_smaller(
+        &mut self,
+        index: u32,
+        role: ModelRole,
+        request: &ModelRequest,
+        err: ProviderError,
+    ) -> Result<ModelResponse, CoreError> {
+        let memory = self.memory_text();
+        let newest_only = self.newest_memory_text();
+        let Some(smaller) = shrink_request(request, &memory, &newest_only) else {
+            return Err(err.into());
+        };
+        self.emit(RunEvent::Warning {
+            message: format!(
+                "iteration {index}: the {role:?} request was too long for the model ({err}); \
+                 asking once more without the oldest memory iterations and older images"
+            ),
+        })?;
+        Ok(self.ask(&smaller).await??)
     }
 
     fn anchor_message(&self) -> ChatMessage {
@@ -192,25 +204,40 @@ impl Run {
             .unwrap_or_else(|| Self::anchor(&self.config, self.target.as_ref()))
     }
 
+    fn memory_text(&self) -> String {
+        memory_text_of(&self.memory.context_block())
+    }
+
+    /// The memory block as it would read with only the newest iteration kept.
+    fn newest_memory_text(&self) -> String {
+        let newest = self.memory.recent().next_back().cloned();
+        let config = MemoryConfig {
+            window: 1,
+            ..Self::memory_config(&self.config)
+        };
+        match Memory::rebuild(config, None, newest) {
+            Ok(memory) => memory_text_of(&memory.context_block()),
+            // Settings a one-iteration memory cannot have: leave the memory as it is.
+            Err(_) => self.memory_text(),
+        }
+    }
+
     pub(crate) async fn run(mut self) -> Result<RunOutcome, CoreError> {
         let mut recorded = self.first_index.saturating_sub(1);
         let stop = match self.iterate(&mut recorded).await {
             Ok(stop) => stop,
-            Err(Interrupt::Cancelled) => StopReason::Cancelled,
-            Err(Interrupt::Fatal(message)) => StopReason::Failed { message },
+            Err(CoreError::Cancelled) => StopReason::Cancelled,
+            Err(err) => StopReason::failed(err.to_string(), err.kind()),
         };
         if let Err(err) = self.save_final_scene().await {
             let _ = self.emit(RunEvent::Warning {
-                message: format!("final scene not saved: {}", interrupt_text(&err)),
+                message: format!("final scene not saved: {err}"),
             });
         }
-        let finished = RunEvent::RunFinished {
+        self.emit(RunEvent::RunFinished {
             stop: stop.clone(),
             iterations: recorded,
-        };
-        if let Err(err) = self.emit(finished) {
-            return Err(CoreError::Config(interrupt_text(&err)));
-        }
+        })?;
         Ok(RunOutcome {
             stop,
             iterations: recorded,
@@ -219,7 +246,7 @@ impl Run {
         })
     }
 
-    async fn iterate(&mut self, recorded: &mut u32) -> Result<StopReason, Interrupt> {
+    async fn iterate(&mut self, recorded: &mut u32) -> Result<StopReason, CoreError> {
         for index in self.first_index..=self.config.max_iterations {
             let record = self.iteration(index).await?;
             let accepted = record.feedback.as_ref().is_some_and(|f| f.accepted);
@@ -235,7 +262,7 @@ impl Run {
         Ok(StopReason::MaxIterations)
     }
 
-    async fn iteration(&mut self, index: u32) -> Result<IterationRecord, Interrupt> {
+    async fn iteration(&mut self, index: u32) -> Result<IterationRecord, CoreError> {
         let started = Instant::now();
         let mut tally = Tally::default();
         self.emit(RunEvent::IterationStarted { index })?;
@@ -255,9 +282,9 @@ impl Run {
             plan,
             code: attempt.code.unwrap_or_default(),
             execution: attempt.result,
+            failure: recorded_failure(attempt.failure, &feedback),
             feedback: Some(feedback),
             retry_count: attempt.retries,
-            failure: attempt.failure,
             retry_errors: attempt.retry_errors,
             render_ids,
             timings: tally.timings,
@@ -271,7 +298,7 @@ impl Run {
         &mut self,
         index: u32,
         tally: &mut Tally,
-    ) -> Result<(Option<String>, Attempt), Interrupt> {
+    ) -> Result<(Option<String>, Attempt), CoreError> {
         let generation_started = Instant::now();
         let plan = if self.config.plan_each_iteration {
             let plan = self.plan(index, tally).await?;
@@ -292,7 +319,7 @@ impl Run {
                     .unwrap_or("(no separate plan: decide the edits yourself)")
             )),
         ];
-        let request = self.request(&self.prompts.generator.clone(), conversation.clone());
+        let request = ModelRequest::new(self.prompts.generator.clone(), conversation.clone());
         let answer = self
             .call_model(index, ModelRole::Generator, request, tally)
             .await?;
@@ -314,16 +341,17 @@ impl Run {
     }
 
     /// The iteration's critique and the renders behind it: the verifier's whenever the
-    /// program ran, even when all fast retries failed (seed 002); a synthetic one when no
-    /// program ran (E0, E2), since there is nothing new to look at.
+    /// program left a scene, even when all fast retries failed (seed 002); a synthetic one
+    /// when it left none (no code, stopped at the timeout, Blender died with it), since
+    /// there is nothing new to look at.
     async fn critique(
         &mut self,
         index: u32,
         attempt: &Attempt,
         tally: &mut Tally,
-    ) -> Result<(Feedback, Vec<String>), Interrupt> {
-        if let Some(failure @ (FailureClass::E0 | FailureClass::E2)) = attempt.failure {
-            return Ok((nothing_ran(index, failure), Vec::new()));
+    ) -> Result<(Feedback, Vec<String>), CoreError> {
+        if !attempt.left_a_scene {
+            return Ok((nothing_to_look_at(index, attempt), Vec::new()));
         }
         let verification_started = Instant::now();
         let verdict: Verdict = verify(self, index, &attempt.result, tally).await?;
@@ -336,7 +364,7 @@ impl Run {
         Ok((verdict.feedback, verdict.render_ids))
     }
 
-    async fn plan(&mut self, index: u32, tally: &mut Tally) -> Result<String, Interrupt> {
+    async fn plan(&mut self, index: u32, tally: &mut Tally) -> Result<String, CoreError> {
         let messages = vec![
             self.anchor_message(),
             ChatMessage::user_text(format!(
@@ -344,7 +372,7 @@ impl Run {
                 self.memory_text()
             )),
         ];
-        let request = self.request(&self.prompts.plan.clone(), messages);
+        let request = ModelRequest::new(self.prompts.plan.clone(), messages);
         Ok(self
             .call_model(index, ModelRole::Planner, request, tally)
             .await?
@@ -353,170 +381,37 @@ impl Run {
             .to_owned())
     }
 
-    /// Runs the generator's program; on E1/E2 asks for a fix with seed 002's prompt, at most
-    /// `max_fast_retries` times. Retries are not iterations: only the last attempt is kept.
-    async fn attempt_with_fast_retry(
-        &mut self,
-        index: u32,
-        conversation: &mut Vec<ChatMessage>,
-        mut answer: ModelResponse,
-        thoughts: &mut String,
-        tally: &mut Tally,
-    ) -> Result<Attempt, Interrupt> {
-        let mut retry_errors = Vec::new();
-        let mut attempt_number = 0;
-        loop {
-            let code = first_python_block(&answer.text);
-            let tried = self
-                .try_program(index, attempt_number, code.as_deref(), tally)
-                .await?;
-            let retryable = tried.failure.is_some_and(FailureClass::is_fast_retryable);
-            if !retryable || attempt_number >= self.config.max_fast_retries {
-                return Ok(Attempt {
-                    code,
-                    result: tried.result,
-                    failure: tried.failure,
-                    retries: attempt_number,
-                    retry_errors,
-                });
-            }
-            let failure = tried.failure.unwrap_or(FailureClass::E1);
-            let summary = first_line(&tried.error_message);
-            retry_errors.push(format!("{failure}: {summary}"));
-            self.emit(RunEvent::FastRetry {
-                index,
-                attempt: attempt_number + 1,
-                failure,
-                error: summary,
-            })?;
-            answer = self
-                .ask_for_fix(index, conversation, &answer, &tried.error_message, tally)
-                .await?;
-            thoughts.push_str(&format!(
-                "\n## Fast retry {}\n\n{}\n",
-                attempt_number + 1,
-                answer.text
-            ));
-            attempt_number += 1;
-        }
-    }
-
-    /// Runs one attempt's program (an answer without one is E2) and announces it.
-    async fn try_program(
-        &mut self,
-        index: u32,
-        attempt: u32,
-        code: Option<&str>,
-        tally: &mut Tally,
-    ) -> Result<Tried, Interrupt> {
-        let tried = match code {
-            None => Tried {
-                result: ExecutionResult::default(),
-                failure: Some(FailureClass::E2),
-                error_message: "Your answer contained no fenced ```python code block.".to_owned(),
-            },
-            Some(code) => {
-                self.emit(RunEvent::CodeProduced {
-                    index,
-                    attempt,
-                    code: code.to_owned(),
-                })?;
-                match self.execute(code, tally).await? {
-                    Executed::Ran(result) => Tried {
-                        failure: (!result.succeeded()).then_some(FailureClass::E1),
-                        error_message: describe_execution(&result),
-                        result,
-                    },
-                    Executed::WorkerLost(message) => Tried {
-                        result: ExecutionResult::default(),
-                        failure: Some(FailureClass::E0),
-                        error_message: message,
-                    },
-                }
-            }
-        };
-        self.emit(RunEvent::ExecutionFinished {
-            index,
-            attempt,
-            result: tried.result.clone(),
-            failure: tried.failure,
-        })?;
-        Ok(tried)
-    }
-
-    /// Seed 002's fast fix: the failed answer and its error go back into the same
-    /// conversation, and the generator answers again.
-    async fn ask_for_fix(
-        &mut self,
-        index: u32,
-        conversation: &mut Vec<ChatMessage>,
-        failed: &ModelResponse,
-        error_message: &str,
-        tally: &mut Tally,
-    ) -> Result<ModelResponse, Interrupt> {
-        let generation_started = Instant::now();
-        conversation.push(ChatMessage::assistant(vec![ContentPart::text(
-            failed.text.clone(),
-        )]));
-        conversation.push(ChatMessage::user_text(fill(
-            &self.prompts.fast_fix,
-            &[("error_message", error_message.to_owned())],
-        )));
-        let request = self.request(&self.prompts.generator.clone(), conversation.clone());
-        let answer = self
-            .call_model(index, ModelRole::FastFix, request, tally)
-            .await?;
-        tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
-        Ok(answer)
-    }
-
-    /// Executes a program on the reloaded base scene. A worker lost and restarted gets the
-    /// same program once more (an infrastructure hiccup is not the program's fault); a worker
-    /// that cannot be restarted stops the run.
-    async fn execute(&mut self, code: &str, tally: &mut Tally) -> Result<Executed, Interrupt> {
-        let mut lost_once = false;
-        loop {
-            let blender = Arc::clone(&self.blender);
-            let reset = Self::base_scene(&self.config);
-            let started = Instant::now();
-            let outcome = self
-                .cancellable(async move { blender.execute(code, Some(reset), None).await })
-                .await?;
-            tally.timings.execution_ms += started.elapsed().as_secs_f64() * 1000.0;
-            match outcome {
-                Ok(result) => return Ok(Executed::Ran(result)),
-                Err(TransportError::Lost {
-                    reason,
-                    recovery: recovery @ Recovery::Restarted { .. },
-                    ..
-                }) => {
-                    let message = format!("Blender worker lost ({reason}); {recovery}");
-                    self.emit(RunEvent::WorkerRestarted {
-                        reason: message.clone(),
-                    })?;
-                    if lost_once {
-                        return Ok(Executed::WorkerLost(message));
-                    }
-                    lost_once = true;
-                }
-                Err(err) => return Err(Interrupt::Fatal(format!("Blender failed: {err}"))),
-            }
-        }
-    }
-
     /// With a target image: renders the scene camera at the target's size and scores it.
+    /// Blender lost meanwhile is restarted, the scene rebuilt and the scoring done again.
     pub(crate) async fn score_against_target(
         &mut self,
         index: u32,
-    ) -> Result<Option<(String, ImageData)>, Interrupt> {
+    ) -> Result<Option<(String, ImageData)>, CoreError> {
+        let phase = format!("iteration {index}: rendering the scene camera for scoring");
+        let mut redos = 0;
+        loop {
+            let mark = self.blender.mark();
+            let scored = self.score_once(index).await;
+            match self
+                .blender_phase_end(&phase, mark, &mut redos, &scored)
+                .await?
+            {
+                PhaseEnd::Done => return scored,
+                PhaseEnd::Redo => {}
+                PhaseEnd::GaveUp(_) => return Ok(None),
+            }
+        }
+    }
+
+    async fn score_once(&mut self, index: u32) -> Result<Option<(String, ImageData)>, CoreError> {
         let Some(target) = self.target.clone() else {
             return Ok(None);
         };
         let Some(camera) = self.scoring_camera(index).await? else {
             return Ok(None);
         };
-        let (width, height) =
-            image_size(&target.data).map_err(|err| Interrupt::Fatal(err.to_string()))?;
+        let (width, height) = image_size(&target.data)
+            .map_err(|err| CoreError::Config(format!("the target image cannot be read: {err}")))?;
         let request = RenderRequest {
             camera: Some(camera.clone()),
             pose: None,
@@ -537,10 +432,7 @@ impl Run {
             },
         };
         let blender = Arc::clone(&self.blender);
-        let output = match self
-            .cancellable(async move { blender.render(request, None).await })
-            .await?
-        {
+        let output = match self.cancellable(blender.render(request, None)).await? {
             Ok(output) => output,
             // A program that removed or renamed the target's camera: this iteration cannot be
             // scored, which the model should hear about, but the run goes on.
@@ -552,7 +444,12 @@ impl Run {
                 })?;
                 return Ok(None);
             }
-            Err(err) => return Err(blender_interrupt(err)),
+            Err(err) => {
+                return Err(CoreError::blender(
+                    "rendering the scene camera for scoring failed",
+                    err,
+                ));
+            }
         };
         let render_id = self
             .folder
@@ -576,14 +473,16 @@ impl Run {
 
     /// The camera that sees the scene as the target does: the one the run names, else the
     /// scene's active camera. A scene without one is said in a warning (`None`).
-    async fn scoring_camera(&mut self, index: u32) -> Result<Option<String>, Interrupt> {
+    async fn scoring_camera(&mut self, index: u32) -> Result<Option<String>, CoreError> {
         let camera = match self.config.target_camera.clone() {
             Some(named) => Some(named),
             None => {
                 self.blender
                     .scene_info(0, 1)
                     .await
-                    .map_err(blender_interrupt)?
+                    .map_err(|err| {
+                        CoreError::blender("reading the scene's active camera failed", err)
+                    })?
                     .active_camera
             }
         };
@@ -595,7 +494,7 @@ impl Run {
         Ok(camera)
     }
 
-    fn write_scores(&mut self) -> Result<(), Interrupt> {
+    fn write_scores(&mut self) -> Result<(), CoreError> {
         if self.target.is_some() {
             self.folder
                 .write_json(crate::folder::SCORES_FILE, &self.scores)?;
@@ -604,88 +503,105 @@ impl Run {
     }
 
     /// Keeps the last good program as `final.py`, re-runs it on the base scene and saves
-    /// the result as `final.blend`.
-    async fn save_final_scene(&mut self) -> Result<(), Interrupt> {
+    /// the result as `final.blend`. It runs after a cancel too, so nothing here is raced
+    /// against one; Blender lost meanwhile gets one more try (the program rebuilds the
+    /// scene itself).
+    async fn save_final_scene(&mut self) -> Result<(), CoreError> {
         let Some(code) = self.final_code.clone() else {
             return Ok(());
         };
         self.folder
             .write_bytes(crate::folder::FINAL_PROGRAM, code.as_bytes())?;
+        let mark = self.blender.mark();
+        let saved = self.build_and_save(&code).await;
+        if saved.is_err()
+            && let SinceMark::Lost(loss) = self.blender.since(mark)
+        {
+            self.emit(RunEvent::WorkerRestarted {
+                reason: format!(
+                    "{} (saving the final scene); trying once more",
+                    loss.description
+                ),
+            })?;
+            return self.build_and_save(&code).await;
+        }
+        saved
+    }
+
+    async fn build_and_save(&self, code: &str) -> Result<(), CoreError> {
         let reset = Self::base_scene(&self.config);
         let result = self
             .blender
-            .execute(&code, Some(reset), None)
+            .execute(code, Some(reset), Some(self.config.program_timeout))
             .await
-            .map_err(blender_interrupt)?;
+            .map_err(|err| CoreError::blender("the final program could not be run", err))?;
         if !result.succeeded() {
-            return Err(Interrupt::Fatal(
+            return Err(CoreError::Tool(
                 "the final program no longer runs".to_owned(),
             ));
         }
-        let path = self
-            .folder
-            .final_blend_path()
-            .to_string_lossy()
-            .into_owned();
+        let path = self.folder.final_blend_path();
         self.blender
-            .save_blend(&path)
+            .save_blend(&path.to_string_lossy())
             .await
-            .map_err(blender_interrupt)?;
+            .map_err(|err| CoreError::blender("the final scene could not be saved", err))?;
         Ok(())
     }
 }
 
-pub(crate) struct Attempt {
-    code: Option<String>,
-    result: ExecutionResult,
-    failure: Option<FailureClass>,
-    retries: u32,
-    retry_errors: Vec<String>,
+fn memory_text_of(block: &str) -> String {
+    if block.trim().is_empty() {
+        "Memory: none yet; this is the first iteration.".to_owned()
+    } else {
+        format!("Memory of recent iterations (oldest first):\n{block}")
+    }
 }
 
-enum Executed {
-    Ran(ExecutionResult),
-    WorkerLost(String),
+/// The failure an iteration is recorded with: its program's, or E3 when the program ran and
+/// the verifier did not accept the scene (seed 002: ran, but the scene is wrong).
+fn recorded_failure(program: Option<FailureClass>, feedback: &Feedback) -> Option<FailureClass> {
+    match program {
+        None if !feedback.accepted => Some(FailureClass::E3),
+        failure => failure,
+    }
 }
 
-/// One attempt's program run (or the lack of one) and what went wrong, in the words the
-/// fast fix sends back to the generator.
-struct Tried {
-    result: ExecutionResult,
-    failure: Option<FailureClass>,
-    error_message: String,
-}
-
-/// The critique of an iteration whose program never ran.
-fn nothing_ran(index: u32, failure: FailureClass) -> Feedback {
+/// The critique of an iteration whose program left no scene to look at.
+fn nothing_to_look_at(index: u32, attempt: &Attempt) -> Feedback {
+    let why = match &attempt.result.error {
+        Some(error) => error.message.clone(),
+        None => attempt
+            .failure
+            .map(FailureClass::describe)
+            .unwrap_or("the program left no scene")
+            .to_owned(),
+    };
     Feedback {
-        visual_differences: vec![format!(
-            "iteration {index} produced no scene: {}",
-            failure.describe()
-        )],
+        visual_differences: vec![format!("iteration {index} produced no scene: {why}")],
         suggestions: vec![
-            "answer with one fenced ```python block holding the whole program".to_owned(),
+            "answer with one fenced ```python block holding the whole program, one that finishes quickly"
+                .to_owned(),
         ],
         accepted: false,
     }
 }
 
-pub(crate) fn blender_interrupt(err: TransportError) -> Interrupt {
-    match ToolError::from(err) {
-        ToolError::Recoverable(message) | ToolError::Fatal(message) => {
-            Interrupt::Fatal(format!("Blender failed: {message}"))
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn interrupt_text(interrupt: &Interrupt) -> String {
-    match interrupt {
-        Interrupt::Cancelled => "cancelled".to_owned(),
-        Interrupt::Fatal(message) => message.clone(),
+    #[test]
+    fn a_program_that_ran_and_was_rejected_is_e3() {
+        let rejected = Feedback::default();
+        let accepted = Feedback {
+            accepted: true,
+            ..Feedback::default()
+        };
+        assert_eq!(recorded_failure(None, &rejected), Some(FailureClass::E3));
+        assert_eq!(recorded_failure(None, &accepted), None);
+        assert_eq!(
+            recorded_failure(Some(FailureClass::E1), &rejected),
+            Some(FailureClass::E1)
+        );
     }
-}
-
-fn first_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    line.chars().take(300).collect()
 }

@@ -1,15 +1,23 @@
 //! The verifier's turn: score against the target, render the canonical views, then let the
 //! model look around with its tools until it calls `end_process` with a verdict.
 
+use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionResult, Feedback};
-use viga_protocol::message::{ChatMessage, ContentPart, ToolResult};
+use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
 use viga_skills::verifier::{initialize_viewpoint, verifier_tools};
-use viga_skills::{CapturedRender, Control, ToolError, ToolRegistry};
+use viga_skills::{CapturedRender, Control, ToolError, ToolOutput, ToolRegistry};
 
-use crate::run::{Interrupt, Run, Tally};
+use crate::CoreError;
+use crate::excerpt::execution_for_prompt;
+use crate::recover::PhaseEnd;
+use crate::run::{Run, Tally};
+
+/// Told with a tool's result when Blender was lost while the tool ran: the scene was rebuilt
+/// from the program, so what earlier tools changed in it is gone.
+const SCENE_REBUILT_NOTE: &str = "(Blender was restarted meanwhile and the scene rebuilt from the program: objects hidden and frames set earlier in this verification are back as the program left them.)";
 
 pub(crate) struct Verdict {
     pub feedback: Feedback,
@@ -24,7 +32,7 @@ fn save_renders(
     renders: &[CapturedRender],
     ids: &mut Vec<String>,
     tally: &mut Tally,
-) -> Result<(), Interrupt> {
+) -> Result<(), CoreError> {
     for render in renders {
         tally.timings.render_ms += render.output.render_ms;
         // Renders Blender wrote into the run folder itself are already in place.
@@ -60,17 +68,16 @@ pub(crate) async fn verify(
     index: u32,
     execution: &ExecutionResult,
     tally: &mut Tally,
-) -> Result<Verdict, Interrupt> {
+) -> Result<Verdict, CoreError> {
     let mut render_ids = Vec::new();
     let opening = first_look(run, index, execution, &mut render_ids, tally).await?;
-    let tools = verifier_tools().map_err(|err| Interrupt::Fatal(err.to_string()))?;
+    let tools = verifier_tools().map_err(|err| CoreError::Tool(err.to_string()))?;
     let mut messages = vec![ChatMessage::user(opening)];
     let mut thoughts = format!("# Verification of iteration {index}\n");
     let mut last_text = String::new();
-    for _turn in 0..run.config.verifier_max_turns {
+    for turn in 0..run.config.verifier_max_turns {
         let mut request = ModelRequest::new(run.prompts.verifier.clone(), messages.clone());
         request.tools = tools.specs();
-        request.max_tokens = run.config.max_tokens;
         let response = run
             .call_model(index, ModelRole::Verifier, request, tally)
             .await?;
@@ -78,6 +85,7 @@ pub(crate) async fn verify(
             thoughts.push_str(&format!("\n{}\n", response.text.trim()));
             last_text = response.text.clone();
         }
+        let response = with_tool_call_from_text(response, index, turn);
         if response.tool_calls.is_empty() {
             let feedback = feedback_from_text(&response.text);
             return Ok(Verdict {
@@ -121,7 +129,7 @@ async fn first_look(
     execution: &ExecutionResult,
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
-) -> Result<Vec<ContentPart>, Interrupt> {
+) -> Result<Vec<ContentPart>, CoreError> {
     let mut content = vec![ContentPart::text(format!("Task: {}", run.config.task))];
     if let Some(target) = &run.target {
         content.push(ContentPart::text("Target:"));
@@ -143,7 +151,7 @@ async fn first_look(
     content.extend(canonical_views(run, index, render_ids, tally).await?);
     content.push(ContentPart::text(format!(
         "Iteration {index}. {}\nCompare the scene with the target and finish with end_process.",
-        describe_execution(execution)
+        describe_execution(&execution_for_prompt(execution))
     )));
     Ok(content)
 }
@@ -155,10 +163,23 @@ async fn canonical_views(
     index: u32,
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
-) -> Result<Vec<ContentPart>, Interrupt> {
-    let viewpoint = run
-        .cancellable(initialize_viewpoint(&run.tools, Vec::new(), None))
-        .await?;
+) -> Result<Vec<ContentPart>, CoreError> {
+    let phase = format!("iteration {index}: rendering the canonical views");
+    let mut redos = 0;
+    let viewpoint = loop {
+        let mark = run.blender.mark();
+        let viewpoint = run
+            .cancellable(initialize_viewpoint(&run.tools, Vec::new(), None))
+            .await;
+        match run
+            .blender_phase_end(&phase, mark, &mut redos, &viewpoint)
+            .await?
+        {
+            PhaseEnd::Done => break viewpoint?,
+            PhaseEnd::Redo => {}
+            PhaseEnd::GaveUp(message) => break Err(ToolError::Recoverable(message)),
+        }
+    };
     match viewpoint {
         Ok(output) => {
             save_renders(run, index, &output.renders, render_ids, tally)?;
@@ -175,7 +196,7 @@ async fn canonical_views(
         Err(ToolError::Recoverable(message)) => Ok(vec![ContentPart::text(format!(
             "No canonical views could be rendered: {message}"
         ))]),
-        Err(ToolError::Fatal(message)) => Err(Interrupt::Fatal(message)),
+        Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
     }
 }
 
@@ -198,7 +219,7 @@ async fn use_tools(
     response: &ModelResponse,
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
-) -> Result<ToolTurn, Interrupt> {
+) -> Result<ToolTurn, CoreError> {
     let mut turn = ToolTurn {
         assistant: Vec::new(),
         results: Vec::new(),
@@ -211,12 +232,10 @@ async fn use_tools(
     }
     for call in &response.tool_calls {
         turn.assistant.push(ContentPart::ToolCall(call.clone()));
-        let invoked = run
-            .cancellable(tools.invoke(&run.tools, &call.name, call.arguments.clone()))
-            .await?;
+        let (invoked, rebuilt) = invoke(run, tools, index, call).await?;
         turn.thoughts
             .push_str(&format!("\n- tool `{}` {}\n", call.name, call.arguments));
-        let (text, images, is_error) = match invoked {
+        let (mut text, images, is_error) = match invoked {
             Ok(output) => {
                 save_renders(run, index, &output.renders, render_ids, tally)?;
                 if let Control::EndVerification(feedback) = output.control {
@@ -225,8 +244,11 @@ async fn use_tools(
                 (output.text, output.images, false)
             }
             Err(ToolError::Recoverable(message)) => (message, Vec::new(), true),
-            Err(ToolError::Fatal(message)) => return Err(Interrupt::Fatal(message)),
+            Err(ToolError::Fatal(message)) => return Err(CoreError::Tool(message)),
         };
+        if rebuilt {
+            text = format!("{text}\n{SCENE_REBUILT_NOTE}");
+        }
         run.emit(RunEvent::ToolInvoked {
             index,
             tool: call.name.clone(),
@@ -243,16 +265,90 @@ async fn use_tools(
     Ok(turn)
 }
 
-/// A verdict written as text: a JSON object (fenced or bare) in the Feedback shape, or else
-/// the text itself as one difference, never accepted.
-pub(crate) fn feedback_from_text(text: &str) -> Feedback {
-    let candidate = text
+/// Runs one verifier tool call. Blender lost while it ran is restarted, the scene rebuilt
+/// and the call made again; `true` beside the answer when that happened.
+async fn invoke(
+    run: &mut Run,
+    tools: &ToolRegistry,
+    index: u32,
+    call: &ToolCall,
+) -> Result<(Result<ToolOutput, ToolError>, bool), CoreError> {
+    let phase = format!("iteration {index}: the verifier's tool `{}`", call.name);
+    let mut redos = 0;
+    loop {
+        let mark = run.blender.mark();
+        let invoked = run
+            .cancellable(tools.invoke(&run.tools, &call.name, call.arguments.clone()))
+            .await;
+        match run
+            .blender_phase_end(&phase, mark, &mut redos, &invoked)
+            .await?
+        {
+            PhaseEnd::Done => return Ok((invoked?, redos > 0)),
+            PhaseEnd::Redo => {}
+            PhaseEnd::GaveUp(message) => return Ok((Err(ToolError::Recoverable(message)), true)),
+        }
+    }
+}
+
+/// `response` with the tool call its text holds, when the model wrote its call as JSON text
+/// instead of using the tool-calling interface (local models do): `{"name": "end_process",
+/// "arguments": {...}}`, fenced or bare, `parameters` for `arguments`, the arguments as an
+/// object or as a JSON string.
+fn with_tool_call_from_text(mut response: ModelResponse, index: u32, turn: u32) -> ModelResponse {
+    if !response.tool_calls.is_empty() {
+        return response;
+    }
+    if let Some((name, arguments)) = tool_call_in_text(&response.text) {
+        response.tool_calls.push(ToolCall {
+            id: format!("text-{index}-{turn}"),
+            name,
+            arguments,
+        });
+        // The call is the text: the conversation keeps it once, as the call.
+        response.text.clear();
+    }
+    response
+}
+
+fn tool_call_in_text(text: &str) -> Option<(String, Value)> {
+    json_candidates(text).find_map(|candidate| {
+        let mut object = match serde_json::from_str::<Value>(candidate).ok()? {
+            Value::Object(object) => object,
+            _ => return None,
+        };
+        let name = object.get("name")?.as_str()?.to_owned();
+        let arguments = match object
+            .remove("arguments")
+            .or_else(|| object.remove("parameters"))?
+        {
+            Value::String(text) => serde_json::from_str::<Value>(&text).ok()?,
+            arguments => arguments,
+        };
+        arguments.is_object().then_some((name, arguments))
+    })
+}
+
+/// The places in `text` a JSON object may be: each fenced block, then the span from the
+/// first `{` to the last `}`.
+fn json_candidates(text: &str) -> impl Iterator<Item = &str> {
+    let fenced = text.split("```").skip(1).step_by(2).map(|block| {
+        let body = block.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+        body.trim()
+    });
+    let span = text
         .find('{')
         .zip(text.rfind('}'))
         .filter(|(start, end)| start < end)
         .map(|(start, end)| &text[start..=end]);
-    if let Some(json) = candidate
-        && let Ok(feedback) = viga_protocol::parse_json::<Feedback>(json)
+    fenced.chain(span)
+}
+
+/// A verdict written as text: a JSON object (fenced or bare) in the Feedback shape, or else
+/// the text itself as one difference, never accepted.
+pub(crate) fn feedback_from_text(text: &str) -> Feedback {
+    if let Some(feedback) =
+        json_candidates(text).find_map(|json| viga_protocol::parse_json::<Feedback>(json).ok())
     {
         return feedback;
     }
@@ -270,7 +366,39 @@ pub(crate) fn feedback_from_text(text: &str) -> Feedback {
 
 #[cfg(test)]
 mod tests {
-    use super::feedback_from_text;
+    use serde_json::json;
+
+    use super::{feedback_from_text, tool_call_in_text};
+
+    #[test]
+    fn tool_calls_written_as_json_text_are_read_as_calls() {
+        let verdict = json!({"visual_differences": [], "suggestions": [], "accepted": true});
+        let bare = format!(r#"{{"name": "end_process", "arguments": {verdict}}}"#);
+        let fenced = format!("I am done.\n```json\n{bare}\n```\nThat is all.");
+        let qwen = format!("<tool_call>\n{bare}\n</tool_call>");
+        let as_string =
+            json!({"name": "end_process", "arguments": verdict.to_string()}).to_string();
+        let parameters =
+            json!({"name": "set_camera", "parameters": {"location": [1, 2, 3]}}).to_string();
+        for text in [&bare, &fenced, &qwen, &as_string] {
+            assert_eq!(
+                tool_call_in_text(text),
+                Some(("end_process".to_owned(), verdict.clone())),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            tool_call_in_text(&parameters),
+            Some(("set_camera".to_owned(), json!({"location": [1, 2, 3]})))
+        );
+        for not_a_call in [
+            "The crate is too small.",
+            r#"{"visual_differences": ["red"], "suggestions": [], "accepted": false}"#,
+            r#"{"name": "end_process", "arguments": 3}"#,
+        ] {
+            assert_eq!(tool_call_in_text(not_a_call), None, "{not_a_call}");
+        }
+    }
 
     #[test]
     fn text_verdicts() {

@@ -123,7 +123,7 @@ impl Proposer for AgentProposer {
             StopReason::Accepted => "accepted".to_owned(),
             StopReason::MaxIterations => "iteration budget spent".to_owned(),
             StopReason::Cancelled => "cancelled".to_owned(),
-            StopReason::Failed { message } => format!("failed: {message}"),
+            StopReason::Failed { message, .. } => format!("failed: {message}"),
         };
         Ok(Proposal {
             code: outcome.final_code,

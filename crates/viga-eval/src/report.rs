@@ -70,16 +70,39 @@ pub fn collect(out: &Path) -> Result<Vec<InstanceScores>, EvalError> {
     let entries = std::fs::read_dir(out).map_err(|err| EvalError::io(out, err))?;
     let mut all = Vec::new();
     for entry in entries {
-        let path = entry
-            .map_err(|err| EvalError::io(out, err))?
-            .path()
-            .join(SCORES_FILE);
+        let entry = entry.map_err(|err| EvalError::io(out, err))?;
+        let path = entry.path().join(SCORES_FILE);
         if path.is_file() {
-            all.push(read_json::<InstanceScores>(&path)?);
+            let scores = read_json::<InstanceScores>(&path)?;
+            check_instance_name(&scores.instance, &entry.file_name(), &path)?;
+            all.push(scores);
         }
     }
     all.sort_by(|a, b| (a.task, &a.instance).cmp(&(b.task, &b.instance)));
     Ok(all)
+}
+
+/// An instance name from a `scores.json` is used as a folder name (merge copies
+/// `<shard>/<instance>` to `<into>/<instance>`), so it must be a plain name, and the one of
+/// the folder the file was found in.
+fn check_instance_name(
+    instance: &str,
+    folder: &std::ffi::OsStr,
+    path: &Path,
+) -> Result<(), EvalError> {
+    let bad = |message: String| EvalError::BadResults {
+        path: path.to_path_buf(),
+        message,
+    };
+    viga_skills::names::plain_name("instance name", instance)
+        .map_err(|err| bad(err.to_string()))?;
+    if folder != instance {
+        return Err(bad(format!(
+            "it names instance {instance:?} but lies in the folder {:?}",
+            folder.to_string_lossy()
+        )));
+    }
+    Ok(())
 }
 
 /// Per-task and overall figures. Every result must share `settings`.
@@ -419,12 +442,24 @@ pub fn merge(shards: &[PathBuf], into: &Path) -> Result<Summary, EvalError> {
     write_reports(into)
 }
 
+/// Copies plain files and folders. A link is refused rather than followed: a shard folder is
+/// data, and a link in it could pull any file (or the whole disk) into the merge.
 fn copy_dir(from: &Path, to: &Path) -> Result<(), EvalError> {
     std::fs::create_dir_all(to).map_err(|err| EvalError::io(to, err))?;
     for entry in std::fs::read_dir(from).map_err(|err| EvalError::io(from, err))? {
         let entry = entry.map_err(|err| EvalError::io(from, err))?;
         let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
+        let kind = entry
+            .file_type()
+            .map_err(|err| EvalError::io(&entry.path(), err))?;
+        if kind.is_symlink() {
+            return Err(EvalError::BadResults {
+                path: entry.path(),
+                message: "is a link; shards are merged from plain files and folders only"
+                    .to_owned(),
+            });
+        }
+        if kind.is_dir() {
             copy_dir(&entry.path(), &target)?;
         } else {
             std::fs::copy(entry.path(), &target).map_err(|err| EvalError::io(&target, err))?;
@@ -626,5 +661,48 @@ mod tests {
         let merged = merge(&[a, b], &root.path().join("all")).unwrap();
         assert_eq!(merged.tasks[0].instances, 3);
         assert!(root.path().join("all/report.md").is_file());
+    }
+
+    #[test]
+    fn instance_names_that_would_leave_their_folder_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let shard = root.path().join("shard");
+        write_json(&shard.join(SETTINGS_FILE), &settings()).unwrap();
+        let planted = shard.join("placement1").join(SCORES_FILE);
+        for (instance, refusal) in [
+            ("..", "climbs out of its folder"),
+            ("../../victim", "path separator"),
+            ("/etc", "path separator"),
+            ("placement2", "lies in the folder \"placement1\""),
+        ] {
+            write_json(
+                &planted,
+                &scores(instance, Task::Placement, Some(0.1), None),
+            )
+            .unwrap();
+            let err = merge(std::slice::from_ref(&shard), &root.path().join("into"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(refusal), "{instance}: {err}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_in_a_shard_are_refused_not_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let shard = root.path().join("shard");
+        let instance = shard.join("placement1");
+        write_json(&shard.join(SETTINGS_FILE), &settings()).unwrap();
+        write_json(
+            &instance.join(SCORES_FILE),
+            &scores("placement1", Task::Placement, Some(0.1), None),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(root.path(), instance.join("everything")).unwrap();
+        let err = merge(&[shard], &root.path().join("into"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a link"), "{err}");
     }
 }

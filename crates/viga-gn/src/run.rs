@@ -902,7 +902,7 @@ impl Session {
                 RunState::Error,
                 String::new(),
                 Some(message.clone()),
-                StopReason::Failed { message },
+                StopReason::failed(message, viga_protocol::event::FailureKind::Other),
             ),
         };
         recorder.transition(state, rounds.saturating_sub(1));

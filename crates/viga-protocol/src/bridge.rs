@@ -359,6 +359,8 @@ pub enum FaultKind {
     UndoUnavailable,
     // The add-on was disabled while the request waited.
     ShuttingDown,
+    // The bridge serves another client; it serves one at a time.
+    Busy,
 }
 
 /// Why the bridge refused or failed a command.

@@ -21,7 +21,48 @@ pub enum StopReason {
     /// The user stopped the run.
     Cancelled,
     /// Something the run cannot recover from.
-    Failed { message: String },
+    Failed {
+        message: String,
+        /// What kind of failure it was, so a front end can say what to do; `other` in logs
+        /// written before failures had kinds.
+        #[serde(default)]
+        kind: FailureKind,
+    },
+}
+
+/// What kind of failure stopped a run or a command, in the categories a person acts on:
+/// `provider_auth` (the API key is wrong or missing), `provider_unavailable` (the model
+/// server is down, overloaded, rate-limited or unreachable after retries: try again later),
+/// `context_overflow` (the prompt is too long for the model even after shrinking it),
+/// `provider_failed` (the provider refused the request or answered with something unusable),
+/// `blender_unavailable` (Blender could not be started, or restarted twice in a row),
+/// `io` (a file or folder could not be read or written), `config` (settings that cannot
+/// work), `cancelled`, and `other` (anything else: a bug).
+// No doc comments on the variants: schemars would turn the plain string enum of the schema
+// into a `oneOf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    ProviderAuth,
+    ProviderUnavailable,
+    ContextOverflow,
+    ProviderFailed,
+    BlenderUnavailable,
+    Io,
+    Config,
+    Cancelled,
+    #[default]
+    Other,
+}
+
+impl StopReason {
+    /// A failed stop of `kind`.
+    pub fn failed(message: impl Into<String>, kind: FailureKind) -> Self {
+        Self::Failed {
+            message: message.into(),
+            kind,
+        }
+    }
 }
 
 /// Which role a model call served.

@@ -62,7 +62,8 @@ impl ProviderKind {
         }
     }
 
-    fn default_base_url(self) -> Option<&'static str> {
+    /// Where the provider's API lives when the config names no `base_url`.
+    pub fn default_base_url(self) -> Option<&'static str> {
         match self {
             Self::OpenAi => Some("https://api.openai.com/v1"),
             Self::Anthropic => Some("https://api.anthropic.com/v1"),
@@ -86,6 +87,11 @@ pub struct Timeouts {
     /// Reasoning models can think silently for minutes: raise it for them.
     #[serde(rename = "stream_idle_secs", with = "secs")]
     pub stream_idle: Duration,
+    /// The longest a streaming call may take in all, however steadily it streams, so a
+    /// server that trickles an endless answer still ends. Generous: a slow local model can
+    /// stream one long answer for many minutes.
+    #[serde(rename = "stream_total_secs", with = "secs")]
+    pub stream_total: Duration,
 }
 
 impl Default for Timeouts {
@@ -94,6 +100,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(15),
             request: Duration::from_secs(600),
             stream_idle: Duration::from_secs(300),
+            stream_total: Duration::from_secs(3600),
         }
     }
 }
@@ -288,6 +295,7 @@ fn validate(config: &ProviderConfig) -> Result<(), ProviderError> {
     } else if config.timeouts.connect.is_zero()
         || config.timeouts.request.is_zero()
         || config.timeouts.stream_idle.is_zero()
+        || config.timeouts.stream_total.is_zero()
     {
         Some("timeouts must be greater than zero".to_owned())
     } else {

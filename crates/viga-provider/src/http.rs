@@ -6,13 +6,19 @@ use std::future::Future;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use serde_json::Value;
 
 use crate::ProviderError;
 use crate::config::{Secret, Timeouts};
-use crate::retry::RetryPolicy;
+use crate::retry::{MAX_RETRY_AFTER, RetryPolicy};
 use crate::sse::StreamContext;
+
+/// The largest response body viga reads, a whole answer or a whole stream: far above any
+/// real model answer, and a server that sends without end is cut off here.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 64 << 20;
+/// Of an error response only the start is read: its message is all that is shown.
+const MAX_ERROR_BODY_BYTES: usize = 1 << 20;
 
 /// Who we talk to, without the key: what errors name, and what stream tasks carry.
 #[derive(Debug, Clone)]
@@ -97,6 +103,9 @@ impl HttpClient {
         install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
+            // A redirect would carry the key headers (`x-api-key`, `x-goog-api-key`) to
+            // wherever it points; it is reported instead (see `redirected`).
+            .redirect(reqwest::redirect::Policy::none())
             .default_headers(headers)
             .user_agent(concat!("viga/", env!("CARGO_PKG_VERSION")));
         // HTTP(S)_PROXY is honoured, except for a server on this machine (Ollama, vLLM, ...),
@@ -124,6 +133,7 @@ impl HttpClient {
         StreamContext {
             provider: self.origin.provider,
             idle: self.timeouts.stream_idle,
+            total: self.timeouts.stream_total,
             started,
             request_id: None,
             structured_output_fallback: false,
@@ -158,15 +168,30 @@ impl HttpClient {
             .map_err(|err| self.transport(&err, "the request", self.timeouts.request))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
+        let succeeded = (200..300).contains(&status);
+        let limit = if succeeded {
+            MAX_RESPONSE_BYTES
+        } else {
+            MAX_ERROR_BODY_BYTES
+        };
+        let (body, complete) = read_limited(response, limit)
             .await
             .map_err(|err| self.transport(&err, "reading the response", self.timeouts.request))?;
-        if !(200..300).contains(&status) {
-            return Err(self.classify(status, &headers, &bytes));
+        if !succeeded {
+            return Err(self.classify(status, &headers, &body));
+        }
+        if !complete {
+            return Err(ProviderError::MalformedResponse {
+                provider: self.origin.provider.to_owned(),
+                message: format!(
+                    "the response is larger than {} MiB; viga stopped reading it",
+                    MAX_RESPONSE_BYTES >> 20
+                ),
+            }
+            .into());
         }
         Ok(Reply {
-            body: Vec::from(bytes),
+            body,
             request_id: request_id(&headers),
         })
     }
@@ -189,11 +214,11 @@ impl HttpClient {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let bytes = tokio::time::timeout(idle, response.bytes())
+        let (body, _) = tokio::time::timeout(idle, read_limited(response, MAX_ERROR_BODY_BYTES))
             .await
             .map_err(|_| self.timed_out("reading the error response", idle))?
             .map_err(|err| self.transport(&err, "reading the error response", idle))?;
-        Err(self.classify(status, &headers, &bytes))
+        Err(self.classify(status, &headers, &body))
     }
 
     async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, ProviderError>
@@ -217,7 +242,10 @@ impl HttpClient {
                 return Err(gave_up(failure.error, attempts));
             }
             let wait = policy.delay(attempts, failure.retry_after, rand::random::<f64>());
-            if waited + wait > policy.max_total_wait {
+            if waited
+                .checked_add(wait)
+                .is_none_or(|total| total > policy.max_total_wait)
+            {
                 return Err(gave_up(failure.error, attempts));
             }
             tracing::warn!(
@@ -228,14 +256,19 @@ impl HttpClient {
                 "model call failed; retrying"
             );
             tokio::time::sleep(wait).await;
-            waited += wait;
+            waited = waited.saturating_add(wait);
         }
     }
 
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> Failure {
+        if (300..400).contains(&status) {
+            return self.redirected(status, headers).into();
+        }
         let retry_after = retry_after(headers);
         let mut failure = classify(&self.origin, status, body);
-        failure.retry_after = retry_after.or(failure.retry_after);
+        failure.retry_after = retry_after
+            .or(failure.retry_after)
+            .map(|after| after.min(MAX_RETRY_AFTER));
         if let ProviderError::RateLimited {
             retry_after: field, ..
         } = &mut failure.error
@@ -243,6 +276,21 @@ impl HttpClient {
             *field = failure.retry_after;
         }
         failure
+    }
+
+    /// Redirects are not followed: the key headers would go along to wherever they point,
+    /// and a model API that moved is a base_url to correct, not a hop to take on every call.
+    fn redirected(&self, status: u16, headers: &HeaderMap) -> ProviderError {
+        let target = headers
+            .get(LOCATION)
+            .and_then(|value| value.to_str().ok())
+            .map_or_else(|| "(no Location header)".to_owned(), snippet);
+        ProviderError::Config(format!(
+            "{} answered with a redirect (HTTP {status}) to {target}; viga does not follow \
+             redirects for model calls, since the API key would go along: set base_url to \
+             the address the API really has",
+            self.origin.base_url
+        ))
     }
 
     fn transport(&self, err: &reqwest::Error, what: &str, after: Duration) -> Failure {
@@ -361,13 +409,33 @@ pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
     })
 }
 
+/// Reads at most `limit` bytes of a response's body, chunk by chunk as it arrives; the flag
+/// says whether that was all of it. A body that goes on without end costs `limit` bytes.
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = limit - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, false));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, true))
+}
+
 /// `retry-after-ms` (OpenAI, fractional milliseconds) or `Retry-After` in seconds. The
-/// HTTP-date form is not honoured; backoff applies instead.
+/// HTTP-date form is not honoured; backoff applies instead. A wait too long for a Duration
+/// is read as the longest one (and bounded by the caller).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let millis = header("retry-after-ms")
         .and_then(|value| value.trim().parse::<f64>().ok())
-        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok());
+        .filter(|ms| *ms >= 0.0)
+        .map(|ms| Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::MAX));
     millis.or_else(|| {
         header("retry-after")
             .and_then(|value| value.trim().parse::<u64>().ok())

@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The longest wait a server can ask for and have it recorded as asked (see
+/// `HttpClient::classify`). A broken or hostile server can send `Retry-After:
+/// 18446744073709551615`; anything past this is taken as this (a day), which is past any
+/// retry budget anyway: the call fails at once and says to wait.
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The retry budget of one model call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -48,7 +54,10 @@ impl RetryPolicy {
             .initial_backoff
             .saturating_mul(1u32 << doublings)
             .min(self.max_backoff);
-        base.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+        // Not `mul_f64`, which panics when the product rounds past Duration::MAX (a
+        // `max_backoff_secs` near u64::MAX) or the jitter is NaN: the base wait is kept then.
+        let scale = 0.5 + 0.5 * jitter.clamp(0.0, 1.0);
+        Duration::try_from_secs_f64(base.as_secs_f64() * scale).unwrap_or(base)
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -92,6 +101,19 @@ mod tests {
     fn retry_after_from_the_server_wins() {
         let after = Duration::from_secs(7);
         assert_eq!(policy().delay(1, Some(after), 0.3), after);
+    }
+
+    #[test]
+    fn an_absurd_backoff_is_computed_without_panicking() {
+        let policy = policy();
+        let huge = RetryPolicy {
+            initial_backoff: Duration::MAX,
+            max_backoff: Duration::MAX,
+            ..policy
+        };
+        for jitter in [0.0, 1.0, f64::NAN] {
+            assert!(huge.delay(u32::MAX, None, jitter) > Duration::from_secs(1 << 62));
+        }
     }
 
     #[test]

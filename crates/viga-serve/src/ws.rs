@@ -1,6 +1,6 @@
 //! A WebSocket gateway for add-on commands (seed 004's message flow). A client says who it is
-//! with `hello`, then sends `addon_command`s; each user gets a Blender of their own, so one
-//! user's scene never sees another's commands.
+//! with `hello` (its user and that user's own token), then sends `addon_command`s; each user
+//! gets a Blender of their own, so one user's scene never sees another's commands.
 //!
 //! Client → gateway (JSON text frames, every one with a fresh `message_id`):
 //! `{"type": "hello", "message_id", "user" (or seed 004's "username"), "token"}`,
@@ -10,54 +10,80 @@
 //! Gateway → client: `{"type": "response", "message_id", "ok": true, "result"}` or
 //! `{"type": "response", "message_id", "ok": false, "error"}`; an add-on command's `result`
 //! is `{"result": <what the command returned>, "scene": <the scene summary, as objects>}`.
+//!
+//! Under abuse it holds: sessions are capped and reaped when idle ([`GatewayLimits`]),
+//! message ids are remembered in a bounded window ([`REPLAY_WINDOW`]), connections are
+//! capped and time out, accept errors are survived, and path parameters are confined to
+//! the user's folder under [`GatewayConfig::files_root`].
 
-use std::collections::{HashMap, HashSet};
+mod connection;
+mod credentials;
+mod files;
+mod messages;
+mod replay;
+mod sessions;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures_util::{SinkExt as _, StreamExt as _};
-use serde::Deserialize;
-use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Mutex;
-use tokio_tungstenite::tungstenite::Message;
-use viga_blender::{BlenderCommands as _, BlenderLauncher, Worker, WorkerConfig};
-use viga_protocol::bridge::SceneReset;
-use viga_skills::addons::{AddonRegistry, discover};
-use viga_skills::{RenderSettings, ToolContext, ToolError};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
-/// Objects of the scene summary a command's reply carries.
-const SCENE_OBJECTS: u32 = 200;
+pub use credentials::{
+    Credentials, CredentialsError, GATEWAY_TOKEN_ENV, MIN_TOKEN_CHARS, USERS_ENV, UserName,
+};
+pub use files::{DEFAULT_FILES_ROOT, FilePathParameters};
+pub use replay::{MAX_MESSAGE_ID_BYTES, REPLAY_WINDOW};
+pub use sessions::{
+    BlenderSessions, SessionBlender, SessionFactory, SessionStartError, StartedSession,
+};
 
-/// Largest message the gateway reads; add-on commands are small.
-const MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// How long the listener waits after a failed accept before the next: out of file
+/// descriptors (EMFILE), accept fails at once until one is freed, and retrying without a
+/// pause would spin a core.
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// The environment variable holding the gateway's shared token.
-pub const GATEWAY_TOKEN_ENV: &str = "VIGA_GATEWAY_TOKEN";
-/// The shortest token the gateway accepts: anything shorter is guessable.
-pub const MIN_TOKEN_CHARS: usize = 16;
+/// How much the gateway holds, and for how long.
+#[derive(Debug, Clone)]
+pub struct GatewayLimits {
+    /// Users served at once, each with a Blender of their own; a new user beyond it is
+    /// refused until a session is reaped.
+    pub max_sessions: usize,
+    /// A session whose user has had no connection open for this long is stopped.
+    pub session_idle: Duration,
+    /// Connections open at once; one beyond it is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// Time for the WebSocket handshake after the TCP connection is accepted.
+    pub handshake_timeout: Duration,
+    /// Time for an accepted hello after the handshake.
+    pub hello_timeout: Duration,
+    /// A connection that sends no message for this long is closed (pings do not count).
+    pub connection_idle: Duration,
+}
 
-/// Reads the shared token from [`GATEWAY_TOKEN_ENV`], refusing a missing or short one.
-pub fn token_from_env() -> Result<String, String> {
-    let token = std::env::var(GATEWAY_TOKEN_ENV).unwrap_or_default();
-    if token.chars().count() < MIN_TOKEN_CHARS {
-        return Err(format!(
-            "{GATEWAY_TOKEN_ENV} must hold a shared secret of at least {MIN_TOKEN_CHARS} characters; clients send it in their hello"
-        ));
+impl Default for GatewayLimits {
+    fn default() -> Self {
+        Self {
+            max_sessions: 8,
+            session_idle: Duration::from_secs(600),
+            max_connections: 256,
+            handshake_timeout: Duration::from_secs(10),
+            hello_timeout: Duration::from_secs(10),
+            connection_idle: Duration::from_secs(300),
+        }
     }
-    Ok(token)
 }
 
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
-    /// Every client must present this in its hello.
-    pub token: String,
-    pub launcher: BlenderLauncher,
-    /// Add-on packages to load in each user's Blender.
-    pub addons_folder: Option<PathBuf>,
-    /// A program run on a fresh factory scene when a user's Blender starts.
-    pub setup_code: Option<String>,
+    /// Who may say hello, each with their own token.
+    pub credentials: Credentials,
+    pub limits: GatewayLimits,
+    /// Each user's path parameters are confined to `<files_root>/<user>/`; made (mode 0700)
+    /// when missing, refused when other users may enter it.
+    pub files_root: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,82 +94,55 @@ pub enum GatewayError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot use {path} as the gateway's files root: {source}")]
+    FilesRoot {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// One user's Blender, add-ons and the message ids it has seen.
-struct Session {
-    /// The user this session belongs to.
-    user: String,
-    context: ToolContext,
-    addons: AddonRegistry,
-    seen: Mutex<HashSet<String>>,
-}
-
-/// The gateway's state: sessions by user.
+/// The gateway's state: who may connect, the sessions, and the connection slots.
 pub struct Gateway {
-    config: GatewayConfig,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    credentials: Credentials,
+    limits: GatewayLimits,
+    sessions: Arc<sessions::Sessions>,
+    connection_slots: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").finish_non_exhaustive()
+        f.debug_struct("Gateway")
+            .field("credentials", &self.credentials)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-enum Incoming {
-    Hello {
-        message_id: String,
-        /// Seed 004's clients call it `username`.
-        #[serde(alias = "username")]
-        user: String,
-        token: String,
-    },
-    ListTools {
-        message_id: String,
-    },
-    AddonCommand {
-        message_id: String,
-        addon_id: String,
-        command: String,
-        params: Value,
-        /// Seed 004 tags every command with its user; when given, it must be the user this
-        /// connection said hello as.
-        #[serde(default)]
-        username: Option<String>,
-    },
-}
-
-impl Incoming {
-    fn message_id(&self) -> &str {
-        match self {
-            Self::Hello { message_id, .. }
-            | Self::ListTools { message_id }
-            | Self::AddonCommand { message_id, .. } => message_id,
-        }
-    }
-}
-
-fn respond(message_id: Option<&str>, outcome: Result<Value, String>) -> Message {
-    let body = match outcome {
-        Ok(result) => {
-            json!({"type": "response", "message_id": message_id, "ok": true, "result": result})
-        }
-        Err(error) => {
-            json!({"type": "response", "message_id": message_id, "ok": false, "error": error})
-        }
-    };
-    Message::text(body.to_string())
 }
 
 impl Gateway {
-    pub fn new(config: GatewayConfig) -> Arc<Self> {
-        Arc::new(Self {
-            config,
-            sessions: Mutex::new(HashMap::new()),
-        })
+    /// A gateway whose sessions `factory` starts (a [`BlenderSessions`] for real Blender).
+    pub fn new(
+        config: GatewayConfig,
+        factory: Arc<dyn SessionFactory>,
+    ) -> Result<Arc<Self>, GatewayError> {
+        let files_root = files::prepare_files_root(&config.files_root).map_err(|source| {
+            GatewayError::FilesRoot {
+                path: config.files_root.clone(),
+                source,
+            }
+        })?;
+        let limits = config.limits;
+        Ok(Arc::new(Self {
+            credentials: config.credentials,
+            sessions: sessions::Sessions::new(
+                factory,
+                files_root,
+                limits.max_sessions,
+                limits.session_idle,
+            ),
+            connection_slots: Arc::new(Semaphore::new(limits.max_connections)),
+            limits,
+        }))
     }
 
     /// Binds the listening socket. Keep `address` on loopback: the gateway speaks plain
@@ -154,174 +153,41 @@ impl Gateway {
             .map_err(|source| GatewayError::Bind { address, source })
     }
 
-    /// Accepts connections until the listener fails or the task is dropped.
+    /// Accepts connections and reaps idle sessions until the future is dropped.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        while let Ok((stream, peer)) = listener.accept().await {
-            let gateway = Arc::clone(&self);
+        tokio::select! {
+            () = self.sessions.reap_forever() => {}
+            () = self.accept_forever(listener) => {}
+        }
+    }
+
+    /// Stops every user's Blender (on shutdown).
+    pub async fn stop_sessions(&self) {
+        self.sessions.stop_all().await;
+    }
+
+    async fn accept_forever(self: &Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!("accepting a connection failed: {err}; still listening");
+                    tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
+                    continue;
+                }
+            };
+            let Ok(slot) = Arc::clone(&self.connection_slots).try_acquire_owned() else {
+                tracing::debug!(%peer, max = self.limits.max_connections, "connection closed: the gateway holds as many as it may");
+                drop(stream);
+                continue;
+            };
+            let gateway = Arc::clone(self);
             tokio::spawn(async move {
-                if let Err(err) = gateway.connection(stream).await {
+                if let Err(err) = connection::serve_connection(&gateway, stream).await {
                     tracing::debug!(%peer, "websocket connection ended: {err}");
                 }
+                drop(slot);
             });
         }
-    }
-
-    async fn connection(
-        &self,
-        stream: TcpStream,
-    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
-        let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-            .max_message_size(Some(MAX_MESSAGE_BYTES));
-        let mut socket = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await?;
-        let mut session: Option<Arc<Session>> = None;
-        while let Some(frame) = socket.next().await {
-            let text = match frame? {
-                Message::Text(text) => text,
-                Message::Close(_) => break,
-                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
-                Message::Binary(_) => {
-                    socket
-                        .send(respond(
-                            None,
-                            Err("binary frames are not accepted; send JSON text".to_owned()),
-                        ))
-                        .await?;
-                    continue;
-                }
-            };
-            let incoming: Incoming = match serde_json::from_str(text.as_str()) {
-                Ok(incoming) => incoming,
-                Err(err) => {
-                    socket
-                        .send(respond(None, Err(format!("unreadable message: {err}"))))
-                        .await?;
-                    continue;
-                }
-            };
-            let message_id = incoming.message_id().to_owned();
-            let outcome = self.handle(incoming, &mut session).await;
-            socket.send(respond(Some(&message_id), outcome)).await?;
-        }
-        Ok(())
-    }
-
-    async fn handle(
-        &self,
-        incoming: Incoming,
-        session: &mut Option<Arc<Session>>,
-    ) -> Result<Value, String> {
-        if incoming.message_id().trim().is_empty() {
-            return Err("every message needs a non-empty message_id".to_owned());
-        }
-        if let Incoming::Hello { user, token, .. } = &incoming {
-            if token.as_bytes() != self.config.token.as_bytes() {
-                return Err("wrong token".to_owned());
-            }
-            if user.trim().is_empty() {
-                return Err("hello needs a user".to_owned());
-            }
-            let opened = self.session_for(user).await?;
-            check_fresh(&opened, incoming.message_id()).await?;
-            *session = Some(opened);
-            return Ok(json!({"user": user}));
-        }
-        let Some(current) = session.as_ref() else {
-            return Err("say hello (with your user and the gateway token) first".to_owned());
-        };
-        if let Incoming::AddonCommand {
-            username: Some(claimed),
-            ..
-        } = &incoming
-            && *claimed != current.user
-        {
-            return Err(format!(
-                "username {claimed:?} is not the user this connection said hello as ({:?}); one connection speaks for one user",
-                current.user
-            ));
-        }
-        check_fresh(current, incoming.message_id()).await?;
-        match incoming {
-            Incoming::Hello { .. } => Err("already greeted".to_owned()),
-            Incoming::ListTools { .. } => {
-                let tools = current.addons.tools().map_err(|err| err.to_string())?;
-                Ok(json!(tools.iter().map(|t| t.spec()).collect::<Vec<_>>()))
-            }
-            Incoming::AddonCommand {
-                addon_id,
-                command,
-                params,
-                ..
-            } => {
-                let Some(tool) = current.addons.tool(&addon_id, &command) else {
-                    return Err(format!(
-                        "add-on {addon_id:?} is not registered or has no command {command:?} (registered add-ons: {})",
-                        current.addons.ids().join(", ")
-                    ));
-                };
-                let blender = current.context.blender.as_ref();
-                let answer = tool.run(blender, params).await.map_err(|err| match err {
-                    ToolError::Recoverable(message) | ToolError::Fatal(message) => message,
-                })?;
-                // The scene as objects (names, types, transforms, sizes), not the lines a
-                // model reads: a client acts on it.
-                let scene = blender
-                    .scene_info(0, SCENE_OBJECTS)
-                    .await
-                    .map_err(|err| err.to_string())?;
-                Ok(json!({"result": answer.result, "scene": scene}))
-            }
-        }
-    }
-
-    /// The user's session, starting their Blender on first use.
-    async fn session_for(&self, user: &str) -> Result<Arc<Session>, String> {
-        let mut sessions = self.sessions.lock().await;
-        if let Some(existing) = sessions.get(user) {
-            return Ok(Arc::clone(existing));
-        }
-        let mut worker_config = WorkerConfig::new(self.config.launcher.clone());
-        worker_config.name = format!("user-{user}");
-        let worker = Worker::start(worker_config)
-            .await
-            .map_err(|err| err.to_string())?;
-        let setup = self.config.setup_code.clone().unwrap_or_default();
-        let result = worker
-            .execute(&setup, Some(SceneReset::Factory), None)
-            .await
-            .map_err(|err| err.to_string())?;
-        if let Some(error) = result.error {
-            return Err(format!("the gateway's setup program failed: {error}"));
-        }
-        let mut addons = AddonRegistry::new();
-        let problems = discover(&worker, self.config.addons_folder.as_deref(), &mut addons)
-            .await
-            .map_err(|err| err.to_string())?;
-        for problem in problems {
-            tracing::warn!(user, "add-on skipped: {problem}");
-        }
-        let context = ToolContext::new(
-            Arc::new(worker),
-            RenderSettings::default(),
-            SceneReset::Factory,
-        );
-        let session = Arc::new(Session {
-            user: user.to_owned(),
-            context,
-            addons,
-            seen: Mutex::new(HashSet::new()),
-        });
-        sessions.insert(user.to_owned(), Arc::clone(&session));
-        Ok(session)
-    }
-}
-
-/// Refuses a message id this session has already seen (a replay).
-async fn check_fresh(session: &Session, message_id: &str) -> Result<(), String> {
-    if session.seen.lock().await.insert(message_id.to_owned()) {
-        Ok(())
-    } else {
-        Err(format!(
-            "message id {message_id:?} was already used; replayed messages are refused"
-        ))
     }
 }

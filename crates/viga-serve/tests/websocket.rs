@@ -1,33 +1,58 @@
-//! The WebSocket gateway with a real client and real Blender: per-user isolation, replayed
-//! ids refused, commands only for registered add-ons, hello required.
+//! The WebSocket gateway with a real client and real Blender: per-user isolation, each
+//! token admitting its own user only, replayed ids refused, commands only for registered
+//! add-ons, hello required, path parameters confined to the user's folder, and an idle
+//! session's Blender stopped to make room under the session cap.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use viga_blender::locate;
-use viga_serve::ws::{Gateway, GatewayConfig};
+use viga_serve::ws::{BlenderSessions, Credentials, Gateway, GatewayConfig, GatewayLimits};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn start() -> SocketAddr {
+const ALICE_TOKEN: &str = "alice-token-0123456789";
+const BOB_TOKEN: &str = "bob-token-abcdefghijkl";
+
+const SETUP: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2)\nbpy.context.object.name = 'Table'\nbpy.ops.mesh.primitive_cube_add(size=1, location=(5, 5, 5))\nbpy.context.object.name = 'Chair'\n";
+
+fn fixture_addons() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons")
+}
+
+/// The test add-on whose commands take file paths (tests/addons/scene_files).
+fn file_addons() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/addons")
+}
+
+/// A gateway on loopback for alice and bob, with real Blender sessions; the files root is
+/// `<returned folder>/files`.
+async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile::TempDir) {
+    let files = tempfile::tempdir().unwrap();
     let config = GatewayConfig {
-        token: "secret".into(),
-        launcher: locate().unwrap(),
-        addons_folder: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons")),
-        setup_code: Some(
-            "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2)\nbpy.context.object.name = 'Table'\nbpy.ops.mesh.primitive_cube_add(size=1, location=(5, 5, 5))\nbpy.context.object.name = 'Chair'\n".into(),
-        ),
+        credentials: Credentials::from_pairs([("alice", ALICE_TOKEN), ("bob", BOB_TOKEN)], "test")
+            .unwrap(),
+        limits,
+        files_root: files.path().join("files"),
     };
+    let sessions = BlenderSessions {
+        launcher: locate().unwrap(),
+        addons_folder: Some(addons),
+        setup_code: Some(SETUP.to_owned()),
+    };
+    let gateway = Gateway::new(config, Arc::new(sessions)).unwrap();
     let listener = Gateway::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(Gateway::new(config).serve(listener));
-    address
+    tokio::spawn(gateway.serve(listener));
+    (address, files)
 }
 
 async fn connect(address: SocketAddr) -> Socket {
@@ -50,7 +75,12 @@ async fn ask(socket: &mut Socket, message: Value) -> Value {
 }
 
 fn hello(id: &str, user: &str) -> Value {
-    json!({"type": "hello", "message_id": id, "user": user, "token": "secret"})
+    let token = if user == "alice" {
+        ALICE_TOKEN
+    } else {
+        BOB_TOKEN
+    };
+    json!({"type": "hello", "message_id": id, "user": user, "token": token})
 }
 
 /// Seed 004's own message: `type`, `addon_id`, `command`, `params`, `username`, `message_id`.
@@ -79,11 +109,11 @@ fn list(id: &str) -> Value {
 #[tokio::test]
 async fn users_are_isolated_and_replays_refused() {
     within(BLENDER_TEST_LIMIT, "the test", async {
-        let address = start().await;
+        let (address, _files) = start(fixture_addons(), GatewayLimits::default()).await;
         let mut alice = connect(address).await;
         assert_eq!(
             ask(&mut alice, list("a0")).await["error"],
-            "say hello (with your user and the gateway token) first"
+            "say hello (with your user and your token) first"
         );
         let wrong = ask(
             &mut alice,
@@ -92,9 +122,18 @@ async fn users_are_isolated_and_replays_refused() {
         .await;
         assert_eq!(
             (wrong["ok"].clone(), wrong["error"].clone()),
-            (json!(false), json!("wrong token"))
+            (json!(false), json!("unknown user or wrong token"))
         );
+        // Bob's token does not make its bearer alice, and an unknown user is told the same.
+        let borrowed = json!({"type": "hello", "message_id": "a1b", "username": "alice", "token": BOB_TOKEN});
+        assert_eq!(ask(&mut alice, borrowed).await["error"], "unknown user or wrong token");
+        let stranger = json!({"type": "hello", "message_id": "a1c", "user": "mallory", "token": ALICE_TOKEN});
+        assert_eq!(ask(&mut alice, stranger).await["error"], "unknown user or wrong token");
         assert_eq!(ask(&mut alice, hello("a2", "alice")).await["ok"], true);
+        assert_eq!(
+            ask(&mut alice, hello("a2b", "bob")).await["error"],
+            "already greeted as alice; one connection speaks for one user"
+        );
 
         let placed = ask(&mut alice, place("a3")).await;
         assert_eq!(placed["message_id"], "a3");
@@ -159,6 +198,162 @@ async fn users_are_isolated_and_replays_refused() {
         );
         let hers = ask(&mut again, list("a8")).await;
         assert_eq!(chair_location(&hers), json!([-1.5, 0.0, 0.0]), "{hers}");
+    })
+    .await;
+}
+
+fn command(id: &str, name: &str, params: Value) -> Value {
+    json!({"type": "addon_command", "message_id": id, "addon_id": "scene_files", "command": name, "params": params})
+}
+
+fn error_of(reply: &Value) -> &str {
+    reply["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected a refusal: {reply}"))
+}
+
+#[tokio::test]
+async fn path_parameters_stay_in_the_users_folder() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let (address, files) = start(file_addons(), GatewayLimits::default()).await;
+        let mut alice = connect(address).await;
+        assert_eq!(ask(&mut alice, hello("p0", "alice")).await["ok"], true);
+        // Made when her session started.
+        let alices_folder = files.path().join("files/alice").canonicalize().unwrap();
+
+        // A declared `file_path` parameter and one whose name says path both land in her folder.
+        let saved = ask(
+            &mut alice,
+            command("p1", "save_copy", json!({"target": "copy.blend"})),
+        )
+        .await;
+        let copy = alices_folder.join("copy.blend");
+        assert_eq!(
+            saved["result"]["result"]["saved"],
+            copy.to_str().unwrap(),
+            "{saved}"
+        );
+        assert!(copy.is_file(), "{saved}");
+        let noted = ask(
+            &mut alice,
+            command(
+                "p2",
+                "write_note",
+                json!({"note_path": "note.txt", "text": "hi"}),
+            ),
+        )
+        .await;
+        let note = alices_folder.join("note.txt");
+        assert_eq!(
+            noted["result"]["result"]["written"],
+            note.to_str().unwrap(),
+            "{noted}"
+        );
+        assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi");
+
+        // Out of her folder: upwards, absolute elsewhere, through a link.
+        let outside = files.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, alices_folder.join("out")).unwrap();
+        let escapes = [
+            (
+                "p3",
+                "save_copy",
+                json!({"target": "../bob/copy.blend"}),
+                "`..` may not appear in a path",
+            ),
+            (
+                "p4",
+                "write_note",
+                json!({"note_path": outside.join("x.txt"), "text": "x"}),
+                "outside your folder",
+            ),
+            (
+                "p5",
+                "write_note",
+                json!({"note_path": "out/x.txt", "text": "x"}),
+                "through a link",
+            ),
+        ];
+        for (id, name, params, why) in escapes {
+            let refused = ask(&mut alice, command(id, name, params)).await;
+            assert!(error_of(&refused).contains(why), "{refused}");
+        }
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "a file was written outside"
+        );
+
+        // Bob cannot reach alice's files by their absolute path either.
+        let mut bob = connect(address).await;
+        assert_eq!(ask(&mut bob, hello("b0", "bob")).await["ok"], true);
+        let overwrite = command(
+            "b1",
+            "write_note",
+            json!({"note_path": note, "text": "bob was here"}),
+        );
+        assert!(error_of(&ask(&mut bob, overwrite).await).contains("outside your folder"));
+        assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi");
+    })
+    .await;
+}
+
+/// Whether the process `pid` is still running (a zombie counts as gone).
+fn running(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+async fn blender_pid(socket: &mut Socket, id: &str) -> u64 {
+    let reply = ask(socket, command(id, "process_id", json!({}))).await;
+    reply["result"]["result"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{reply}"))
+}
+
+#[tokio::test]
+async fn an_idle_session_is_stopped_and_makes_room_under_the_cap() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let limits = GatewayLimits {
+            max_sessions: 1,
+            session_idle: Duration::from_secs(1),
+            ..GatewayLimits::default()
+        };
+        let (address, _files) = start(file_addons(), limits).await;
+        let mut alice = connect(address).await;
+        assert_eq!(ask(&mut alice, hello("a0", "alice")).await["ok"], true);
+        let alices_blender = blender_pid(&mut alice, "a1").await;
+        assert!(running(alices_blender));
+
+        // The gateway is full: bob is refused, and no Blender is started for him.
+        let mut bob = connect(address).await;
+        assert_eq!(
+            ask(&mut bob, hello("b0", "bob")).await["error"],
+            "the gateway serves at most 1 users at once; try again later"
+        );
+
+        // Alice leaves; a second after, her Blender is stopped and bob gets the place.
+        alice.close(None).await.unwrap();
+        let left = Instant::now();
+        while running(alices_blender) {
+            assert!(
+                left.elapsed() < Duration::from_secs(30),
+                "alice's idle Blender was never stopped"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            left.elapsed() >= Duration::from_millis(900),
+            "stopped before the idle limit"
+        );
+        assert_eq!(ask(&mut bob, hello("b1", "bob")).await["ok"], true);
+        let bobs_blender = blender_pid(&mut bob, "b2").await;
+        assert_ne!(bobs_blender, alices_blender);
     })
     .await;
 }

@@ -8,7 +8,8 @@
 //! verifier's ([`verifier`]); camera math and the fast path for camera instructions
 //! ([`camera`]); labelled multi-view montages ([`montage`]); asset sources ([`assets`]);
 //! compact scene summaries ([`scene`]); photometric loss ([`metrics`]); tools generated at run
-//! time from Blender add-on manifests ([`addons`]).
+//! time from Blender add-on manifests ([`addons`]); the checks on names read back from run
+//! folders before they are used as paths ([`names`]).
 //!
 //! **Must not:** call a model or own the loop. Where a tool needs a model (a free-form camera
 //! instruction), it asks through a trait ([`context::InstructionTranslator`]) that the loop
@@ -21,6 +22,7 @@ pub mod context;
 pub mod generator;
 pub mod metrics;
 pub mod montage;
+pub mod names;
 pub mod registry;
 pub mod scene;
 pub mod verifier;

@@ -16,15 +16,15 @@ use viga_blender::{BlenderCommands, TransportError};
 use viga_protocol::bridge::{FaultKind, READY_MARKER, TOKEN_ENV};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-const TOKEN: &str = "test-token-0123456789";
+pub(super) const TOKEN: &str = "test-token-0123456789";
 
 /// A bridge started by hand, so the test can speak raw bytes to it.
-struct RawBridge {
+pub(super) struct RawBridge {
     _child: Child,
-    address: SocketAddr,
+    pub(super) address: SocketAddr,
 }
 
-async fn raw_bridge() -> RawBridge {
+pub(super) async fn raw_bridge() -> RawBridge {
     let script = write_bridge_script().unwrap();
     let (program, args) =
         super::blender().command_line(&script, &[OsString::from("--mode"), "serve".into()]);
@@ -56,7 +56,7 @@ async fn raw_bridge() -> RawBridge {
     }
 }
 
-async fn send_raw(stream: &mut TcpStream, bytes: &[u8]) {
+pub(super) async fn send_raw(stream: &mut TcpStream, bytes: &[u8]) {
     stream
         .write_all(&(bytes.len() as u32).to_be_bytes())
         .await
@@ -64,7 +64,7 @@ async fn send_raw(stream: &mut TcpStream, bytes: &[u8]) {
     stream.write_all(bytes).await.unwrap();
 }
 
-async fn read_reply(stream: &mut TcpStream) -> Value {
+pub(super) async fn read_reply(stream: &mut TcpStream) -> Value {
     let mut header = [0u8; 4];
     stream.read_exact(&mut header).await.unwrap();
     let mut body = vec![0u8; u32::from_be_bytes(header) as usize];
@@ -72,7 +72,7 @@ async fn read_reply(stream: &mut TcpStream) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-async fn greeted_stream(address: SocketAddr) -> TcpStream {
+pub(super) async fn greeted_stream(address: SocketAddr) -> TcpStream {
     let mut stream = TcpStream::connect(address).await.unwrap();
     let hello = json!({"id": 0, "command": "hello", "token": TOKEN, "protocol_version": 1});
     send_raw(&mut stream, hello.to_string().as_bytes()).await;
@@ -80,7 +80,7 @@ async fn greeted_stream(address: SocketAddr) -> TcpStream {
     stream
 }
 
-async fn assert_bridge_serves(address: SocketAddr) {
+pub(super) async fn assert_bridge_serves(address: SocketAddr) {
     let client = FramedClient::connect(address, TOKEN, Duration::from_secs(30))
         .await
         .unwrap();

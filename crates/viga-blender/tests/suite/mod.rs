@@ -1,4 +1,5 @@
 mod addon_panel;
+mod bridge_hardening;
 mod bridge_wire;
 mod commands;
 mod frame_fuzz;

@@ -22,8 +22,8 @@ use viga_skills::generator::generator_tools;
 use viga_skills::verifier::verifier_tools;
 use viga_skills::{RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
+use crate::CoreError;
 use crate::attached::undo_name;
-use crate::run::Interrupt;
 
 /// The generator's tool that reads the scene as text.
 const READING_TOOL: &str = "get_scene_info";
@@ -124,16 +124,16 @@ impl ToolBelt {
     /// Records the scene as it is as the step every undo goes back to. Only for a Blender
     /// of viga's own: it has no undo history yet, while the add-on in a person's Blender
     /// keeps a base step itself, and a second one would make one Ctrl-Z seem to do nothing.
-    pub(super) async fn record_base_step(&self) -> Result<(), Interrupt> {
+    pub(super) async fn record_base_step(&self) -> Result<(), CoreError> {
         self.blender
             .undo_push("viga: before the agent")
             .await
-            .map_err(|err| undo_failed("record the scene before the first command", &err))
+            .map_err(|err| undo_failed("record the scene before the first command", err))
     }
 
     /// Runs one tool call. Blender calls are not raced against a cancel: a command in
     /// flight finishes and gets its undo step, so every step the run leaves is whole.
-    pub(super) async fn call(&self, call: &ToolCall) -> Result<CallOutcome, Interrupt> {
+    pub(super) async fn call(&self, call: &ToolCall) -> Result<CallOutcome, CoreError> {
         if self.addon_tools.contains(&call.name) {
             return self.command(call).await;
         }
@@ -147,13 +147,13 @@ impl ToolBelt {
         match answer {
             Ok(output) => Ok(CallOutcome::Answered(output)),
             Err(ToolError::Recoverable(message)) => Ok(CallOutcome::Refused(message)),
-            Err(ToolError::Fatal(message)) => Err(Interrupt::Fatal(message)),
+            Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
         }
     }
 
     /// An add-on command through its adapter (which checks the arguments against the
     /// manifest's schema first), then one undo step for what it did.
-    async fn command(&self, call: &ToolCall) -> Result<CallOutcome, Interrupt> {
+    async fn command(&self, call: &ToolCall) -> Result<CallOutcome, CoreError> {
         self.tap.forget();
         let answer = self
             .tools
@@ -162,13 +162,13 @@ impl ToolBelt {
         match (answer, self.tap.take()) {
             (Ok(_), Some(Reached::Replied(reply))) => {
                 let reply: AddonCommandResult = serde_json::from_value(reply).map_err(|err| {
-                    Interrupt::Fatal(format!("the add-on command reply is malformed: {err}"))
+                    CoreError::Tool(format!("the add-on command reply is malformed: {err}"))
                 })?;
                 let undo_step = undo_name(&call.name);
                 self.blender
                     .undo_push(&undo_step)
                     .await
-                    .map_err(|err| undo_failed("make the command one undo step", &err))?;
+                    .map_err(|err| undo_failed("make the command one undo step", err))?;
                 Ok(CallOutcome::Commanded { reply, undo_step })
             }
             (Err(ToolError::Recoverable(message)), None) => Ok(CallOutcome::Refused(message)),
@@ -179,8 +179,8 @@ impl ToolBelt {
                     "{message}\nWhatever the command changed was undone: the scene is as it was before it."
                 )))
             }
-            (Err(ToolError::Fatal(message)), _) => Err(Interrupt::Fatal(message)),
-            (Ok(_), _) => Err(Interrupt::Fatal(format!(
+            (Err(ToolError::Fatal(message)), _) => Err(CoreError::Tool(message)),
+            (Ok(_), _) => Err(CoreError::Tool(format!(
                 "the add-on tool {} answered without a reply from Blender",
                 call.name
             ))),
@@ -188,22 +188,25 @@ impl ToolBelt {
     }
 
     /// Takes the scene back to its last undo step: what a failed command or a look left.
-    async fn take_back(&self, step: &str) -> Result<(), Interrupt> {
+    async fn take_back(&self, step: &str) -> Result<(), CoreError> {
         self.blender
             .undo_push(step)
             .await
-            .map_err(|err| undo_failed("record what to take back", &err))?;
+            .map_err(|err| undo_failed("record what to take back", err))?;
         self.blender
             .undo()
             .await
-            .map_err(|err| undo_failed("take the scene back to its last step", &err))
+            .map_err(|err| undo_failed("take the scene back to its last step", err))
     }
 }
 
-fn undo_failed(what: &str, err: &TransportError) -> Interrupt {
-    Interrupt::Fatal(format!(
-        "Blender could not {what} ({err}); the run stopped, so no change is left that cannot be undone (is undo turned off in Preferences > System > Undo Steps?)"
-    ))
+fn undo_failed(what: &str, err: TransportError) -> CoreError {
+    CoreError::blender(
+        format!(
+            "Blender could not {what}, so the run stopped and no change is left that cannot be undone (is undo turned off in Preferences > System > Undo Steps?)"
+        ),
+        err,
+    )
 }
 
 /// The scene tools: reading the scene, and looking at it with the verifier's camera.

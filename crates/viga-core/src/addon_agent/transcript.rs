@@ -69,12 +69,7 @@ pub fn read_transcript(run_folder: &Path) -> Result<Option<Transcript>, CoreErro
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => {
-            return Err(CoreError::Io {
-                path,
-                message: err.to_string(),
-            });
-        }
+        Err(err) => return Err(CoreError::io(path, err)),
     };
     serde_json::from_str(&text)
         .map(Some)

@@ -54,7 +54,11 @@ async fn test_fast_retry_fixes_syntax_error() {
     ])
     .await;
     assert_eq!(record.retry_count, 1);
-    assert_eq!(record.failure, None, "the fixed program ran");
+    assert_eq!(
+        record.failure,
+        Some(FailureClass::E3),
+        "the fixed program ran, and the verifier rejected its scene"
+    );
     assert_eq!(record.code, GOOD_CODE);
     assert_eq!(record.retry_errors.len(), 1);
     assert!(
@@ -168,5 +172,31 @@ async fn prose_only_every_time_is_an_e2_iteration_without_verification() {
             .iter()
             .any(|e| matches!(e, RunEvent::RenderProduced { .. })),
         "nothing ran, nothing to render"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_output_reaches_the_model_as_its_head_and_tail() {
+    let flood = code("print('x' * 100000)\nraise RuntimeError('boom')\n");
+    let fix = serde_json::json!({
+        "expect": {"last_message_contains": "characters (1 lines) cut here; the whole output is in the run folder"},
+        "response": {"text": format!("```python\n{GOOD_CODE}```"), "finish_reason": "stop"}
+    });
+    let (record, events, _dir) =
+        run_one_iteration(vec![text("plan"), flood, fix, verdict(true)]).await;
+    assert_eq!((record.retry_count, record.failure), (1, None));
+    let first_attempt = events
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::ExecutionFinished {
+                attempt: 0, result, ..
+            } => Some(result),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        first_attempt.stdout.trim_end().len(),
+        100_000,
+        "the run folder keeps the whole output"
     );
 }

@@ -1,5 +1,6 @@
 mod addon_agent;
 mod fast_retry;
+mod faults;
 mod lifecycle;
 
 use std::sync::Arc;

@@ -15,7 +15,10 @@ async fn run(blender: &GnBlender, policy: PythonPolicy, code: &str) -> Result<St
 }
 
 /// Escape attempts and a word the refusal must contain. Each first moves the Plane, so a
-/// refusal that let any of the snippet run would show.
+/// refusal that let any of the snippet run would show. The first 42 are single snippets; the
+/// rest stand for classes of escape (frames, module attributes, aliases of denied namespaces,
+/// file path keywords and assignments, strings run as code, Python classes registered into
+/// bpy.types), each with a snippet that escaped the policy before the class was closed.
 const ESCAPES: &[(&str, &str)] = &[
     ("import os", "import of 'os'"),
     ("import subprocess", "import of 'subprocess'"),
@@ -86,12 +89,268 @@ const ESCAPES: &[(&str, &str)] = &[
     ),
     ("type(bpy)", "'type' is not available"),
     ("def f():\n    global bpy\n", "global and nonlocal"),
+    // Classes closed in issue 16 (each escaped before: it wrote a file, read /etc/hostname,
+    // ran code with the real builtins, listed a folder or changed a security preference).
+    // A generator's frame leads to the real builtins.
+    (
+        r#"def walk():
+    yield me.gi_frame.f_back
+me = walk()
+real = next(me).f_back.f_builtins
+real['open']('/tmp/viga-escape', 'w').write(real['open']('/etc/hostname').read())"#,
+        "attribute 'gi_frame'",
+    ),
+    // A coroutine's frame.
+    (
+        r#"async def walk():
+    return me.cr_frame.f_back
+me = walk()
+try:
+    me.send(None)
+except StopIteration as done:
+    real = done.value.f_back.f_builtins
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#,
+        "attribute 'cr_frame'",
+    ),
+    // An async generator's frame.
+    (
+        r#"async def walk():
+    yield me.ag_frame.f_back
+me = walk()
+step = me.asend(None)
+try:
+    step.send(None)
+except StopIteration as done:
+    real = done.value.f_back.f_builtins
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#,
+        "attribute 'ag_frame'",
+    ),
+    // A traceback handed to __exit__.
+    (
+        r#"class Catch:
+    def __enter__(self):
+        return self
+    def __exit__(self, kind, error, tb):
+        caught.append(tb)
+        return True
+caught = []
+with Catch():
+    1 / 0
+real = caught[0].tb_frame.f_back.f_builtins
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#,
+        "attribute 'tb_frame'",
+    ),
+    // functools.update_wrapper reads attributes by name.
+    (
+        r#"import functools
+class Box:
+    def __setattr__(self, name, value):
+        got[name] = value
+got = {}
+def grab(obj, name):
+    functools.update_wrapper(Box(), obj, assigned=(name,), updated=())
+    return got[name]
+def walk():
+    yield grab(grab(me, 'gi' + '_frame'), 'f' + '_back')
+me = walk()
+real = grab(grab(next(me), 'f' + '_back'), 'f' + '_builtins')
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#,
+        "functools.update_wrapper is not offered",
+    ),
+    // functools.singledispatch evaluates string annotations.
+    (
+        r#"import functools
+@functools.singledispatch
+def f(x):
+    pass
+def g(x: "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__['system']('touch /tmp/viga-escape')"):
+    pass
+f.register(g)"#,
+        "functools.singledispatch is not offered",
+    ),
+    // json.codecs is the codecs module.
+    (
+        r#"import json
+json.codecs.open('/tmp/viga-escape', 'w').write(json.codecs.open('/etc/hostname').read())"#,
+        "json.codecs is not offered",
+    ),
+    // `from json import codecs`.
+    (
+        r#"from json import codecs
+codecs.open('/tmp/viga-escape', 'w').write('escaped')"#,
+        "importing 'codecs' from json",
+    ),
+    // A bound str.format evaluates fields unseen.
+    (
+        r#"show = '{0.utils._os.environ[HOME]}'.format
+print(show(bpy))"#,
+        ".format() is only allowed on a string literal",
+    ),
+    // bpy.ops bound by assignment.
+    (
+        r#"o = bpy.ops
+o.wm.obj_export(filepath='/tmp/viga-escape.obj')"#,
+        "bpy.ops is a module",
+    ),
+    // bpy.ops bound by walrus.
+    (
+        "(o := bpy.ops).wm.obj_export(filepath='/tmp/viga-escape.obj')",
+        "bpy.ops is a module",
+    ),
+    // bpy.ops as a default argument.
+    (
+        r#"def export(o=bpy.ops):
+    o.wm.obj_export(filepath='/tmp/viga-escape.obj')
+export()"#,
+        "bpy.ops is a module",
+    ),
+    // bpy.ops as a for target.
+    (
+        r#"for o in [bpy.ops]:
+    o.wm.obj_export(filepath='/tmp/viga-escape.obj')"#,
+        "bpy.ops is a module",
+    ),
+    // bpy.ops by tuple unpacking.
+    (
+        r#"a, o = 1, bpy.ops
+o.wm.obj_export(filepath='/tmp/viga-escape.obj')"#,
+        "bpy.ops is a module",
+    ),
+    // bpy.ops in a comprehension.
+    (
+        "[o.wm.obj_export(filepath='/tmp/viga-escape.obj') for o in (bpy.ops,)]",
+        "bpy.ops is a module",
+    ),
+    // bpy.ops by with-as.
+    (
+        r#"class Give:
+    def __enter__(self):
+        return bpy.ops
+    def __exit__(self, *args):
+        return False
+with Give() as o:
+    o.wm.obj_export(filepath='/tmp/viga-escape.obj')"#,
+        "bpy.ops is a module",
+    ),
+    // bpy.ops by import-as.
+    (
+        r#"from bpy import ops as o
+o.wm.obj_export(filepath='/tmp/viga-escape.obj')"#,
+        "bpy.ops.wm is not allowed",
+    ),
+    // A filepath keyword.
+    (
+        r#"ks = bpy.context.scene.keying_sets.new(idname='k', name='k')
+bpy.context.scene.keying_sets.active = ks
+bpy.ops.anim.keying_set_export(filepath='/tmp/viga-escape.py')"#,
+        "keyword argument 'filepath'",
+    ),
+    // An RNA function that takes a file path.
+    (
+        "bpy.context.evaluated_depsgraph_get().debug_relations_graphviz(filepath='/tmp/viga-escape')",
+        "attribute 'debug_relations_graphviz'",
+    ),
+    // A keyword hidden in **mapping.
+    (
+        r#"ks = bpy.context.scene.keying_sets.new(idname='k', name='k')
+bpy.context.scene.keying_sets.active = ks
+bpy.ops.anim.keying_set_export(**{'file' + 'path': '/tmp/viga-escape.py'})"#,
+        "**mapping arguments",
+    ),
+    // Assigning a folder path, then baking to it.
+    (
+        r#"plane = bpy.data.objects['Plane']
+mod = plane.modifiers.new('GN', 'NODES')
+tree = bpy.data.node_groups.new('G', 'GeometryNodeTree')
+tree.interface.new_socket('Geometry', in_out='INPUT', socket_type='NodeSocketGeometry')
+tree.interface.new_socket('Geometry', in_out='OUTPUT', socket_type='NodeSocketGeometry')
+gi = tree.nodes.new('NodeGroupInput')
+go = tree.nodes.new('NodeGroupOutput')
+bake = tree.nodes.new('GeometryNodeBake')
+tree.links.new(gi.outputs[0], bake.inputs[0])
+tree.links.new(bake.outputs[0], go.inputs[0])
+mod.node_group = tree
+mod.bake_directory = '/tmp/viga-escape'
+mod.bake_target = 'DISK'
+bpy.context.view_layer.objects.active = plane
+bpy.ops.object.geometry_node_bake_single(session_uid=plane.session_uid, modifier_name='GN', bake_id=mod.bakes[0].bake_id)"#,
+        "assigning .bake_directory",
+    ),
+    // path_resolve reaches denied names by string.
+    (
+        "bpy.data.path_resolve('libraries').write('/tmp/viga-escape.blend', set())",
+        "attribute 'path_resolve'",
+    ),
+    // A preset operator writes a Python file.
+    (
+        "bpy.ops.camera.preset_add(name='viga_escape')",
+        "bpy.ops.camera.preset_add is not allowed",
+    ),
+    // A driver expression runs as Python.
+    (
+        r#"fc = bpy.data.objects['Plane'].driver_add('location', 0)
+fc.driver.type = 'SCRIPTED'
+fc.driver.expression = "__import__('os').system('touch /tmp/viga-escape') or 1.0"
+"#,
+        "driver expression",
+    ),
+    // Preferences through context.copy().
+    (
+        r#"prefs = bpy.context.copy()['preferences']
+prefs.filepaths.use_scripts_auto_execute = True"#,
+        "attribute 'filepaths'",
+    ),
+    // A Python operator class called with a made-up self.
+    (
+        r#"class Fake:
+    data_path = "scene"
+    value = "__import__('os').system('touch /tmp/viga-escape') or context.scene"
+bpy.types.WM_OT_context_set_value.execute(Fake(), bpy.context)"#,
+        "bpy.types.WM_OT_context_set_value is not offered",
+    ),
+    // The same class found from a Blender type.
+    (
+        r#"class Fake:
+    data_path = "scene"
+    value = "__import__('os').system('touch /tmp/viga-escape') or context.scene"
+bpy.types.Operator.bl_rna_get_subclass_py('WM_OT_context_set_value').execute(Fake(), bpy.context)"#,
+        "attribute 'bl_rna_get_subclass_py'",
+    ),
+    // Menu.path_menu lists any folder.
+    (
+        r#"class Layout:
+    def __init__(self):
+        self.layout = self
+    def column(self, **options):
+        return self
+    def row(self, **options):
+        return self
+    def label(self, **options):
+        pass
+    def operator(self, *args, **options):
+        return Props()
+found = []
+class Props:
+    def __setattr__(self, name, value):
+        found.append(value)
+bpy.types.Menu.path_menu(Layout(), ['/etc'], 'x')
+print(found)"#,
+        "attribute 'path_menu'",
+    ),
+    // A Python operator evaluates every driver's data path.
+    (
+        r#"fc = bpy.data.objects['Plane'].driver_add('location', 0)
+fc.driver.variables.new().targets[0].id = bpy.data.objects['Plane']
+fc.driver.variables[0].targets[0].data_path = "x if __import__('os').system('touch /tmp/viga-escape') else 0"
+bpy.ops.anim.update_animated_transform_constraints()"#,
+        "written in Python (bl_operators.anim)",
+    ),
 ];
 
 #[test]
 fn safe_mode_refuses_every_escape_before_running_anything() {
     on_blender(|blender| async move {
-        assert!(ESCAPES.len() >= 25);
+        assert!(ESCAPES.len() >= 71);
         fresh(&blender, PLANE).await;
         for (escape, needle) in ESCAPES {
             let code = format!("bpy.data.objects['Plane'].location.x = 7.0\n{escape}\n");
@@ -144,6 +403,119 @@ fn safe_mode_runs_ordinary_snippets() {
         assert!(
             raised.contains("before"),
             "the output so far is kept: {raised}"
+        );
+    });
+}
+
+/// What the AST cannot follow (a namespace of bpy.ops kept under another name) is refused when
+/// it is reached: the snippet holds a guarded bpy.ops, not the real one. The refusal is not an
+/// ordinary exception, so `except Exception` in the snippet does not swallow it.
+#[test]
+fn safe_mode_refuses_at_run_time_what_the_ast_cannot_see() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let cases = [
+            (
+                // A Python operator that evaluates every driver's data path as code.
+                "anim = bpy.ops.anim\ntry:\n    anim.update_animated_transform_constraints()\n\
+                 except Exception:\n    print('swallowed')\nprint('after')\n",
+                "while it ran at line 3: bpy.ops.anim.update_animated_transform_constraints is not allowed",
+            ),
+            (
+                // An operator that writes a Python preset into the user's configuration.
+                "camera = bpy.ops.camera\nprint('before')\ncamera.preset_add(name='viga_escape')\n",
+                "while it ran at line 3: bpy.ops.camera.preset_add is not allowed",
+            ),
+        ];
+        for (code, needle) in cases {
+            let message = run(&blender, PythonPolicy::safe(), code)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.contains("safe mode refused this snippet while it ran"),
+                "{code}: {message}"
+            );
+            assert!(message.contains(needle), "{code}: {message}");
+            assert!(!message.contains("swallowed"), "{code}: {message}");
+            assert!(!message.contains("after"), "{code}: {message}");
+        }
+        let output = run(
+            &blender,
+            PythonPolicy::safe(),
+            "objects = bpy.ops.object\nprint(objects.select_all.poll())",
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            output.trim(),
+            "True",
+            "an allowed namespace under another name still works"
+        );
+    });
+}
+
+/// Safe mode still runs what node-building snippets do: node groups and links, bmesh,
+/// mathutils submodules, the allowed standard modules, operators of allowed namespaces (also
+/// under another name), a simple driver expression, bpy.types checks and keyword arguments
+/// such as data_path.
+#[test]
+fn safe_mode_runs_node_building_snippets() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let code = r#"import bmesh
+import json, itertools, functools, collections, colorsys, statistics, random
+import mathutils.noise as mn
+from mathutils import Matrix, Vector, noise
+from bpy.types import GeometryNodeTree
+plane = bpy.data.objects['Plane']
+mod = plane.modifiers.new(name='Scatter', type='NODES')
+tree = bpy.data.node_groups.new('Scatter', 'GeometryNodeTree')
+tree.interface.new_socket(name='Geometry', in_out='INPUT', socket_type='NodeSocketGeometry')
+tree.interface.new_socket(name='Geometry', in_out='OUTPUT', socket_type='NodeSocketGeometry')
+mod.node_group = tree
+nodes, links = tree.nodes, tree.links
+group_in = nodes.new('NodeGroupInput')
+group_out = nodes.new('NodeGroupOutput')
+points = nodes.new(type='GeometryNodeDistributePointsOnFaces')
+points.inputs['Density'].default_value = 5.0
+instances = nodes.new('GeometryNodeInstanceOnPoints')
+cube = nodes.new('GeometryNodeMeshCube')
+cube.inputs['Size'].default_value = (0.1, 0.1, 0.1)
+links.new(group_in.outputs['Geometry'], points.inputs['Mesh'])
+links.new(points.outputs['Points'], instances.inputs['Points'])
+links.new(cube.outputs['Mesh'], instances.inputs['Instance'])
+links.new(instances.outputs['Instances'], group_out.inputs['Geometry'])
+for index, node in enumerate(nodes):
+    node.location = (index * 200, 0)
+mesh_ops = bpy.ops.mesh
+mesh_ops.primitive_cube_add(size=1, location=(0, 0, 3))
+bpy.ops.mesh.primitive_torus_add()
+block = bpy.data.objects['Cube']
+bm = bmesh.new()
+bm.from_mesh(block.data)
+bmesh.ops.subdivide_edges(bm, edges=bm.edges[:], cuts=1)
+for vert in bm.verts:
+    vert.co += mn.noise_vector(vert.co) * 0.01 + noise.random_unit_vector() * 0
+bm.to_mesh(block.data)
+bm.free()
+block.matrix_world = Matrix.Translation((1, 0, 0)) @ block.matrix_world
+block.keyframe_insert(data_path='location', frame=1)
+curve = block.driver_add('rotation_euler', 2)
+curve.driver.type = 'SCRIPTED'
+curve.driver.expression = 'sin(frame / 10) * 2'
+bpy.context.scene.eevee.gi_diffuse_bounces = 2
+counts = collections.Counter(node.bl_idname.startswith('GeometryNode') for node in nodes)
+print(isinstance(tree, GeometryNodeTree), len(nodes), counts[True], len(block.data.vertices),
+      json.dumps({'pairs': len(list(itertools.combinations(range(4), 2)))}),
+      functools.reduce(lambda a, b: a + b, [1, 2, 3]), statistics.mean([1, 2, 3]),
+      colorsys.rgb_to_hsv(1, 0, 0)[0], random.Random(3).randint(0, 0), '{:.1f}'.format(2.0),
+      bpy.app.version >= (4, 0, 0), Vector((1, 0, 0)).length)
+"#;
+        let output = run(&blender, PythonPolicy::safe(), code).await.unwrap();
+        assert_eq!(
+            output,
+            "True 5 3 20 {\"pairs\": 6} 6 2 0.0 0 2.0 True 1.0\n"
         );
     });
 }

@@ -49,7 +49,7 @@ fn every_field_round_trips_in_seconds() {
         "model": "llava",
         "base_url": "http://localhost:11434/v1",
         "api_key_env": "OLLAMA_KEY",
-        "timeouts": {"connect_secs": 2.5, "request_secs": 60.0, "stream_idle_secs": 30.0},
+        "timeouts": {"connect_secs": 2.5, "request_secs": 60.0, "stream_idle_secs": 30.0, "stream_total_secs": 900.0},
         "retry": {"max_attempts": 2, "initial_backoff_secs": 0.25, "max_backoff_secs": 4.0, "max_total_wait_secs": 10.0},
         "images": {"max_side": 768, "format": "jpeg", "jpeg_quality": 90}
     });

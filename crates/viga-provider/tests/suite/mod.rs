@@ -1,4 +1,5 @@
 mod anthropic;
+mod bounds;
 mod config;
 mod faults;
 mod fuzz_sse;

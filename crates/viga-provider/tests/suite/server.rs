@@ -20,6 +20,12 @@ pub enum Step {
     Hang,
     /// Close the connection without finishing the body.
     Cut,
+    /// Send these bytes again and again, `pause` apart, until the client stops reading (or
+    /// a minute has passed, so that no test leaves a task sending forever).
+    Repeat {
+        bytes: Vec<u8>,
+        pause: Duration,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +65,15 @@ impl Reply {
         Self {
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
+            body: Body::Chunked(steps),
+        }
+    }
+
+    /// A JSON body sent in chunks (a body without a length, which may never end).
+    pub fn json_steps(status: u16, steps: Vec<Step>) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
             body: Body::Chunked(steps),
         }
     }
@@ -237,13 +252,19 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) {
             for step in steps {
                 match step {
                     Step::Send(bytes) => {
-                        let mut frame = format!("{:x}\r\n", bytes.len()).into_bytes();
-                        frame.extend_from_slice(&bytes);
-                        frame.extend_from_slice(b"\r\n");
-                        if socket.write_all(&frame).await.is_err() {
+                        if send_chunk(socket, &bytes).await.is_err() {
                             return;
                         }
-                        let _ = socket.flush().await;
+                    }
+                    Step::Repeat { bytes, pause } => {
+                        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+                        while tokio::time::Instant::now() < until {
+                            if send_chunk(socket, &bytes).await.is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(pause).await;
+                        }
+                        return;
                     }
                     Step::Pause(duration) => tokio::time::sleep(duration).await,
                     Step::Hang => {
@@ -261,4 +282,12 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) {
         }
     }
     let _ = socket.shutdown().await;
+}
+
+async fn send_chunk(socket: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let mut frame = format!("{:x}\r\n", bytes.len()).into_bytes();
+    frame.extend_from_slice(bytes);
+    frame.extend_from_slice(b"\r\n");
+    socket.write_all(&frame).await?;
+    socket.flush().await
 }

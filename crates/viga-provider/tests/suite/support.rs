@@ -39,6 +39,7 @@ pub fn config(kind: ProviderKind, server_url: &str) -> ProviderConfig {
             connect: Duration::from_secs(5),
             request: Duration::from_secs(20),
             stream_idle: Duration::from_secs(5),
+            stream_total: Duration::from_secs(20),
         },
         retry: RetryPolicy {
             max_attempts: 3,

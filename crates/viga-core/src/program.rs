@@ -1,0 +1,318 @@
+//! Running the generator's programs: each on the freshly reloaded base scene, within the
+//! run's program timeout, with seed 002's fast retry for what the model can fix (an
+//! exception, no code, a program that never finishes or that takes Blender down with it).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use viga_blender::{BlenderCommands as _, LostReason, TransportError};
+use viga_protocol::event::{ModelRole, RunEvent};
+use viga_protocol::iteration::{ExecutionError, ExecutionResult, FailureClass};
+use viga_protocol::message::{ChatMessage, ContentPart};
+use viga_provider::{ModelRequest, ModelResponse};
+use viga_skills::generator::describe_execution;
+
+use crate::CoreError;
+use crate::excerpt::execution_for_prompt;
+use crate::extract::first_python_block;
+use crate::prompts::fill;
+use crate::run::{Run, Tally};
+use crate::watch::SinceMark;
+
+/// `error_type` of a program stopped at the program timeout.
+pub const PROGRAM_TIMEOUT_ERROR: &str = "ProgramTimeout";
+/// `error_type` of a program during which Blender died twice in a row.
+pub const BLENDER_CRASH_ERROR: &str = "BlenderCrashed";
+
+/// The program an iteration kept (the last attempt's) and how it went.
+pub(crate) struct Attempt {
+    pub code: Option<String>,
+    pub result: ExecutionResult,
+    pub failure: Option<FailureClass>,
+    /// Whether the program left a scene to look at: it ran to its end or to an exception.
+    /// No code, a timeout or a crash leave none (Blender was restarted).
+    pub left_a_scene: bool,
+    pub retries: u32,
+    pub retry_errors: Vec<String>,
+}
+
+enum Executed {
+    Ran(ExecutionResult),
+    /// Stopped at the program timeout; Blender was restarted.
+    TimedOut(Duration),
+    /// Blender died twice in a row while running it; it was restarted each time.
+    Crashed(String),
+}
+
+/// One attempt's program run (or the lack of one) and what went wrong, in the words the
+/// fast fix sends back to the generator.
+struct Tried {
+    result: ExecutionResult,
+    failure: Option<FailureClass>,
+    error_message: String,
+    left_a_scene: bool,
+}
+
+impl Run {
+    /// Runs the generator's program; on a failure the model can fix, asks for a fix with
+    /// seed 002's prompt, at most `max_fast_retries` times. Retries are not iterations: only
+    /// the last attempt is kept.
+    pub(crate) async fn attempt_with_fast_retry(
+        &mut self,
+        index: u32,
+        conversation: &mut Vec<ChatMessage>,
+        mut answer: ModelResponse,
+        thoughts: &mut String,
+        tally: &mut Tally,
+    ) -> Result<Attempt, CoreError> {
+        let mut retry_errors = Vec::new();
+        let mut attempt_number = 0;
+        loop {
+            let code = first_python_block(&answer.text);
+            let tried = self
+                .try_program(index, attempt_number, code.as_deref(), tally)
+                .await?;
+            let retryable = tried.failure.is_some_and(FailureClass::is_fast_retryable);
+            if !retryable || attempt_number >= self.config.max_fast_retries {
+                return Ok(Attempt {
+                    code,
+                    result: tried.result,
+                    failure: tried.failure,
+                    left_a_scene: tried.left_a_scene,
+                    retries: attempt_number,
+                    retry_errors,
+                });
+            }
+            let failure = tried.failure.unwrap_or(FailureClass::E1);
+            let summary = first_line(&tried.error_message);
+            retry_errors.push(format!("{failure}: {summary}"));
+            self.emit(RunEvent::FastRetry {
+                index,
+                attempt: attempt_number + 1,
+                failure,
+                error: summary,
+            })?;
+            answer = self
+                .ask_for_fix(index, conversation, &answer, &tried.error_message, tally)
+                .await?;
+            thoughts.push_str(&format!(
+                "\n## Fast retry {}\n\n{}\n",
+                attempt_number + 1,
+                answer.text
+            ));
+            attempt_number += 1;
+        }
+    }
+
+    /// Runs one attempt's program (an answer without one is E2) and announces it.
+    async fn try_program(
+        &mut self,
+        index: u32,
+        attempt: u32,
+        code: Option<&str>,
+        tally: &mut Tally,
+    ) -> Result<Tried, CoreError> {
+        let tried = match code {
+            None => Tried {
+                result: ExecutionResult::default(),
+                failure: Some(FailureClass::E2),
+                error_message: "Your answer contained no fenced ```python code block.".to_owned(),
+                left_a_scene: false,
+            },
+            Some(code) => {
+                self.emit(RunEvent::CodeProduced {
+                    index,
+                    attempt,
+                    code: code.to_owned(),
+                })?;
+                match self.execute(code, tally).await? {
+                    Executed::Ran(result) => Tried {
+                        failure: (!result.succeeded()).then_some(FailureClass::E1),
+                        error_message: describe_execution(&execution_for_prompt(&result)),
+                        result,
+                        left_a_scene: true,
+                    },
+                    Executed::TimedOut(limit) => {
+                        stopped(PROGRAM_TIMEOUT_ERROR, timed_out_message(limit), limit)
+                    }
+                    Executed::Crashed(loss) => {
+                        stopped(BLENDER_CRASH_ERROR, crashed_message(&loss), Duration::ZERO)
+                    }
+                }
+            }
+        };
+        self.emit(RunEvent::ExecutionFinished {
+            index,
+            attempt,
+            result: tried.result.clone(),
+            failure: tried.failure,
+        })?;
+        Ok(tried)
+    }
+
+    /// Seed 002's fast fix: the failed answer and its error go back into the same
+    /// conversation, and the generator answers again.
+    async fn ask_for_fix(
+        &mut self,
+        index: u32,
+        conversation: &mut Vec<ChatMessage>,
+        failed: &ModelResponse,
+        error_message: &str,
+        tally: &mut Tally,
+    ) -> Result<ModelResponse, CoreError> {
+        let generation_started = Instant::now();
+        conversation.push(ChatMessage::assistant(vec![ContentPart::text(
+            failed.text.clone(),
+        )]));
+        conversation.push(ChatMessage::user_text(fill(
+            &self.prompts.fast_fix,
+            &[("error_message", error_message.to_owned())],
+        )));
+        let request = ModelRequest::new(self.prompts.generator.clone(), conversation.clone());
+        let answer = self
+            .call_model(index, ModelRole::FastFix, request, tally)
+            .await?;
+        tally.timings.generation_ms += generation_started.elapsed().as_secs_f64() * 1000.0;
+        Ok(answer)
+    }
+
+    /// Executes a program on the reloaded base scene, within the program timeout. A
+    /// program still running then is stopped (the supervisor restarts Blender). Blender lost
+    /// for another reason is restarted by the supervisor and the same program runs once
+    /// more (an infrastructure hiccup is not the program's fault); lost again, the program
+    /// is taken to be what kills it. Blender that cannot be restarted twice in a row stops
+    /// the run.
+    async fn execute(&mut self, code: &str, tally: &mut Tally) -> Result<Executed, CoreError> {
+        let mut lost_once = false;
+        loop {
+            let mark = self.blender.mark();
+            let started = Instant::now();
+            let outcome = self.run_on_base_scene(code).await?;
+            tally.timings.execution_ms += started.elapsed().as_secs_f64() * 1000.0;
+            let err = match outcome {
+                Ok(result) => {
+                    self.scene_program = Some(code.to_owned());
+                    return Ok(Executed::Ran(result));
+                }
+                Err(err) => err,
+            };
+            if let TransportError::Lost {
+                reason: LostReason::Timeout(limit),
+                ..
+            } = &err
+            {
+                self.emit(RunEvent::WorkerRestarted {
+                    reason: format!("{err} (the program ran past the program timeout)"),
+                })?;
+                return Ok(Executed::TimedOut(*limit));
+            }
+            match self.blender.since(mark) {
+                SinceMark::Lost(loss) => {
+                    self.emit(RunEvent::WorkerRestarted {
+                        reason: loss.description.clone(),
+                    })?;
+                    if lost_once {
+                        return Ok(Executed::Crashed(loss.description));
+                    }
+                    lost_once = true;
+                }
+                SinceMark::Gone(gone) => {
+                    return Err(CoreError::blender(crate::recover::GONE, gone));
+                }
+                SinceMark::Steady => {
+                    return Err(CoreError::blender("Blender could not run the program", err));
+                }
+            }
+        }
+    }
+
+    /// Runs `code` on the freshly reloaded base scene within the program timeout; a cancel
+    /// abandons it.
+    pub(crate) async fn run_on_base_scene(
+        &self,
+        code: &str,
+    ) -> Result<Result<ExecutionResult, TransportError>, CoreError> {
+        let reset = Self::base_scene(&self.config);
+        let timeout = self.config.program_timeout;
+        let blender = Arc::clone(&self.blender);
+        self.cancellable(blender.execute(code, Some(reset), Some(timeout)))
+            .await
+    }
+}
+
+/// A program the loop had to stop: E1 (the model can fix it), with no scene left to look at.
+fn stopped(error_type: &str, error_message: String, duration: Duration) -> Tried {
+    Tried {
+        result: ExecutionResult {
+            error: Some(ExecutionError {
+                error_type: error_type.to_owned(),
+                message: first_line(&error_message),
+                traceback: String::new(),
+                line: None,
+            }),
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            ..ExecutionResult::default()
+        },
+        failure: Some(FailureClass::E1),
+        error_message,
+        left_a_scene: false,
+    }
+}
+
+fn timed_out_message(limit: Duration) -> String {
+    format!(
+        "The program did not finish within {} s and was stopped (Blender was restarted, and \
+         whatever it printed was lost with it).\nLook for a loop that never ends, or work that \
+         grows too fast (subdivision levels, array counts, particle numbers, nested loops over \
+         vertices), and write a program that finishes well within {} s.",
+        seconds(limit),
+        seconds(limit)
+    )
+}
+
+fn crashed_message(loss: &str) -> String {
+    format!(
+        "Blender died twice in a row while running the program ({loss}).\nThe program probably \
+         makes Blender crash or run out of memory: avoid what it does last before dying \
+         (huge meshes or textures, deleting data still in use, os._exit, infinite recursion)."
+    )
+}
+
+/// Whole seconds when the limit is whole, else with one decimal.
+fn seconds(limit: Duration) -> String {
+    let secs = limit.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    }
+}
+
+pub(crate) fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_program_says_why_in_its_first_line() {
+        let tried = stopped(
+            PROGRAM_TIMEOUT_ERROR,
+            timed_out_message(Duration::from_secs(5)),
+            Duration::from_secs(5),
+        );
+        let error = tried.result.error.unwrap();
+        assert_eq!(error.error_type, PROGRAM_TIMEOUT_ERROR);
+        assert!(
+            error
+                .message
+                .starts_with("The program did not finish within 5 s")
+        );
+        assert_eq!(tried.failure, Some(FailureClass::E1));
+        assert!(!tried.left_a_scene);
+        assert_eq!(seconds(Duration::from_millis(2500)), "2.5");
+    }
+}

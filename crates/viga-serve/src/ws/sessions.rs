@@ -1,0 +1,350 @@
+//! Sessions: one Blender per user, started on the user's first hello, capped in number, and
+//! stopped once the user has been away (no connection open) for the idle limit.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::OnceCell;
+use viga_blender::{
+    BlenderCommands as _, BlenderLauncher, BlenderTransport, TransportError, Worker, WorkerConfig,
+};
+use viga_protocol::bridge::{AddonListing, BridgeCommand, SceneReset};
+use viga_protocol::manifest::AddonManifest;
+use viga_skills::ToolError;
+use viga_skills::addons::{AddonRegistry, discover};
+
+use super::credentials::UserName;
+use super::files::{FilePathParameters, UserFolder};
+use super::replay::{REPLAY_WINDOW, ReplayWindow};
+
+/// A user's Blender as the gateway holds it.
+#[async_trait]
+pub trait SessionBlender: Send + Sync {
+    fn transport(&self) -> &dyn BlenderTransport;
+    /// Stops Blender; called once, when the session is reaped or the gateway stops.
+    async fn stop(self: Box<Self>);
+}
+
+#[async_trait]
+impl SessionBlender for Worker {
+    fn transport(&self) -> &dyn BlenderTransport {
+        self
+    }
+
+    async fn stop(self: Box<Self>) {
+        self.shutdown().await;
+    }
+}
+
+/// What a [`SessionFactory`] starts for a user.
+pub struct StartedSession {
+    pub blender: Box<dyn SessionBlender>,
+    /// The add-ons whose commands the user may run.
+    pub addons: AddonRegistry,
+    /// Their parameters declared `file_path`, which are confined to the user's folder.
+    pub file_path_parameters: FilePathParameters,
+}
+
+impl std::fmt::Debug for StartedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedSession")
+            .field("blender", &self.blender.transport().describe())
+            .field("addons", &self.addons.ids())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionStartError {
+    #[error(transparent)]
+    Blender(#[from] TransportError),
+    #[error("the gateway's setup program failed: {0}")]
+    Setup(String),
+    #[error("the add-ons could not be loaded: {0}")]
+    Addons(#[from] ToolError),
+    #[error("the user's folder could not be made: {0}")]
+    Folder(#[source] std::io::Error),
+}
+
+/// Starts the Blender of a new session. The gateway calls it once per session, never
+/// beyond its cap; [`BlenderSessions`] is the real one, and load tests give a cheap one.
+#[async_trait]
+pub trait SessionFactory: Send + Sync {
+    async fn start(&self, user: &UserName) -> Result<StartedSession, SessionStartError>;
+}
+
+/// A Blender worker per user, with a setup program run on a fresh factory scene and the
+/// add-ons of a folder loaded.
+#[derive(Debug, Clone)]
+pub struct BlenderSessions {
+    pub launcher: BlenderLauncher,
+    /// Add-on packages to load in each user's Blender.
+    pub addons_folder: Option<PathBuf>,
+    /// A program run on a fresh factory scene when a user's Blender starts.
+    pub setup_code: Option<String>,
+}
+
+#[async_trait]
+impl SessionFactory for BlenderSessions {
+    async fn start(&self, user: &UserName) -> Result<StartedSession, SessionStartError> {
+        let mut worker_config = WorkerConfig::new(self.launcher.clone());
+        worker_config.name = format!("user-{user}");
+        let worker = Worker::start(worker_config).await?;
+        let setup = self.setup_code.as_deref().unwrap_or_default();
+        let result = worker
+            .execute(setup, Some(SceneReset::Factory), None)
+            .await?;
+        if let Some(error) = result.error {
+            return Err(SessionStartError::Setup(error.to_string()));
+        }
+        let mut addons = AddonRegistry::new();
+        for problem in discover(&worker, self.addons_folder.as_deref(), &mut addons).await? {
+            tracing::warn!(%user, "add-on skipped: {problem}");
+        }
+        let file_path_parameters = declared_file_paths(&worker).await?;
+        Ok(StartedSession {
+            blender: Box::new(worker),
+            addons,
+            file_path_parameters,
+        })
+    }
+}
+
+/// The `file_path` parameters of the add-ons Blender lists. The registry keeps each tool's
+/// JSON schema, where a path is a plain string, so the manifests are read here.
+async fn declared_file_paths(worker: &Worker) -> Result<FilePathParameters, ToolError> {
+    let reply = worker
+        .call(BridgeCommand::ListAddons { folder: None }, None)
+        .await?;
+    let listing: AddonListing = serde_json::from_value(reply)
+        .map_err(|err| ToolError::Fatal(format!("the add-on listing is malformed: {err}")))?;
+    // An invalid manifest is not registered, so its commands never run: skipping it is safe.
+    let manifests: Vec<AddonManifest> = listing
+        .addons
+        .into_iter()
+        .filter_map(|found| serde_json::from_value(found.manifest).ok())
+        .collect();
+    Ok(FilePathParameters::from_manifests(&manifests))
+}
+
+/// A user's running session.
+pub(crate) struct Session {
+    pub(crate) user: UserName,
+    blender: Box<dyn SessionBlender>,
+    pub(crate) addons: AddonRegistry,
+    pub(crate) file_path_parameters: FilePathParameters,
+    pub(crate) folder: UserFolder,
+    seen: Mutex<ReplayWindow>,
+}
+
+impl Session {
+    pub(crate) fn blender(&self) -> &dyn BlenderTransport {
+        self.blender.transport()
+    }
+
+    /// Refuses a message id this session has seen among its last [`REPLAY_WINDOW`].
+    pub(crate) fn admit(&self, message_id: &str) -> Result<(), String> {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.admit(message_id) {
+            Ok(())
+        } else {
+            Err(format!(
+                "message id {message_id:?} was already used; replayed messages are refused"
+            ))
+        }
+    }
+}
+
+/// A user's place in the session table; the session fills it once its Blender has started.
+struct SessionSlot {
+    user: UserName,
+    session: OnceCell<Session>,
+}
+
+/// Who holds a slot: reaping needs the number of open connections and when the last one
+/// closed. A command needs an open connection, so that is also when the last command came.
+struct Occupancy {
+    slot: Arc<SessionSlot>,
+    connections: usize,
+    last_active: Instant,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionRefused {
+    #[error("the gateway serves at most {0} users at once; try again later")]
+    Full(usize),
+    #[error("your session could not start: {0}")]
+    Start(#[from] SessionStartError),
+}
+
+/// Every user's session, at most `max_sessions` of them.
+pub(crate) struct Sessions {
+    factory: Arc<dyn SessionFactory>,
+    /// From `files::prepare_files_root`.
+    files_root: PathBuf,
+    max_sessions: usize,
+    idle_limit: Duration,
+    table: Mutex<HashMap<UserName, Occupancy>>,
+}
+
+impl Sessions {
+    pub(crate) fn new(
+        factory: Arc<dyn SessionFactory>,
+        files_root: PathBuf,
+        max_sessions: usize,
+        idle_limit: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            factory,
+            files_root,
+            max_sessions,
+            idle_limit,
+            table: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The table is only ever held for a few map operations, never across an await, so a
+    /// panic elsewhere cannot leave it half-changed: a poisoned lock is taken over.
+    fn table(&self) -> MutexGuard<'_, HashMap<UserName, Occupancy>> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A connection's claim on `user`'s session, refused when the user has none and the
+    /// gateway already serves `max_sessions` users. While held, the session is not reaped.
+    pub(crate) fn lease(self: &Arc<Self>, user: &UserName) -> Result<Lease, SessionRefused> {
+        let mut table = self.table();
+        let full = table.len() >= self.max_sessions;
+        let occupancy = match table.entry(user.clone()) {
+            Entry::Occupied(occupied) => occupied.into_mut(),
+            Entry::Vacant(_) if full => return Err(SessionRefused::Full(self.max_sessions)),
+            Entry::Vacant(vacant) => vacant.insert(Occupancy {
+                slot: Arc::new(SessionSlot {
+                    user: user.clone(),
+                    session: OnceCell::new(),
+                }),
+                connections: 0,
+                last_active: Instant::now(),
+            }),
+        };
+        occupancy.connections += 1;
+        occupancy.last_active = Instant::now();
+        Ok(Lease {
+            sessions: Arc::clone(self),
+            slot: Arc::clone(&occupancy.slot),
+        })
+    }
+
+    async fn start(&self, user: &UserName) -> Result<Session, SessionStartError> {
+        let folder =
+            UserFolder::create(&self.files_root, user).map_err(SessionStartError::Folder)?;
+        let started = self.factory.start(user).await?;
+        tracing::info!(%user, "session started");
+        Ok(Session {
+            user: user.clone(),
+            blender: started.blender,
+            addons: started.addons,
+            file_path_parameters: started.file_path_parameters,
+            folder,
+            seen: Mutex::new(ReplayWindow::new(REPLAY_WINDOW)),
+        })
+    }
+
+    /// Stops the sessions whose users have had no connection open for the idle limit, and
+    /// frees the slots of sessions that failed to start and that nobody waits on.
+    pub(crate) async fn reap_idle(&self) {
+        let reaped: Vec<Arc<SessionSlot>> = {
+            let mut table = self.table();
+            let away: Vec<UserName> = table
+                .iter()
+                .filter(|(_, held)| {
+                    held.connections == 0
+                        && (held.slot.session.get().is_none()
+                            || held.last_active.elapsed() >= self.idle_limit)
+                })
+                .map(|(user, _)| user.clone())
+                .collect();
+            away.iter()
+                .filter_map(|user| table.remove(user))
+                .map(|held| held.slot)
+                .collect()
+        };
+        for slot in reaped {
+            stop(slot).await;
+        }
+    }
+
+    /// Reaps idle sessions until the task is dropped, checking often enough that a
+    /// session outlives its idle limit by at most a quarter of it (or 30 s).
+    pub(crate) async fn reap_forever(&self) {
+        let period =
+            (self.idle_limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            self.reap_idle().await;
+        }
+    }
+
+    /// Stops every session (the gateway is shutting down).
+    pub(crate) async fn stop_all(&self) {
+        let slots: Vec<Arc<SessionSlot>> =
+            self.table().drain().map(|(_, held)| held.slot).collect();
+        for slot in slots {
+            stop(slot).await;
+        }
+    }
+}
+
+async fn stop(slot: Arc<SessionSlot>) {
+    match Arc::try_unwrap(slot) {
+        Ok(slot) => {
+            if let Some(session) = slot.session.into_inner() {
+                tracing::info!(user = %session.user, "session stopped");
+                session.blender.stop().await;
+            }
+        }
+        // A connection that has just closed may not have let go of it yet; a worker's
+        // Blender is killed when its last holder drops it.
+        Err(shared) => {
+            tracing::debug!(user = %shared.user, "session still referenced; its Blender stops with the last reference")
+        }
+    }
+}
+
+/// A connection's hold on its user's session (see [`Sessions::lease`]).
+pub(crate) struct Lease {
+    sessions: Arc<Sessions>,
+    slot: Arc<SessionSlot>,
+}
+
+impl Lease {
+    pub(crate) fn user(&self) -> &UserName {
+        &self.slot.user
+    }
+
+    /// The session, starting its Blender on the user's first hello; concurrent first
+    /// hellos of one user wait for one start, and a failed start is tried again next time.
+    pub(crate) async fn session(&self) -> Result<&Session, SessionStartError> {
+        self.slot
+            .session
+            .get_or_try_init(|| self.sessions.start(&self.slot.user))
+            .await
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut table = self.sessions.table();
+        if let Some(held) = table.get_mut(&self.slot.user)
+            && Arc::ptr_eq(&held.slot, &self.slot)
+        {
+            held.connections = held.connections.saturating_sub(1);
+            held.last_active = Instant::now();
+        }
+    }
+}
