@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_core::addon_agent::{AgentConfig, AgentHandle, AgentOutcome};
+use viga_core::addon_agent::{AgentConfig, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_provider::{ProviderKind, build_provider};
@@ -70,7 +70,7 @@ pub async fn run(args: AgentArgs) -> Result<ExitCode> {
     let mut handle = viga_core::addon_agent::start(config, provider, blender, &args.output).await?;
     viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
     out.run_folder(handle.folder());
-    follow(&mut handle, &out).await;
+    crate::progress::follow_events(&mut handle, &out, "the agent", show).await;
     let outcome = handle.wait().await?;
     let report = viga_core::report::write_html(&outcome.folder, None)?;
     out.report(&report);
@@ -97,29 +97,6 @@ async fn scene_blender(args: &AgentArgs) -> Result<std::sync::Arc<dyn BlenderTra
             .with_context(|| format!("cannot open {}", blend.display()))?;
     }
     Ok(blender)
-}
-
-/// Shows the run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels
-/// it: a model call in flight is abandoned at once, a command in flight finishes and keeps
-/// its undo step, and the run then ends as cancelled.
-async fn follow(run: &mut AgentHandle, out: &Output) {
-    let jsonl = out.is_jsonl();
-    let mut cancelled = false;
-    loop {
-        tokio::select! {
-            event = run.next_event() => match event {
-                Some(event) => show(&event, jsonl),
-                None => return,
-            },
-            signal = tokio::signal::ctrl_c(), if !cancelled => {
-                if signal.is_ok() {
-                    out.say("stopping the agent (Ctrl-C)...");
-                    run.cancel();
-                    cancelled = true;
-                }
-            },
-        }
-    }
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

@@ -11,8 +11,8 @@ use clap::{Args, Subcommand};
 use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_gn::run::StepStatus;
 use viga_gn::{
-    ExecutorRegistry, GnBlender, GnRun, GnRunConfig, GnRunHandle, Preset, PresetStore,
-    PythonPolicy, ResponseCache, RunState,
+    ExecutorRegistry, GnBlender, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy,
+    ResponseCache, RunState,
 };
 use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_provider::{Provider, ProviderKind, build_provider};
@@ -123,7 +123,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
         None => GnRun::new(config, model(&args, &out)?, blender.clone(), registry),
     };
     let mut run = run.start();
-    follow(&mut run, &out).await;
+    crate::progress::follow_events(&mut run, &out, "the run", show).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
         out.run_folder(folder);
@@ -284,30 +284,6 @@ fn python_policy(trusted: bool, confirmed: bool) -> Result<PythonPolicy> {
         .read_line(&mut answer)
         .context("cannot read the confirmation")?;
     Ok(PythonPolicy::trusted(true, answer.trim() == "yes")?)
-}
-
-/// Shows the run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels
-/// it: a model call in flight is abandoned at once, a Blender step in flight finishes first,
-/// and the run then ends as cancelled, so the caller can take its changes back over the
-/// same connection.
-async fn follow(run: &mut GnRunHandle, out: &Output) {
-    let jsonl = out.is_jsonl();
-    let mut cancelled = false;
-    loop {
-        tokio::select! {
-            event = run.next_event() => match event {
-                Some(event) => show(&event, jsonl),
-                None => return,
-            },
-            signal = tokio::signal::ctrl_c(), if !cancelled => {
-                if signal.is_ok() {
-                    out.say("stopping the run (Ctrl-C)...");
-                    run.cancel();
-                    cancelled = true;
-                }
-            },
-        }
-    }
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

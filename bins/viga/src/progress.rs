@@ -206,3 +206,31 @@ fn json_line(value: &serde_json::Value) {
     let _ = writeln!(stdout, "{value}");
     let _ = stdout.flush();
 }
+
+/// Shows a run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels it:
+/// a model call in flight is abandoned at once, a Blender call in flight finishes first, and
+/// the run then ends as cancelled, so the caller can still take its changes back.
+pub async fn follow_events<O: Send + 'static, F>(
+    run: &mut viga_core::RunHandle<O, F>,
+    out: &Output,
+    what: &str,
+    show: impl Fn(&viga_protocol::event::TimedEvent, bool),
+) {
+    let jsonl = out.is_jsonl();
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            event = run.next_event() => match event {
+                Some(event) => show(&event, jsonl),
+                None => return,
+            },
+            signal = tokio::signal::ctrl_c(), if !cancelled => {
+                if signal.is_ok() {
+                    out.say(&format!("stopping {what} (Ctrl-C)..."));
+                    run.cancel();
+                    cancelled = true;
+                }
+            },
+        }
+    }
+}
