@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use viga_blender::addon::{HOST_READY_MARKER, HostOptions, build_zip, host_command};
+use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands as _, BlenderLauncher, locate};
@@ -200,29 +200,8 @@ impl Host {
             stats: None,
             connection_dir: Some(dir.path().join("connections")),
         };
-        let mut child = host_command(&locate().unwrap(), &zip, &options)
-            .unwrap()
-            .into_std()
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(json) = line.strip_prefix(HOST_READY_MARKER) {
-                    let _ = ready_tx.send(json.to_owned());
-                }
-            }
-        });
-        let Ok(ready) = ready_rx.recv_timeout(BLENDER_TEST_LIMIT) else {
-            // Not left running: a host that never got ready may be hung.
-            let _ = child.kill();
-            panic!("the host never said it was ready");
-        };
-        let ready: Value = serde_json::from_str(&ready).unwrap();
-        let connection = PathBuf::from(ready["connection"].as_str().unwrap());
+        let RunningHost { child, connection } =
+            start_host(&locate().unwrap(), &zip, &options, BLENDER_TEST_LIMIT).unwrap();
         Self {
             child,
             connection,

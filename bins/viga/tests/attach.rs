@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use viga_blender::addon::{HOST_READY_MARKER, HostOptions, build_zip, host_command};
+use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands as _, locate};
@@ -36,31 +36,8 @@ impl Host {
             stats: None,
             connection_dir: Some(dir.path().join("connections")),
         };
-        let command = host_command(&locate().unwrap(), &zip, &options).unwrap();
-        let mut command = command.into_std();
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(json) = line.strip_prefix(HOST_READY_MARKER) {
-                    let _ = ready_tx.send(json.to_owned());
-                }
-            }
-        });
-        let ready = ready_rx
-            .recv_timeout(BLENDER_TEST_LIMIT)
-            .unwrap_or_else(|_| {
-                // Not left running: a host that never got ready may be hung.
-                let _ = child.kill();
-                panic!("the host never said it was ready")
-            });
-        let ready: Value = serde_json::from_str(&ready).unwrap();
-        let connection = PathBuf::from(ready["connection"].as_str().unwrap());
+        let RunningHost { child, connection } =
+            start_host(&locate().unwrap(), &zip, &options, BLENDER_TEST_LIMIT).unwrap();
         Self {
             child,
             connection,

@@ -7,11 +7,9 @@
 //! `cargo bench -p viga-blender --bench attached` (needs `cargo xtask setup`).
 //! Environment: `VIGA_BENCH_ATTACHED_CALLS` (default 300).
 
-use std::io::{BufRead as _, BufReader};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use viga_blender::addon::{HOST_READY_MARKER, HostOptions, build_zip, host_command};
+use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::{BlenderCommands as _, locate};
 
@@ -50,20 +48,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats: Some(stats.clone()),
         connection_dir: Some(dir.path().join("connections")),
     };
-    let mut host = host_command(&locate()?, &zip, &options)?
-        .into_std()
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let stdout = host.stdout.take().ok_or("the host has no stdout")?;
-    let mut connection_file = None;
-    for line in BufReader::new(stdout).lines() {
-        if let Some(json) = line?.strip_prefix(HOST_READY_MARKER) {
-            let ready: serde_json::Value = serde_json::from_str(json)?;
-            connection_file = ready["connection"].as_str().map(std::path::PathBuf::from);
-            break;
-        }
-    }
-    let connection = Connection::read(&connection_file.ok_or("the host never got ready")?)?;
+    let RunningHost {
+        child: mut host,
+        connection: connection_file,
+    } = start_host(&locate()?, &zip, &options, Duration::from_secs(120))?;
+    let connection = Connection::read(&connection_file)?;
     let client = attach(&connection, Duration::from_secs(60)).await?;
 
     let mut round_trips = Vec::with_capacity(calls);

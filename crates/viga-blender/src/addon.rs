@@ -30,6 +30,68 @@ pub const HOST_READY_MARKER: &str = "VIGA_ADDON_HOST_READY ";
 pub enum AddonError {
     #[error("cannot write {}: {message}", path.display())]
     Write { path: PathBuf, message: String },
+    #[error("the headless host did not start: {0}")]
+    HostStart(String),
+}
+
+/// A headless host that said it serves: its process (yours to stop) and the connection file
+/// its add-on wrote.
+#[derive(Debug)]
+pub struct RunningHost {
+    pub child: std::process::Child,
+    pub connection: PathBuf,
+}
+
+/// Starts the headless host ([`host_command`]) and waits at most `ready_within` for its
+/// ready line. A host that never says it serves is killed (it may be hung), not left behind.
+/// Its stderr goes to this process's.
+pub fn start_host(
+    launcher: &BlenderLauncher,
+    zip: &Path,
+    options: &HostOptions,
+    ready_within: std::time::Duration,
+) -> Result<RunningHost, AddonError> {
+    use std::io::BufRead as _;
+    let mut child = host_command(launcher, zip, options)?
+        .into_std()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .map_err(|err| AddonError::HostStart(err.to_string()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| AddonError::HostStart("its output could not be read".to_owned()))?;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    // The reader keeps draining the host's output after the ready line, so it never blocks
+    // on a full pipe.
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(json) = line.strip_prefix(HOST_READY_MARKER) {
+                let _ = ready_tx.send(json.to_owned());
+            }
+        }
+    });
+    let connection = ready_rx
+        .recv_timeout(ready_within)
+        .map_err(|_| format!("it did not say it serves within {ready_within:?}"))
+        .and_then(|json| {
+            serde_json::from_str::<serde_json::Value>(&json)
+                .ok()
+                .and_then(|ready| ready["connection"].as_str().map(PathBuf::from))
+                .ok_or_else(|| format!("its ready line is unreadable: {json}"))
+        });
+    match connection {
+        Ok(connection) => Ok(RunningHost { child, connection }),
+        Err(message) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(AddonError::HostStart(message))
+        }
+    }
 }
 
 /// How to run the headless host.
