@@ -129,6 +129,15 @@ pub fn tool_schema(tool: &AddonTool) -> Value {
     })
 }
 
+/// Arguments as a command takes them: no arguments at all (`null`) are an empty object.
+pub fn arguments_object(arguments: Value) -> Value {
+    if arguments.is_null() {
+        json!({})
+    } else {
+        arguments
+    }
+}
+
 /// One add-on tool, dispatched to the add-on's handler inside Blender.
 pub struct AddonToolAdapter {
     addon_id: String,
@@ -177,12 +186,19 @@ impl AddonToolAdapter {
         blender: &dyn BlenderTransport,
         arguments: Value,
     ) -> Result<AddonCommandResult, ToolError> {
-        let arguments = if arguments.is_null() {
-            json!({})
-        } else {
-            arguments
-        };
+        let arguments = arguments_object(arguments);
         self.check_arguments(&arguments)?;
+        self.send(blender, arguments).await
+    }
+
+    /// Sends arguments already checked ([`AddonToolAdapter::check_arguments`]) to Blender:
+    /// for a caller that must tell a refusal (nothing reached Blender) from a failure in
+    /// Blender (which may have changed the scene).
+    pub async fn send(
+        &self,
+        blender: &dyn BlenderTransport,
+        arguments: Value,
+    ) -> Result<AddonCommandResult, ToolError> {
         let command = BridgeCommand::AddonCommand {
             addon_id: self.addon_id.clone(),
             tool: self.tool.name.clone(),
@@ -192,6 +208,11 @@ impl AddonToolAdapter {
         serde_json::from_value(reply).map_err(|err| {
             ToolError::Fatal(format!("the add-on command reply is malformed: {err}"))
         })
+    }
+
+    /// The tool's name (its command in the add-on).
+    pub fn tool_name(&self) -> &str {
+        &self.tool.name
     }
 
     /// Checks arguments before they reach Blender; the message names the path and rule.
@@ -436,14 +457,21 @@ impl AddonRegistry {
         self.addons.values().map(|a| a.manifest.clone()).collect()
     }
 
+    /// Every registered add-on's tools as their adapters, by priority.
+    pub fn adapters(&self) -> Vec<Arc<AddonToolAdapter>> {
+        self.ordered()
+            .into_iter()
+            .flat_map(|addon| addon.tools.iter().cloned())
+            .collect()
+    }
+
     /// Every registered add-on's tools, by priority. (Tools are built at registration, so
     /// this no longer fails; the `Result` is kept for callers written against it.)
     pub fn tools(&self) -> Result<Vec<Arc<dyn Tool>>, AddonError> {
         Ok(self
-            .ordered()
+            .adapters()
             .into_iter()
-            .flat_map(|addon| addon.tools.iter())
-            .map(|tool| Arc::clone(tool) as Arc<dyn Tool>)
+            .map(|tool| tool as Arc<dyn Tool>)
             .collect())
     }
 

@@ -6,17 +6,14 @@
 //! inspection camera and changed render settings behind, so it is taken back too. Raw Python
 //! (`execute_code`) is not offered: the agent acts through what the add-ons declare.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use serde_json::Value;
 use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
-use viga_protocol::bridge::{AddonCommandResult, BridgeCommand, RenderSpec, SceneReset};
+use viga_protocol::bridge::{AddonCommandResult, RenderSpec, SceneReset};
 use viga_protocol::message::{ToolCall, ToolSpec};
-use viga_skills::addons::AddonRegistry;
+use viga_skills::addons::{AddonRegistry, AddonToolAdapter, arguments_object};
 use viga_skills::context::InstructionTranslator;
 use viga_skills::generator::generator_tools;
 use viga_skills::verifier::verifier_tools;
@@ -51,9 +48,10 @@ pub(super) enum CallOutcome {
 /// The tools offered to the model, and the Blender they act on.
 pub(super) struct ToolBelt {
     tools: ToolRegistry,
-    addon_tools: BTreeSet<String>,
+    /// The add-on tools by name, called directly so the agent can tell arguments refused
+    /// before Blender from a failure in Blender (which may have changed the scene).
+    addon_tools: BTreeMap<String, Arc<AddonToolAdapter>>,
     context: ToolContext,
-    tap: Arc<AddonReplyTap>,
     blender: Arc<dyn BlenderTransport>,
 }
 
@@ -74,22 +72,17 @@ impl ToolBelt {
         render: RenderSpec,
         translator: Arc<dyn InstructionTranslator>,
     ) -> Result<Self, String> {
-        let addon_tools: BTreeSet<String> = addons
-            .tools()
-            .map_err(|err| err.to_string())?
-            .iter()
-            .map(|tool| tool.name().to_owned())
+        let addon_tools = addons
+            .adapters()
+            .into_iter()
+            .map(|adapter| (adapter.tool_name().to_owned(), adapter))
             .collect();
         let tools = addons
             .extend(&scene_tools()?)
             .map_err(|err| format!("the add-on tools cannot be offered: {err}"))?;
-        let tap = Arc::new(AddonReplyTap {
-            inner: Arc::clone(&blender),
-            last: Mutex::new(None),
-        });
         // No program ever runs through this context, so its base scene is never used.
         let context = ToolContext::new(
-            Arc::clone(&tap) as Arc<dyn BlenderTransport>,
+            Arc::clone(&blender),
             RenderSettings::new(render),
             SceneReset::Factory,
         )
@@ -98,7 +91,6 @@ impl ToolBelt {
             tools,
             addon_tools,
             context,
-            tap,
             blender,
         })
     }
@@ -134,8 +126,8 @@ impl ToolBelt {
     /// Runs one tool call. Blender calls are not raced against a cancel: a command in
     /// flight finishes and gets its undo step, so every step the run leaves is whole.
     pub(super) async fn call(&self, call: &ToolCall) -> Result<CallOutcome, CoreError> {
-        if self.addon_tools.contains(&call.name) {
-            return self.command(call).await;
+        if let Some(adapter) = self.addon_tools.get(&call.name) {
+            return self.command(adapter, call).await;
         }
         let answer = self
             .tools
@@ -151,19 +143,19 @@ impl ToolBelt {
         }
     }
 
-    /// An add-on command through its adapter (which checks the arguments against the
-    /// manifest's schema first), then one undo step for what it did.
-    async fn command(&self, call: &ToolCall) -> Result<CallOutcome, CoreError> {
-        self.tap.forget();
-        let answer = self
-            .tools
-            .invoke(&self.context, &call.name, call.arguments.clone())
-            .await;
-        match (answer, self.tap.take()) {
-            (Ok(_), Some(Reached::Replied(reply))) => {
-                let reply: AddonCommandResult = serde_json::from_value(reply).map_err(|err| {
-                    CoreError::Tool(format!("the add-on command reply is malformed: {err}"))
-                })?;
+    /// An add-on command: its arguments checked against the manifest's schema, then sent,
+    /// then one undo step for what it did (or, failed in Blender, taken back at once).
+    async fn command(
+        &self,
+        adapter: &AddonToolAdapter,
+        call: &ToolCall,
+    ) -> Result<CallOutcome, CoreError> {
+        let arguments = arguments_object(call.arguments.clone());
+        if let Err(refused) = adapter.check_arguments(&arguments) {
+            return Ok(CallOutcome::Refused(refused.to_string()));
+        }
+        match adapter.send(self.blender.as_ref(), arguments).await {
+            Ok(reply) => {
                 let undo_step = undo_name(&call.name);
                 self.blender
                     .undo_push(&undo_step)
@@ -171,19 +163,14 @@ impl ToolBelt {
                     .map_err(|err| undo_failed("make the command one undo step", err))?;
                 Ok(CallOutcome::Commanded { reply, undo_step })
             }
-            (Err(ToolError::Recoverable(message)), None) => Ok(CallOutcome::Refused(message)),
-            (Err(ToolError::Recoverable(message)), Some(_)) => {
+            Err(ToolError::Recoverable(message)) => {
                 self.take_back(&format!("{} (failed)", undo_name(&call.name)))
                     .await?;
                 Ok(CallOutcome::Refused(format!(
                     "{message}\nWhatever the command changed was undone: the scene is as it was before it."
                 )))
             }
-            (Err(ToolError::Fatal(message)), _) => Err(CoreError::Tool(message)),
-            (Ok(_), _) => Err(CoreError::Tool(format!(
-                "the add-on tool {} answered without a reply from Blender",
-                call.name
-            ))),
+            Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
         }
     }
 
@@ -209,7 +196,6 @@ fn undo_failed(what: &str, err: TransportError) -> CoreError {
     )
 }
 
-/// The scene tools: reading the scene, and looking at it with the verifier's camera.
 /// The scene tools the agent is offered beside the add-ons' (their names are reserved: an
 /// add-on tool named like one is refused).
 pub(super) fn scene_tools() -> Result<ToolRegistry, String> {
@@ -227,61 +213,4 @@ pub(super) fn scene_tools() -> Result<ToolRegistry, String> {
             .map_err(|err| err.to_string())?;
     }
     Ok(tools)
-}
-
-/// Whether an `addon_command` reached Blender, and what it answered.
-#[derive(Debug)]
-enum Reached {
-    Replied(Value),
-    Failed,
-}
-
-/// Blender as the tools see it: every call passes through unchanged, and the reply to the
-/// latest `addon_command` is kept. The add-on tools (viga-skills' adapters) check their
-/// arguments, send the command and turn the reply into text; the agent needs to know
-/// whether the command reached Blender at all (refused arguments changed nothing, a failure
-/// in Blender may have changed something), and hands the model the bridge's own
-/// `{"result", "scene"}` reply as JSON.
-struct AddonReplyTap {
-    inner: Arc<dyn BlenderTransport>,
-    last: Mutex<Option<Reached>>,
-}
-
-impl AddonReplyTap {
-    fn forget(&self) {
-        if let Ok(mut last) = self.last.lock() {
-            *last = None;
-        }
-    }
-
-    fn take(&self) -> Option<Reached> {
-        self.last.lock().ok().and_then(|mut last| last.take())
-    }
-}
-
-#[async_trait]
-impl BlenderTransport for AddonReplyTap {
-    async fn call(
-        &self,
-        command: BridgeCommand,
-        timeout: Option<Duration>,
-    ) -> Result<Value, TransportError> {
-        let is_addon_command = matches!(command, BridgeCommand::AddonCommand { .. });
-        let reply = self.inner.call(command, timeout).await;
-        if is_addon_command && let Ok(mut last) = self.last.lock() {
-            *last = Some(match &reply {
-                Ok(value) => Reached::Replied(value.clone()),
-                Err(_) => Reached::Failed,
-            });
-        }
-        reply
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn shared_folder(&self) -> Option<&Path> {
-        self.inner.shared_folder()
-    }
 }
