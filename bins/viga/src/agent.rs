@@ -10,7 +10,7 @@ use clap::Args;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_core::addon_agent::{AgentConfig, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
-use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
+use viga_protocol::event::{FailureKind, RunEvent, StopReason, TimedEvent};
 use viga_provider::{ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
@@ -88,7 +88,8 @@ async fn scene_blender(args: &AgentArgs) -> Result<std::sync::Arc<dyn BlenderTra
         }
         return Ok(crate::attach::attach(&args.attach).await?.transport);
     }
-    let blender = crate::start_blender().await?;
+    // Add-on commands may write their results (exports, renders) in the output folder.
+    let blender = crate::start_blender(&[args.output.as_path()]).await?;
     if let Some(blend) = &args.blend {
         let path = std::path::absolute(blend)?;
         blender
@@ -125,7 +126,14 @@ fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
             0,
         ),
         StopReason::Cancelled => ("cancelled", String::new(), 130),
-        StopReason::Failed { message, .. } => ("failed", message.clone(), 1),
+        StopReason::Failed { message, kind } => {
+            let mut message = message.clone();
+            if let Some(advice) = crate::advice(*kind, None).filter(|_| *kind != FailureKind::Other)
+            {
+                message.push_str(&format!("\nwhat to do: {advice}"));
+            }
+            ("failed", message, crate::exit_code(*kind))
+        }
     };
     if !message.is_empty() {
         out.say(&format!("{word}: {message}"));

@@ -13,6 +13,12 @@ use viga_protocol::bridge::RenderSpec;
     about = "Vision-as-inverse-graphics agent: a model writes Blender Python until the scene matches the target"
 )]
 pub struct Cli {
+    /// Run model-written programs contained: no network, writes only in the run's folders
+    /// (Linux: a network namespace and Landlock). auto (the default) uses what the kernel
+    /// offers and says what is missing; require refuses to start Blender without both; off
+    /// runs Blender uncontained. Default: $VIGA_CONTAINMENT, else auto.
+    #[arg(long, global = true, value_name = "off|auto|require")]
+    pub containment: Option<viga_blender::ContainmentPolicy>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -171,14 +177,33 @@ pub struct RunArgs {
     /// L: how many recent iterations the memory keeps.
     #[arg(long, default_value_t = 3)]
     pub memory: usize,
-    /// workbench, cycles or eevee.
-    #[arg(long, default_value = "workbench")]
-    pub engine: RenderEngine,
+    /// The engine of the verifier's renders and the scoring render: workbench, cycles or
+    /// eevee (default: cycles with --target, since workbench shows neither lights nor
+    /// materials; workbench without one).
+    #[arg(long, visible_alias = "engine", value_name = "ENGINE")]
+    pub verifier_engine: Option<RenderEngine>,
     /// Render size: N (square) or WxH.
     #[arg(long, default_value = "512")]
     pub resolution: String,
+    /// Samples of those renders with cycles or eevee (default: 16 for cycles, denoised).
+    #[arg(long, visible_alias = "samples", value_name = "N")]
+    pub verifier_samples: Option<u32>,
+    /// Whether the generator calls its tools (get_scene_info, get_better_assets,
+    /// execute_code, make_plan, end_process) or answers with one fenced program: auto
+    /// follows the provider (its config's tool_calling, else its kind).
+    #[arg(long, default_value = "auto", value_name = "auto|on|off")]
+    pub generator_tools: viga_core::GeneratorTools,
+    /// Model turns the generator may take per iteration when it has tools.
+    #[arg(long, value_name = "N", default_value_t = viga_core::DEFAULT_GENERATOR_MAX_TURNS)]
+    pub generator_max_turns: u32,
+    /// A folder of assets (.blend, .glb, .gltf, .fbx, .obj with .txt descriptions) the
+    /// generator's get_better_assets searches.
+    #[arg(long, value_name = "DIR")]
+    pub assets: Option<PathBuf>,
+    /// get_better_assets also searches Poly Haven's free models (downloaded on first use into
+    /// a cache folder).
     #[arg(long)]
-    pub samples: Option<u32>,
+    pub polyhaven: bool,
     /// Where run folders go.
     #[arg(long, default_value = "output")]
     pub output: PathBuf,
@@ -249,11 +274,15 @@ impl RunArgs {
             })?;
         let (width, height) = parse_resolution(&self.resolution)?;
         config.render = RenderSpec {
-            engine: self.engine,
             width,
             height,
-            samples: self.samples,
+            ..config.render
         };
+        config.verifier_engine = self.verifier_engine;
+        config.verifier_samples = self.verifier_samples;
+        config.generator_max_turns = self.generator_max_turns;
+        config.assets.clone_from(&self.assets);
+        config.polyhaven = self.polyhaven;
         Ok(config)
     }
 }

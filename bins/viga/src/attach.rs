@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use viga_blender::attach::{Connection, choose};
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderLauncher, Worker, WorkerConfig, locate};
+use viga_blender::{BlenderLauncher, Worker, locate};
 
 /// How long one call into a person's Blender may take: applying a whole scene program.
 const USER_CALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -60,7 +60,9 @@ pub async fn start_worker(attached: Option<&Connection>) -> Result<Arc<Worker>> 
         }
         (Err(err), _) => return Err(err.into()),
     };
-    Ok(Arc::new(Worker::start(WorkerConfig::new(launcher)).await?))
+    let worker = Worker::start(crate::contain::worker_config(launcher, &[])?).await?;
+    crate::say_containment(&worker);
+    Ok(Arc::new(worker))
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,13 +8,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
-use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_blender::{BlenderCommands as _, BlenderTransport, ContainmentStatus};
 use viga_gn::run::StepStatus;
 use viga_gn::{
     ExecutorRegistry, GnBlender, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy,
     ResponseCache, RunState,
 };
-use viga_protocol::event::{RunEvent, TimedEvent};
+use viga_protocol::event::{FailureKind, RunEvent, TimedEvent};
 use viga_provider::{Provider, ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
@@ -112,7 +112,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     let python = python_policy(args.trusted_python, args.confirm_trusted)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let (user, blender) = open_scene(&args).await?;
+    let (user, blender, containment) = open_scene(&args).await?;
     let config = run_config(&args, preset.as_ref());
     // Attached, the state before the run is the last undo step (the add-on makes sure one
     // exists): a finished run becomes one step on top of it, anything else goes back to it.
@@ -126,6 +126,9 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     crate::progress::follow_events(&mut run, &out, "the run", show).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
+        if let Some(status) = &containment {
+            viga_core::folder::write_containment(folder, status)?;
+        }
         out.run_folder(folder);
     }
     if user.is_some() {
@@ -138,14 +141,18 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     let (word, message, code) = match outcome.state {
         RunState::Done => ("done", outcome.final_message.clone(), 0),
         RunState::Cancelled => ("cancelled", String::new(), 130),
-        _ => (
-            "error",
-            outcome
+        _ => {
+            let kind = outcome.failure_kind.unwrap_or(FailureKind::Other);
+            let mut message = outcome
                 .error
                 .clone()
-                .unwrap_or_else(|| "(no message)".to_owned()),
-            1,
-        ),
+                .unwrap_or_else(|| "(no message)".to_owned());
+            // `other` here is mostly the model's (rounds ran out, gates failed), not a bug.
+            if let Some(advice) = crate::advice(kind, None).filter(|_| kind != FailureKind::Other) {
+                message.push_str(&format!("\nwhat to do: {advice}"));
+            }
+            ("error", message, crate::exit_code(kind))
+        }
     };
     out.say(&format!("{word}: {message}"));
     if user.is_some() && code != 0 {
@@ -164,8 +171,10 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
 }
 
 /// The Blender the run works in: the person's (attached) or one of viga's own, with
-/// `--blend` opened.
-async fn open_scene(args: &GnArgs) -> Result<(Option<UserBlender>, GnBlender)> {
+/// `--blend` opened, and the containment of viga's own.
+async fn open_scene(
+    args: &GnArgs,
+) -> Result<(Option<UserBlender>, GnBlender, Option<ContainmentStatus>)> {
     let user = if args.attach.wanted() {
         if args.blend.is_some() {
             bail!(
@@ -176,9 +185,13 @@ async fn open_scene(args: &GnArgs) -> Result<(Option<UserBlender>, GnBlender)> {
     } else {
         None
     };
-    let blender = match &user {
-        Some(user) => GnBlender::new(user.transport.clone()),
-        None => GnBlender::new(crate::start_blender().await?),
+    let (blender, containment) = match &user {
+        Some(user) => (GnBlender::new(user.transport.clone()), None),
+        None => {
+            let worker = crate::start_blender(&[]).await?;
+            let containment = worker.containment();
+            (GnBlender::new(worker), Some(containment))
+        }
     };
     if let Some(blend) = &args.blend {
         blender
@@ -187,7 +200,7 @@ async fn open_scene(args: &GnArgs) -> Result<(Option<UserBlender>, GnBlender)> {
             .await
             .with_context(|| format!("cannot open {}", blend.display()))?;
     }
-    Ok((user, blender))
+    Ok((user, blender, containment))
 }
 
 /// The run's configuration; a preset run takes the preset's request and object unless the

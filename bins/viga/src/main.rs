@@ -4,6 +4,7 @@
 mod agent;
 mod args;
 mod attach;
+mod contain;
 mod eval;
 mod eval_bench;
 mod gn;
@@ -25,9 +26,34 @@ use viga_provider::{ProviderConfig, ProviderError, ProviderKind, build_provider}
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
 use crate::progress::Output;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+/// The first argument that makes this process the launcher of a contained Blender (see
+/// `contain`); not a subcommand of the CLI, whose parser would take its `--` apart.
+const CONTAIN_LAUNCHER: &str = "contain";
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|arg| arg == CONTAIN_LAUNCHER) {
+        // Before any runtime starts: a process with threads cannot enter a namespace.
+        return contain::run_launcher(&args[2..]);
+    }
+    let cli = Cli::parse_from(args);
+    match contain::chosen_policy(cli.containment) {
+        Ok(policy) => contain::set_policy(policy),
+        Err(err) => {
+            eprintln!("error: {err}");
+            return std::process::ExitCode::from(2);
+        }
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(run_cli(cli)),
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            std::process::ExitCode::from(8)
+        }
+    }
+}
+
+async fn run_cli(cli: Cli) -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("VIGA_LOG")
@@ -199,10 +225,26 @@ fn provider_config(args: &ProviderArgs, saved: Option<ProviderConfig>) -> Result
     Ok(config)
 }
 
-async fn start_blender() -> Result<Arc<dyn BlenderTransport>> {
-    let launcher = locate()?;
-    let worker = Worker::start(WorkerConfig::new(launcher)).await?;
+/// A Blender of viga's own for model-written programs, contained under `--containment`:
+/// it may write in its own scratch folder and in `writable` only (viga itself writes the run
+/// folders, so the loop, the GN assistant and eval pass none).
+async fn start_blender(writable: &[&Path]) -> Result<Arc<Worker>> {
+    let config = contain::worker_config(locate()?, writable)?;
+    let worker = Worker::start(config).await?;
+    say_containment(&worker);
     Ok(Arc::new(worker))
+}
+
+/// Warns on stderr when model-written programs will run with less containment than asked
+/// for; the run folder records the full status either way.
+fn say_containment(worker: &Worker) {
+    let status = worker.containment();
+    if status.policy != viga_blender::ContainmentPolicy::Off && !status.is_complete() {
+        eprintln!(
+            "warning: model-written programs run with {}",
+            status.summary()
+        );
+    }
 }
 
 async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
@@ -211,6 +253,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let mut config = args.run_config()?;
     config.provider = provider_settings.kind.name().to_owned();
     let provider = build_provider(&provider_settings)?;
+    config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
     // The provider's own name for its model: for a scripted run, the script's label.
     config.model = provider.model().to_owned();
     if provider_settings.kind == ProviderKind::Scripted {
@@ -219,23 +262,29 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             display_opt(&provider_settings.script)
         ));
     }
-    let handle = if args.attach.wanted() {
+    let (handle, containment) = if args.attach.wanted() {
         // The person's Blender is asked for a copy of the open scene and let go: it is not
         // held (nor touched) while the run works in a Blender of viga's own.
         let user = attach::attach(&args.attach).await?;
         let worker = attach::start_worker(Some(&user.connection)).await?;
-        viga_core::attached::start_on_user_scene(
+        let containment = worker.containment();
+        let handle = viga_core::attached::start_on_user_scene(
             config,
             provider,
             worker,
             user.transport.as_ref(),
             &args.output,
         )
-        .await?
+        .await?;
+        (handle, containment)
     } else {
-        viga_core::start(config, provider, start_blender().await?, &args.output)?
+        let worker = start_blender(&[]).await?;
+        let containment = worker.containment();
+        let handle = viga_core::start(config, provider, worker, &args.output)?;
+        (handle, containment)
     };
     viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
+    viga_core::folder::write_containment(handle.folder(), &containment)?;
     let followed = follow(handle, &mut out).await?;
     if args.attach.wanted() {
         offer_result(&followed, &args, &out).await?;
@@ -280,7 +329,8 @@ async fn resume(
     }
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
-    let blender = start_blender().await?;
+    let blender = start_blender(&[]).await?;
+    viga_core::folder::write_containment(folder, &blender.containment())?;
     let handle = viga_core::resume(folder, provider, blender, max_iterations)?;
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
@@ -461,6 +511,10 @@ async fn doctor() -> Result<std::process::ExitCode> {
         );
     }
     worker.shutdown().await;
+    match contain::probe().await {
+        Ok(status) => println!("containment ({}): {}", status.policy, status.summary()),
+        Err(err) => println!("containment: unavailable: {err}"),
+    }
     report_attachable().await;
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use viga_blender::BlenderTransport;
-use viga_blender::{Worker, WorkerConfig, locate};
+use viga_blender::{Worker, locate};
 use viga_protocol::bridge::{RenderSpec, SceneReset};
 use viga_serve::mcp::{ProgramMode, VigaMcpServer};
 use viga_serve::ws::{Gateway, GatewayConfig};
@@ -28,7 +28,10 @@ pub async fn serve(
             ProgramMode::Live,
         )
     } else {
-        let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
+        // Programs may write only in the worker's own scratch folder.
+        let worker = Worker::start(crate::contain::worker_config(locate()?, &[])?).await?;
+        crate::say_containment(&worker);
+        let worker = Arc::new(worker);
         let mode = if live {
             ProgramMode::Live
         } else {

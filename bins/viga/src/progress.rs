@@ -59,6 +59,14 @@ impl Printer {
             RunEvent::WorkerRestarted { reason } => {
                 println!("  Blender restarted: {}", first_line(reason))
             }
+            RunEvent::GeneratorToolCalled { call, .. } => {
+                println!(
+                    "  generator used {}{}: {}",
+                    call.tool,
+                    if call.ok { "" } else { " (failed)" },
+                    first_line(&call.outcome)
+                );
+            }
             RunEvent::ToolInvoked { tool, ok, .. } => {
                 println!(
                     "  verifier used {tool}{}",

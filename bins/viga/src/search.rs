@@ -31,7 +31,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             None => SceneReset::Factory,
         },
         camera: config.target_camera.clone(),
-        render: config.render,
+        // Scored like the loop's renders: --verifier-engine, else Cycles (a target is given).
+        render: config.verifier_render(),
         budget: args.search_budget,
     };
     let folder = args
@@ -40,10 +41,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         .join(viga_core::folder::timestamp())
         .join(&config.task_name);
     println!(
-        "search: from {}, at most {} programs, {:?}",
+        "search: from {}, at most {} programs, {}",
         start_path.display(),
         args.search_budget,
-        config.render.engine
+        spec.render
     );
     let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
     let budget = args.search_budget;

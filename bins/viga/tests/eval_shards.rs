@@ -9,7 +9,7 @@ use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within}
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 
-fn eval(out: &Path, shard: &str) -> Command {
+fn eval(out: &Path, shard: &str, baseline: &str) -> Command {
     let mini = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/blendergym-mini");
     let mut command = Command::new(VIGA);
     command
@@ -17,7 +17,7 @@ fn eval(out: &Path, shard: &str) -> Command {
         .arg(mini)
         .args([
             "--baseline",
-            "noop",
+            baseline,
             "--engine",
             "workbench",
             "--resolution",
@@ -64,7 +64,7 @@ fn three_shard_processes_merged_equal_one_unsharded_run() {
         .iter()
         .enumerate()
         .map(|(i, out)| {
-            let child = eval(out, &format!("{i}/3")).spawn().unwrap();
+            let child = eval(out, &format!("{i}/3"), "noop").spawn().unwrap();
             let watchdog = kill_after(
                 &child,
                 BLENDER_TEST_LIMIT,
@@ -93,7 +93,7 @@ fn three_shard_processes_merged_equal_one_unsharded_run() {
     );
     assert!(status.success());
     let whole = dir.path().join("whole");
-    let output = output_within(&mut eval(&whole, "0/1"), BLENDER_TEST_LIMIT);
+    let output = output_within(&mut eval(&whole, "0/1", "noop"), BLENDER_TEST_LIMIT);
     assert!(
         output.status.success(),
         "{}",
@@ -126,4 +126,38 @@ fn three_shard_processes_merged_equal_one_unsharded_run() {
         value
     };
     assert_eq!(summary(&merged), summary(&whole));
+}
+
+/// `--search-views` is checked before Blender starts: only for the search, only view names,
+/// only views every selected instance has; nothing is written when it is refused.
+#[test]
+fn bad_search_views_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for (baseline, views, expected) in [
+        (
+            "noop",
+            "Camera1",
+            "--search-views applies to --baseline search only",
+        ),
+        (
+            "search",
+            "Camera1,Camera3",
+            "--search-views: Camera1, Camera3 are not views of every selected instance (blendshape1 has 2 view(s),",
+        ),
+        (
+            "search",
+            "camera1",
+            "--search-views: \"camera1\" is not a view name; views are the cameras Camera1, Camera2, ...",
+        ),
+        ("search", "Camera1,Camera1", "Camera1 is named twice"),
+    ] {
+        let mut command = eval(&out, "0/1", baseline);
+        command.args(["--search-views", views]);
+        let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{views}: {stderr}");
+        assert!(stderr.contains(expected), "{views}: {stderr}");
+        assert!(!out.exists(), "{views}: a refused run writes nothing");
+    }
 }

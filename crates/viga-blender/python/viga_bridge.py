@@ -631,7 +631,8 @@ KEPT_RENDER_SETTINGS = (
     ("render", "engine"), ("render", "resolution_x"), ("render", "resolution_y"),
     ("render", "resolution_percentage"), ("render", "filepath"),
     ("render.image_settings", "file_format"), ("render.image_settings", "color_mode"),
-    ("cycles", "samples"), ("cycles", "device"), ("eevee", "taa_render_samples"),
+    ("cycles", "samples"), ("cycles", "device"), ("cycles", "use_denoising"),
+    ("eevee", "taa_render_samples"),
 )
 
 
@@ -688,6 +689,10 @@ def render_with(args):
     if engine_name == "CYCLES":
         scene.cycles.samples = int(args.get("samples", 16))
         scene.cycles.device = args.get("device", "CPU")
+        # Denoised (OpenImageDenoise on the CPU) whatever the scene or a program set: at the
+        # low sample counts renders are made with, noise would otherwise swamp what a light
+        # or a material changed, and make scores vary from render to render.
+        scene.cycles.use_denoising = True
     elif engine_name == "EEVEE" and args.get("samples") is not None:
         scene.eevee.taa_render_samples = int(args["samples"])
     # With output_path (a client sharing this machine's filesystem), the PNG stays on disk and
@@ -1173,17 +1178,33 @@ def send_quietly(conn, value):
         write_frame(conn, value)
 
 
-def listen(port):
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", port))
+def listen(port, unix_path=None):
+    """A loopback TCP listener, or with `unix_path` a Unix domain socket there: a contained
+    worker has a network namespace of its own, which viga's TCP cannot reach, and the socket
+    lies in the worker's private scratch folder (0700), so only its owner can connect."""
+    if unix_path:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            server.bind(unix_path)
+        finally:
+            os.umask(old_umask)
+    else:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", port))
     server.listen(MAX_PENDING_HANDSHAKES)
     return server
 
 
 def announce(server, mode):
-    port = server.getsockname()[1]
-    sys.stdout.write(READY_MARKER + json.dumps({"port": port, "pid": os.getpid(), "mode": mode}) + "\n")
+    if server.family == socket.AF_UNIX:
+        port = 0
+        where = {"unix": server.getsockname()}
+    else:
+        port = server.getsockname()[1]
+        where = {"port": port}
+    sys.stdout.write(READY_MARKER + json.dumps(dict(where, pid=os.getpid(), mode=mode)) + "\n")
     sys.stdout.flush()
     return port
 
@@ -1192,7 +1213,8 @@ def serve_connection(conn, handle, allow_shutdown=True):
     """Reads frames until the client leaves or sends something unreadable. Returns False when
     the client asked the bridge to shut down (refused where `allow_shutdown` is False: a
     person's Blender stops serving when they disable the add-on, not when a client says so)."""
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if conn.family == socket.AF_INET:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     while True:
         try:
             request = read_frame(conn)
@@ -1294,10 +1316,10 @@ def serve_admitted(gate, conn, handle, allow_shutdown):
         gate.leave()
 
 
-def serve_forever(token, port, mode, handle):
+def serve_forever(token, port, mode, handle, unix_path=None):
     """Serves on the main thread (bpy wants every call there): the gatekeeper's threads
     admit clients, and the main thread serves them one at a time."""
-    server = listen(port)
+    server = listen(port, unix_path)
     admitted = queue.Queue()
     gate = Gatekeeper(server, token, mode, admitted.put)
     gate.start()
@@ -1351,13 +1373,13 @@ class MainThreadQueue:
             done.set()
 
 
-def start_queue_server(token, port, mode):
+def start_queue_server(token, port, mode, unix_path=None):
     """Starts the network thread; returns (queue, server socket, port, thread). The thread
     ends when the server socket is closed (the add-on is disabled, or a client asked for a
     shutdown where that is allowed)."""
     work = MainThreadQueue()
-    server = listen(port)
-    bound_port = server.getsockname()[1]
+    server = listen(port, unix_path)
+    bound_port = 0 if unix_path else server.getsockname()[1]
     allow_shutdown = mode != "addon"
 
     def serve(conn):
@@ -1372,14 +1394,14 @@ def start_queue_server(token, port, mode):
 
 def parse_args(argv):
     args = argv[argv.index("--") + 1:] if "--" in argv else []
-    options = {"mode": "serve", "port": 0}
+    options = {"mode": "serve", "port": 0, "unix": None}
     i = 0
     while i < len(args):
-        if args[i] in ("--mode", "--port") and i + 1 < len(args):
+        if args[i] in ("--mode", "--port", "--unix") and i + 1 < len(args):
             options[args[i][2:]] = args[i + 1]
             i += 2
         else:
-            raise SystemExit("viga bridge: unknown argument %r (expected --mode serve|queue, --port N)" % args[i])
+            raise SystemExit("viga bridge: unknown argument %r (expected --mode serve|queue, --port N, --unix PATH)" % args[i])
     options["port"] = int(options["port"])
     return options
 
@@ -1419,9 +1441,9 @@ def main():
     token = take_token()
     exit_with_parent()
     if options["mode"] == "serve":
-        serve_forever(token, options["port"], "serve", dispatch)
+        serve_forever(token, options["port"], "serve", dispatch, options["unix"])
     elif options["mode"] == "queue":
-        work, server, _port, thread = start_queue_server(token, options["port"], "queue")
+        work, server, _port, thread = start_queue_server(token, options["port"], "queue", options["unix"])
         announce(server, "queue")
         while thread.is_alive():
             work.drain()

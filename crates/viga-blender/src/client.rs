@@ -1,4 +1,5 @@
-//! The framed TCP client: one connection to one bridge, requests answered in order.
+//! The framed client: one connection to one bridge (loopback TCP, or a Unix socket for a
+//! contained worker), requests answered in order.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use viga_protocol::PROTOCOL_VERSION;
@@ -47,9 +49,14 @@ impl CallError {
     }
 }
 
+/// A byte stream to a bridge, whichever kind of socket carries it.
+trait BridgeStream: AsyncRead + AsyncWrite + Unpin + Send + std::fmt::Debug {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + std::fmt::Debug> BridgeStream for S {}
+
 #[derive(Debug)]
 struct Connection {
-    stream: TcpStream,
+    stream: Box<dyn BridgeStream>,
     next_id: u64,
     /// Set once a call failed midway: its reply may still arrive, so the stream is out of
     /// step and must not be used again.
@@ -61,7 +68,8 @@ struct Connection {
 pub struct FramedClient {
     connection: Mutex<Connection>,
     hello: HelloInfo,
-    address: SocketAddr,
+    /// Where the bridge listens, for messages.
+    endpoint: String,
     default_timeout: Duration,
     /// Microseconds Blender reported spending on this client's requests.
     busy_us: Arc<AtomicU64>,
@@ -86,6 +94,34 @@ impl FramedClient {
         Self::handshake(stream, address, token, default_timeout, handshake_timeout).await
     }
 
+    /// Connects to a bridge listening on the Unix socket at `path` (a contained worker's)
+    /// and performs the hello handshake with `token`.
+    #[cfg(unix)]
+    pub async fn connect_unix(
+        path: &std::path::Path,
+        token: &str,
+        default_timeout: Duration,
+    ) -> Result<Self, TransportError> {
+        let handshake_timeout = Duration::from_secs(30);
+        let endpoint = path.display().to_string();
+        let stream = tokio::time::timeout(handshake_timeout, tokio::net::UnixStream::connect(path))
+            .await
+            .map_err(|_| TransportError::Start(format!("connecting to {endpoint} timed out")))?
+            .map_err(|err| {
+                TransportError::Start(format!(
+                    "could not connect to the bridge at {endpoint}: {err}"
+                ))
+            })?;
+        Self::handshake_over(
+            Box::new(stream),
+            endpoint,
+            token,
+            default_timeout,
+            handshake_timeout,
+        )
+        .await
+    }
+
     /// Performs the hello handshake with `token` over an open connection, waiting at most
     /// `handshake_timeout` for the reply.
     pub async fn handshake(
@@ -98,6 +134,23 @@ impl FramedClient {
         stream.set_nodelay(true).map_err(|err| {
             TransportError::Start(format!("could not configure the socket: {err}"))
         })?;
+        Self::handshake_over(
+            Box::new(stream),
+            address.to_string(),
+            token,
+            default_timeout,
+            handshake_timeout,
+        )
+        .await
+    }
+
+    async fn handshake_over(
+        stream: Box<dyn BridgeStream>,
+        endpoint: String,
+        token: &str,
+        default_timeout: Duration,
+        handshake_timeout: Duration,
+    ) -> Result<Self, TransportError> {
         let mut connection = Connection {
             stream,
             next_id: 0,
@@ -132,7 +185,7 @@ impl FramedClient {
         Ok(Self {
             connection: Mutex::new(connection),
             hello,
-            address,
+            endpoint,
             default_timeout,
             busy_us: Arc::new(AtomicU64::new(0)),
         })
@@ -270,7 +323,7 @@ impl BlenderTransport for FramedClient {
     fn describe(&self) -> String {
         format!(
             "bridge at {} (Blender {}, {} mode)",
-            self.address, self.hello.blender_version, self.hello.mode
+            self.endpoint, self.hello.blender_version, self.hello.mode
         )
     }
 }

@@ -22,9 +22,12 @@ use viga_protocol::bridge::{BridgeCommand, HelloInfo, PARENT_PID_ENV, READY_MARK
 
 use crate::bridge::{BridgeMode, write_bridge_script};
 use crate::client::{CallError, FramedClient, transport_error};
+use crate::containment::{CONTAINED_MARKER, Containment, ContainmentStatus};
 use crate::locate::BlenderLauncher;
 use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
 
+/// The bridge's socket in a contained worker's scratch folder.
+const SOCKET_NAME: &str = "bridge.sock";
 /// Lines of Blender's error output kept for crash reports.
 const STDERR_TAIL_LINES: usize = 40;
 /// The longest line of Blender's output viga keeps. A program can write to the process's
@@ -42,6 +45,9 @@ pub struct WorkerConfig {
     pub mode: BridgeMode,
     /// Name used in logs.
     pub name: String,
+    /// Start Blender contained (no network, writes only in named folders): for workers that
+    /// run model-written programs.
+    pub containment: Option<Containment>,
 }
 
 impl WorkerConfig {
@@ -52,6 +58,7 @@ impl WorkerConfig {
             startup_timeout: Duration::from_secs(120),
             mode: BridgeMode::Serve,
             name: "blender".to_owned(),
+            containment: None,
         }
     }
 }
@@ -61,6 +68,7 @@ struct Running {
     child: Child,
     client: FramedClient,
     stderr_tail: Arc<SyncMutex<VecDeque<String>>>,
+    containment: ContainmentStatus,
 }
 
 #[derive(Debug)]
@@ -75,8 +83,12 @@ struct State {
 pub struct Worker {
     config: WorkerConfig,
     state: Mutex<State>,
-    /// Holds the worker's checkpoints; removed with the worker.
+    /// Holds the worker's checkpoints, and is a contained Blender's temporary folder and
+    /// the place of its bridge's socket; removed with the worker.
     state_dir: tempfile::TempDir,
+    /// What containment Blender runs under, as the launcher of the running process reported
+    /// it.
+    containment: SyncMutex<ContainmentStatus>,
     restarts: AtomicU32,
     hello: HelloInfo,
     /// Microseconds Blender reported busy, over every process this worker ran.
@@ -93,8 +105,9 @@ impl Worker {
                 TransportError::Start(format!("could not create the worker's state folder: {err}"))
             })?;
         let busy_us = Arc::new(AtomicU64::new(0));
-        let running = spawn(&config, &busy_us).await?;
+        let running = spawn(&config, state_dir.path(), &busy_us).await?;
         let hello = running.client.hello().clone();
+        let containment = running.containment.clone();
         tracing::info!(
             worker = %config.name,
             blender = %hello.blender_version,
@@ -108,6 +121,7 @@ impl Worker {
                 checkpoint: None,
             }),
             state_dir,
+            containment: SyncMutex::new(containment),
             restarts: AtomicU32::new(0),
             hello,
             busy_us,
@@ -123,6 +137,14 @@ impl Worker {
     /// The handshake of the first process (Blender version, capabilities).
     pub fn hello(&self) -> &HelloInfo {
         &self.hello
+    }
+
+    /// What containment Blender runs under.
+    pub fn containment(&self) -> ContainmentStatus {
+        self.containment
+            .lock()
+            .map(|status| status.clone())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().clone())
     }
 
     /// How many times the process was restarted.
@@ -159,8 +181,13 @@ impl Worker {
 
     async fn restart(&self, state: &mut State) -> Recovery {
         self.restarts.fetch_add(1, Ordering::Relaxed);
-        let running = match spawn(&self.config, &self.busy_us).await {
-            Ok(running) => running,
+        let running = match spawn(&self.config, self.state_dir.path(), &self.busy_us).await {
+            Ok(running) => {
+                if let Ok(mut status) = self.containment.lock() {
+                    status.clone_from(&running.containment);
+                }
+                running
+            }
             Err(err) => {
                 state.running = None;
                 return Recovery::RestartFailed(err.to_string());
@@ -276,33 +303,97 @@ async fn lost_reason(running: &mut Running, err: &CallError) -> LostReason {
 
 #[derive(Debug, Deserialize)]
 struct Ready {
+    /// 0 from a contained bridge, which listens on the Unix socket viga named instead.
+    #[serde(default)]
     port: u16,
 }
 
 /// Starts Blender running the bridge, waits for it to announce its port, and connects.
-async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Running, TransportError> {
+/// `scratch` is the worker's own private folder.
+async fn spawn(
+    config: &WorkerConfig,
+    scratch: &Path,
+    busy_us: &Arc<AtomicU64>,
+) -> Result<Running, TransportError> {
     let script = write_bridge_script().map_err(|err| {
         TransportError::Start(format!("could not write the bridge script: {err}"))
     })?;
     let token = random_token();
-    let mut child = start_blender(config, &script, &token)?;
+    let mut child = start_blender(config, &script, scratch, &token)?;
     let stderr_tail = keep_stderr_tail(&mut child, &config.name);
     let stdout = child
         .stdout
         .take()
         .ok_or_else(|| TransportError::Start("Blender's output could not be read".to_owned()))?;
     let mut lines = OutputLines::new(stdout);
-    let ready = wait_for_port(config, &mut child, &mut lines, &stderr_tail).await?;
+    let (ready, reported) = wait_for_port(config, &mut child, &mut lines, &stderr_tail).await?;
     log_stdout(lines, config.name.clone());
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, ready.port));
-    let client = FramedClient::connect(address, &token, config.call_timeout)
-        .await?
-        .sharing_busy_counter(Arc::clone(busy_us));
+    let (client, containment) = match &config.containment {
+        // The socket viga named, whatever else the process printed.
+        Some(_) => {
+            let Some(status) = reported else {
+                let _ = child.kill().await;
+                return Err(TransportError::Start(
+                    "the containment launcher did not say what containment Blender runs under"
+                        .to_owned(),
+                ));
+            };
+            let socket = scratch.join(SOCKET_NAME);
+            (
+                connect_unix(&socket, &token, config.call_timeout).await?,
+                status,
+            )
+        }
+        None => {
+            let address = SocketAddr::from((Ipv4Addr::LOCALHOST, ready.port));
+            let client = FramedClient::connect(address, &token, config.call_timeout).await?;
+            (client, ContainmentStatus::off())
+        }
+    };
     Ok(Running {
         child,
-        client,
+        client: client.sharing_busy_counter(Arc::clone(busy_us)),
         stderr_tail,
+        containment,
     })
+}
+
+#[cfg(unix)]
+async fn connect_unix(
+    socket: &Path,
+    token: &str,
+    call_timeout: Duration,
+) -> Result<FramedClient, TransportError> {
+    FramedClient::connect_unix(socket, token, call_timeout).await
+}
+
+#[cfg(not(unix))]
+async fn connect_unix(
+    socket: &Path,
+    _token: &str,
+    _call_timeout: Duration,
+) -> Result<FramedClient, TransportError> {
+    Err(TransportError::Start(format!(
+        "the bridge announced a Unix socket ({}), which this system cannot connect to",
+        socket.display()
+    )))
+}
+
+/// The bridge's socket in a contained worker's scratch folder. A socket left by a Blender
+/// that died is removed first, or the new bridge could not bind it.
+fn contained_socket(scratch: &Path) -> Result<PathBuf, TransportError> {
+    let socket = scratch.join(SOCKET_NAME);
+    match std::fs::remove_file(&socket) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => {
+            return Err(TransportError::Start(format!(
+                "could not remove the old bridge socket {}: {err}",
+                socket.display()
+            )));
+        }
+    }
+    Ok(socket)
 }
 
 /// The Blender process, with the bridge's token and this process's id in its environment
@@ -310,13 +401,29 @@ async fn spawn(config: &WorkerConfig, busy_us: &Arc<AtomicU64>) -> Result<Runnin
 fn start_blender(
     config: &WorkerConfig,
     script: &Path,
+    scratch: &Path,
     token: &str,
 ) -> Result<Child, TransportError> {
-    let args: Vec<OsString> = vec!["--mode".into(), config.mode.as_arg().into()];
+    let mut args: Vec<OsString> = vec!["--mode".into(), config.mode.as_arg().into()];
+    if config.containment.is_some() {
+        args.push("--unix".into());
+        args.push(contained_socket(scratch)?.into());
+    }
     let (program, args) = config.launcher.command_line(script, &args);
+    let (program, args) = match &config.containment {
+        Some(containment) => containment
+            .command_line(scratch, program, args)
+            .map_err(|err| TransportError::Start(err.to_string()))?,
+        None => (program, args),
+    };
     let mut command = Command::new(&program);
     // Model-written programs run in this Blender: it gets no secret of this process.
-    crate::environment::restrict(&mut command)
+    crate::environment::restrict(&mut command);
+    if config.containment.is_some() {
+        // Its temporary files go where it may write.
+        command.env("TMPDIR", scratch);
+    }
+    command
         .args(&args)
         .env(TOKEN_ENV, token)
         .env(PARENT_PID_ENV, std::process::id().to_string())
@@ -359,10 +466,10 @@ async fn wait_for_port(
     child: &mut Child,
     lines: &mut OutputLines<ChildStdout>,
     stderr_tail: &SyncMutex<VecDeque<String>>,
-) -> Result<Ready, TransportError> {
+) -> Result<(Ready, Option<ContainmentStatus>), TransportError> {
     match tokio::time::timeout(config.startup_timeout, wait_for_ready(lines)).await {
-        Ok(Some(ready)) => Ok(ready),
-        Ok(None) => {
+        Ok((Some(ready), containment)) => Ok((ready, containment)),
+        Ok((None, _)) => {
             let status = child
                 .wait()
                 .await
@@ -395,14 +502,22 @@ fn log_stdout(mut lines: OutputLines<ChildStdout>, name: String) {
     });
 }
 
-async fn wait_for_ready(lines: &mut OutputLines<ChildStdout>) -> Option<Ready> {
+/// The bridge's ready announcement and, from a contained worker's launcher before it, the
+/// containment it runs under.
+async fn wait_for_ready(
+    lines: &mut OutputLines<ChildStdout>,
+) -> (Option<Ready>, Option<ContainmentStatus>) {
+    let mut containment = None;
     while let Ok(Some(line)) = lines.next_line().await {
-        match line.strip_prefix(READY_MARKER) {
-            Some(json) => return serde_json::from_str(json).ok(),
-            None => tracing::debug!(target: "viga_blender::stdout", "{line}"),
+        if let Some(json) = line.strip_prefix(READY_MARKER) {
+            return (serde_json::from_str(json).ok(), containment);
+        }
+        match line.strip_prefix(CONTAINED_MARKER) {
+            Some(json) if containment.is_none() => containment = serde_json::from_str(json).ok(),
+            _ => tracing::debug!(target: "viga_blender::stdout", "{line}"),
         }
     }
-    None
+    (None, containment)
 }
 
 /// Blender's output line by line, each line cut at [`MAX_OUTPUT_LINE_BYTES`].

@@ -591,10 +591,8 @@ impl AgentRun {
     /// viga's own Blender goes away with the run: its scene is kept as `final.blend`.
     async fn save_final_scene(&self) -> Result<(), String> {
         let path = absolute(&self.folder.final_blend_path()).map_err(|err| err.to_string())?;
-        self.blender
-            .save_blend(&path.to_string_lossy())
+        crate::folder::save_scene_as(self.blender.as_ref(), &path)
             .await
-            .map(drop)
             .map_err(|err| err.to_string())
     }
 

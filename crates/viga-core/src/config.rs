@@ -7,9 +7,19 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use viga_protocol::bridge::{RenderEngine, RenderSpec};
 use viga_protocol::event::ModelRole;
+use viga_provider::{ProviderConfig, ProviderKind};
+
+use crate::CoreError;
 
 /// The longest a program may run before it is stopped, unless the run says otherwise.
 pub const DEFAULT_PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Model turns the generator may take per iteration when it has tools, unless the run says
+/// otherwise.
+pub const DEFAULT_GENERATOR_MAX_TURNS: u32 = 6;
+/// Cycles samples of the scoring render and the verifier's renders when the run names none:
+/// with denoising (the bridge turns it on for every Cycles render), enough for lights and
+/// materials to read clearly at a fraction of a second per small view.
+pub const VERIFIER_CYCLES_SAMPLES: u32 = 16;
 /// Limits a run's program timeout is checked against: below a second nothing real runs,
 /// and a day is long past anything a scene program needs.
 const PROGRAM_TIMEOUT_RANGE: (Duration, Duration) =
@@ -43,7 +53,36 @@ pub struct RunConfig {
     pub verifier_max_turns: u32,
     /// Ask for a plan before the code every iteration (seed 000 step 2).
     pub plan_each_iteration: bool,
+    /// The size of the verifier's renders (the scoring render takes the target's size), and
+    /// the engine and samples of a run without a target that names no `verifier_engine`.
     pub render: RenderSpec,
+    /// The engine of the scoring render and the verifier's renders. Unset: Cycles when the
+    /// run has a target picture (Workbench shows neither the scene's lights nor its
+    /// materials), else `render.engine`. See [`RunConfig::verifier_render`].
+    #[serde(default)]
+    pub verifier_engine: Option<RenderEngine>,
+    /// Their samples (Cycles, EEVEE). Unset: `render.samples` when the engine is
+    /// `render.engine`, else [`VERIFIER_CYCLES_SAMPLES`] for Cycles and the engine's own
+    /// default for EEVEE.
+    #[serde(default)]
+    pub verifier_samples: Option<u32>,
+    /// Whether the generator calls its tools (seed 001: `get_scene_info`,
+    /// `get_better_assets`, `execute_code`, `make_plan`, `end_process`) instead of answering
+    /// with one fenced program. Decided before the run from the provider
+    /// ([`GeneratorTools::resolve`]); off in run folders written before it existed.
+    #[serde(default)]
+    pub generator_tools: bool,
+    /// Model turns the generator may take per iteration when it has tools.
+    #[serde(default = "default_generator_max_turns")]
+    pub generator_max_turns: u32,
+    /// A folder of assets (`.blend`, `.glb`, `.gltf`, ... with `.txt` descriptions) that
+    /// `get_better_assets` searches.
+    #[serde(default)]
+    pub assets: Option<PathBuf>,
+    /// Whether `get_better_assets` also searches Poly Haven's models (downloaded into a
+    /// cache folder on first use).
+    #[serde(default)]
+    pub polyhaven: bool,
     /// Recorded for the run folder; the provider itself is passed in.
     pub provider: String,
     pub model: String,
@@ -80,6 +119,88 @@ fn default_program_timeout() -> Duration {
     DEFAULT_PROGRAM_TIMEOUT
 }
 
+fn default_generator_max_turns() -> u32 {
+    DEFAULT_GENERATOR_MAX_TURNS
+}
+
+/// Whether the generator gets its tools (`--generator-tools`): `auto` when the provider can
+/// call tools, `on` always (a provider that cannot is refused), `off` never (the generator
+/// answers with one fenced program, seed 000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GeneratorTools {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl std::str::FromStr for GeneratorTools {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "unknown generator tools setting {other:?}; use auto, on or off"
+            )),
+        }
+    }
+}
+
+/// Tools only the generator has: a script that calls one was written for a generator with
+/// tools (the verifier's scripted turns call `end_process` and `get_scene_info` too).
+const GENERATOR_ONLY_TOOLS: [&str; 3] = ["execute_code", "make_plan", "get_better_assets"];
+
+impl GeneratorTools {
+    /// Whether a run with the provider `provider` describes offers the generator its tools.
+    /// `auto` follows the provider config's `tool_calling` (else its kind's default); a
+    /// scripted provider without the setting follows its script: tools when some turn
+    /// calls one of the generator's own tools. `on` with a provider that says it cannot
+    /// call tools is a configuration error.
+    pub fn resolve(self, provider: &ProviderConfig) -> Result<bool, CoreError> {
+        match (self, provider.tool_calling()) {
+            (Self::Off, _) => Ok(false),
+            (Self::On, Some(false)) => Err(CoreError::Config(format!(
+                "--generator-tools on needs a model that can call tools, and the {} provider \
+                 config says it cannot; if the server does support tool calls, set \
+                 \"tool_calling\": true in a --provider-config file, else use \
+                 --generator-tools auto or off (the generator then answers with a fenced program)",
+                provider.kind.name()
+            ))),
+            (Self::On, _) => Ok(true),
+            (Self::Auto, Some(known)) => Ok(known),
+            (Self::Auto, None) => script_calls_generator_tools(provider),
+        }
+    }
+}
+
+/// Whether a scripted provider's script has a turn that calls one of the generator's own
+/// tools.
+fn script_calls_generator_tools(provider: &ProviderConfig) -> Result<bool, CoreError> {
+    let Some(path) = provider
+        .script
+        .as_deref()
+        .filter(|_| provider.kind == ProviderKind::Scripted)
+    else {
+        return Ok(false);
+    };
+    // A script that cannot be read is a setting to fix, as the scripted provider has it.
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        CoreError::Config(format!("cannot read the script {}: {err}", path.display()))
+    })?;
+    let script: viga_provider::scripted::Script = serde_json::from_str(&text).map_err(|err| {
+        CoreError::Config(format!("{} is not a valid script: {err}", path.display()))
+    })?;
+    Ok(script.turns.iter().any(|turn| {
+        turn.response
+            .tool_calls
+            .iter()
+            .any(|call| GENERATOR_ONLY_TOOLS.contains(&call.name.as_str()))
+    }))
+}
+
 /// A duration as (possibly fractional) seconds.
 mod seconds {
     use std::time::Duration;
@@ -113,13 +234,20 @@ impl RunConfig {
             max_fast_retries: 3,
             verifier_max_turns: 6,
             plan_each_iteration: true,
-            // Workbench at 512x512: about a second per view on a CPU.
+            // Workbench at 512x512: about a second per view on a CPU. With a target the
+            // verifier renders with Cycles instead (`verifier_render`).
             render: RenderSpec {
                 engine: RenderEngine::Workbench,
                 width: 512,
                 height: 512,
                 samples: None,
             },
+            verifier_engine: None,
+            verifier_samples: None,
+            generator_tools: false,
+            generator_max_turns: DEFAULT_GENERATOR_MAX_TURNS,
+            assets: None,
+            polyhaven: false,
             provider: String::new(),
             model: String::new(),
             prompts_dir: None,
@@ -136,6 +264,30 @@ impl RunConfig {
             ModelRole::Planner => self.planner_max_tokens,
             ModelRole::Verifier => self.verifier_max_tokens,
             _ => self.generator_max_tokens,
+        }
+    }
+
+    /// How the scoring render and the verifier's renders are made: `render`'s size with
+    /// `verifier_engine` and `verifier_samples`, or what they default to. With a target
+    /// picture the default is Cycles at [`VERIFIER_CYCLES_SAMPLES`] samples, denoised:
+    /// Workbench shades with a studio light and object colours, so a light made brighter or
+    /// a material made rougher renders the same there, and the verifier (and the score)
+    /// could not tell. EEVEE is used only when asked for: without a GPU it falls back to
+    /// software rendering, which takes about a minute per view.
+    pub fn verifier_render(&self) -> RenderSpec {
+        let engine = self.verifier_engine.unwrap_or(if self.target.is_some() {
+            RenderEngine::Cycles
+        } else {
+            self.render.engine
+        });
+        let samples = self
+            .verifier_samples
+            .or(self.render.samples.filter(|_| engine == self.render.engine))
+            .or((engine == RenderEngine::Cycles).then_some(VERIFIER_CYCLES_SAMPLES));
+        RenderSpec {
+            engine,
+            samples,
+            ..self.render
         }
     }
 
@@ -177,6 +329,29 @@ impl RunConfig {
         }
         if self.verifier_max_turns == 0 {
             problems.push("verifier_max_turns must be at least 1".to_owned());
+        }
+        if (self.assets.is_some() || self.polyhaven) && !self.generator_tools {
+            problems.push(
+                "assets (--assets, --polyhaven) are found by the generator's get_better_assets tool, which runs without tools (--generator-tools off, or a provider without tool calling) never offer: use --generator-tools on with a provider that calls tools, or drop the assets"
+                    .to_owned(),
+            );
+        }
+        if self.generator_max_turns == 0 {
+            problems.push(
+                "the generator's turns per iteration (--generator-max-turns) must be at least 1"
+                    .to_owned(),
+            );
+        }
+        if self.verifier_samples == Some(0) {
+            problems.push("--verifier-samples must be at least 1".to_owned());
+        }
+        if let Some(folder) = &self.assets
+            && !folder.is_dir()
+        {
+            problems.push(format!(
+                "asset folder {} does not exist; pass a folder of .blend, .glb, .gltf, .fbx or .obj files (--assets)",
+                folder.display()
+            ));
         }
         if let Some(target) = &self.target
             && !target.is_file()
@@ -227,6 +402,12 @@ mod tests {
             "planner_max_tokens",
             "verifier_max_tokens",
             "program_timeout",
+            "verifier_engine",
+            "verifier_samples",
+            "generator_tools",
+            "generator_max_turns",
+            "assets",
+            "polyhaven",
         ] {
             settings.remove(newer);
         }
@@ -241,6 +422,137 @@ mod tests {
                 read.program_timeout,
             ),
             (2048, 2048, 1024, 1024, DEFAULT_PROGRAM_TIMEOUT)
+        );
+        assert_eq!(
+            (
+                read.generator_tools,
+                read.generator_max_turns,
+                read.polyhaven
+            ),
+            (false, DEFAULT_GENERATOR_MAX_TURNS, false),
+            "older runs keep the fenced program"
+        );
+    }
+
+    #[test]
+    fn with_a_target_the_verifier_renders_with_cycles_unless_told_otherwise() {
+        let mut config = RunConfig::new("a lamp");
+        assert_eq!(
+            config.verifier_render(),
+            config.render,
+            "no target: the run's render settings"
+        );
+        config.target = Some(PathBuf::from("goal.png"));
+        let default = config.verifier_render();
+        assert_eq!(
+            (
+                default.engine,
+                default.samples,
+                default.width,
+                default.height
+            ),
+            (
+                RenderEngine::Cycles,
+                Some(VERIFIER_CYCLES_SAMPLES),
+                512,
+                512
+            )
+        );
+        config.verifier_samples = Some(64);
+        assert_eq!(config.verifier_render().samples, Some(64));
+        config.verifier_engine = Some(RenderEngine::Workbench);
+        config.verifier_samples = None;
+        assert_eq!(
+            (
+                config.verifier_render().engine,
+                config.verifier_render().samples
+            ),
+            (RenderEngine::Workbench, None)
+        );
+        // The run's own samples go with the run's own engine only.
+        config.render.samples = Some(8);
+        config.verifier_engine = Some(RenderEngine::Eevee);
+        assert_eq!(config.verifier_render().samples, None);
+        config.verifier_engine = None;
+        config.render.engine = RenderEngine::Cycles;
+        assert_eq!(config.verifier_render().samples, Some(8));
+        config.verifier_samples = Some(0);
+        config.assets = Some(PathBuf::from("/nonexistent-assets"));
+        config.generator_max_turns = 0;
+        let problems = config.problems().join("\n");
+        for flag in ["--verifier-samples", "--assets", "--generator-max-turns"] {
+            assert!(problems.contains(flag), "{flag}: {problems}");
+        }
+    }
+
+    fn provider(json: serde_json::Value) -> ProviderConfig {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn auto_gives_the_generator_tools_only_when_the_provider_can_call_them() {
+        let openai = provider(serde_json::json!({"kind": "openai", "model": "m"}));
+        let local = provider(serde_json::json!({
+            "kind": "openai_compatible", "model": "m", "base_url": "http://localhost:11434/v1"
+        }));
+        assert!(GeneratorTools::Auto.resolve(&openai).unwrap());
+        assert!(
+            !GeneratorTools::Auto.resolve(&local).unwrap(),
+            "a local server without tool_calling keeps the fenced program"
+        );
+        assert!(!GeneratorTools::Off.resolve(&openai).unwrap());
+        let refused = GeneratorTools::On.resolve(&local).unwrap_err();
+        assert_eq!(refused.kind(), viga_protocol::event::FailureKind::Config);
+        let message = refused.to_string();
+        assert!(
+            message.contains("openai_compatible") && message.contains("\"tool_calling\": true"),
+            "{message}"
+        );
+        let capable = ProviderConfig {
+            tool_calling: Some(true),
+            ..local
+        };
+        assert!(GeneratorTools::On.resolve(&capable).unwrap());
+        assert!(GeneratorTools::Auto.resolve(&capable).unwrap());
+        assert_eq!("ON".parse::<GeneratorTools>(), Ok(GeneratorTools::On));
+        assert!("sometimes".parse::<GeneratorTools>().is_err());
+    }
+
+    #[test]
+    fn a_scripted_provider_follows_its_script() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = |name: &str, tool: &str| {
+            let path = dir.path().join(name);
+            let turns = serde_json::json!({"turns": [
+                {"response": {"text": "```python\nimport bpy\n```", "finish_reason": "stop"}},
+                {"response": {"text": "", "finish_reason": "tool_calls",
+                    "tool_calls": [{"id": "1", "name": tool, "arguments": {}}]}}
+            ]});
+            std::fs::write(&path, turns.to_string()).unwrap();
+            provider(serde_json::json!({"kind": "scripted", "script": path}))
+        };
+        // The verifier's calls (end_process) say nothing about the generator.
+        assert!(
+            !GeneratorTools::Auto
+                .resolve(&script("fenced.json", "end_process"))
+                .unwrap()
+        );
+        assert!(
+            GeneratorTools::Auto
+                .resolve(&script("tools.json", "execute_code"))
+                .unwrap()
+        );
+        assert!(
+            GeneratorTools::On
+                .resolve(&script("fenced.json", "end_process"))
+                .unwrap()
+        );
+        let missing = provider(
+            serde_json::json!({"kind": "scripted", "script": dir.path().join("none.json")}),
+        );
+        assert_eq!(
+            GeneratorTools::Auto.resolve(&missing).unwrap_err().kind(),
+            viga_protocol::event::FailureKind::Config
         );
     }
 

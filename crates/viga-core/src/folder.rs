@@ -4,14 +4,17 @@
 //! `final.blend`; attached to a person's Blender, also `base.blend`, the snapshot of their
 //! scene every iteration starts from.
 //! Files other than the append-only event log are written whole and renamed into place, so a
-//! killed run never leaves a half-written file; the verifier's renders are written by Blender
-//! itself under a `.partial.png` name and renamed the same way (see
-//! `ToolContext::set_render_folder`).
+//! killed run never leaves a half-written file. viga writes them all, Blender none: a
+//! contained Blender may write only in its own scratch folder, so renders come back as bytes
+//! (`ToolContext::set_render_folder`) and scenes are saved there and moved in
+//! ([`save_scene_as`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_skills::context::safe_file_stem;
 
 use crate::CoreError;
@@ -30,6 +33,8 @@ pub const PROVIDER_FILE: &str = "provider.json";
 pub const FINAL_PROGRAM: &str = "final.py";
 /// The snapshot of a person's scene an attached run starts every iteration from.
 pub const BASE_SNAPSHOT: &str = "base.blend";
+/// What containment the Blender that ran the folder's programs was under.
+pub const CONTAINMENT_FILE: &str = "containment.json";
 const SUBFOLDERS: [&str; 4] = [
     "codes",
     "generator_thoughts",
@@ -40,6 +45,64 @@ const SUBFOLDERS: [&str; 4] = [
 #[derive(Debug, Clone)]
 pub struct RunFolder {
     root: PathBuf,
+}
+
+/// Records in `folder` (a run's, or a Geometry Nodes run's) what containment its programs
+/// ran under, so the folder says it after the fact.
+pub fn write_containment(
+    folder: &Path,
+    status: &viga_blender::ContainmentStatus,
+) -> Result<(), CoreError> {
+    let path = folder.join(CONTAINMENT_FILE);
+    let json = serde_json::to_vec_pretty(status)
+        .map_err(|err| CoreError::Config(format!("containment status not encodable: {err}")))?;
+    viga_memory::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
+}
+
+/// Saves the scene in `blender` as `path` on this machine. A Blender that shares a folder
+/// with this process (a worker's scratch folder, the one place a contained Blender may
+/// write) saves there, and the file is moved into place; one without (a person's Blender)
+/// writes `path` itself.
+pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Result<(), CoreError> {
+    let saving = |err| {
+        CoreError::blender(
+            format!("the scene could not be saved as {}", path.display()),
+            err,
+        )
+    };
+    let Some(shared) = blender.shared_folder() else {
+        blender
+            .save_blend(&path.to_string_lossy())
+            .await
+            .map_err(saving)?;
+        return Ok(());
+    };
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let staged = shared.join(format!(
+        "scene-{}.blend",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    blender
+        .save_blend(&staged.to_string_lossy())
+        .await
+        .map_err(saving)?;
+    move_into_place(&staged, path).map_err(|err| io(path, err))
+}
+
+/// Moves `from` to `to`: a rename, or where they are on different filesystems a copy under a
+/// temporary name beside `to`, renamed into place, so `to` is never half written.
+fn move_into_place(from: &Path, to: &Path) -> std::io::Result<()> {
+    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    let mut partial = to.as_os_str().to_owned();
+    partial.push(format!(".partial-{}", std::process::id()));
+    std::fs::copy(from, &partial)?;
+    std::fs::rename(&partial, to)?;
+    std::fs::remove_file(from)
 }
 
 fn io(path: &Path, err: std::io::Error) -> CoreError {
@@ -123,8 +186,12 @@ impl RunFolder {
     pub fn read_args(&self) -> Result<RunConfig, CoreError> {
         let path = self.root.join(ARGS_FILE);
         let text = std::fs::read_to_string(&path).map_err(|err| io(&path, err))?;
-        serde_json::from_str(&text)
-            .map_err(|err| CoreError::Config(format!("{} is not valid: {err}", path.display())))
+        let invalid = |err: serde_json::Error| {
+            CoreError::Config(format!("{} is not valid: {err}", path.display()))
+        };
+        let mut args: serde_json::Value = serde_json::from_str(&text).map_err(invalid)?;
+        keep_the_verifier_engine_of_older_runs(&mut args);
+        serde_json::from_value(args).map_err(invalid)
     }
 
     pub fn write_code(&self, index: u32, code: &str) -> Result<(), CoreError> {
@@ -183,6 +250,24 @@ impl RunFolder {
     }
 }
 
+/// Runs written before `verifier_engine` existed rendered everything with `render.engine`;
+/// they resume with it, not with the engine a target picture picks today.
+fn keep_the_verifier_engine_of_older_runs(args: &mut serde_json::Value) {
+    let Some(settings) = args.as_object_mut() else {
+        return;
+    };
+    if settings.contains_key("verifier_engine") {
+        return;
+    }
+    if let Some(engine) = settings
+        .get("render")
+        .and_then(|render| render.get("engine"))
+        .cloned()
+    {
+        settings.insert("verifier_engine".to_owned(), engine);
+    }
+}
+
 /// `YYYYMMDD-HHMMSS` in UTC.
 pub fn timestamp() -> String {
     let seconds = SystemTime::now()
@@ -220,7 +305,34 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::civil_from_days;
+    use viga_protocol::bridge::RenderEngine;
+
+    use super::{ARGS_FILE, EVENTS_FILE, RunConfig, RunFolder, civil_from_days};
+
+    #[test]
+    fn runs_written_before_verifier_engine_resume_with_their_own_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RunConfig::new("a lamp");
+        config.target = Some(dir.path().join("goal.png"));
+        let mut old = serde_json::to_value(&config).unwrap();
+        let settings = old.as_object_mut().unwrap();
+        settings.remove("verifier_engine");
+        settings.remove("verifier_samples");
+        std::fs::write(dir.path().join(ARGS_FILE), old.to_string()).unwrap();
+        std::fs::write(dir.path().join(EVENTS_FILE), "").unwrap();
+        let folder = RunFolder::open(dir.path()).unwrap();
+        assert_eq!(
+            folder.read_args().unwrap().verifier_render().engine,
+            RenderEngine::Workbench,
+            "it rendered with render.engine, and goes on so"
+        );
+        folder.write_args(&config).unwrap();
+        assert_eq!(
+            folder.read_args().unwrap().verifier_render().engine,
+            RenderEngine::Cycles,
+            "a new run with a target picks Cycles"
+        );
+    }
 
     #[test]
     fn dates() {

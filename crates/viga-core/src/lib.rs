@@ -7,9 +7,11 @@
 //! ([`RunHandle::spawn`] hands a run its end of the pair, a [`RunLink`]). A cancel abandons a
 //! model call in flight at once.
 //!
-//! **Owns:** the generator (plan, then code; the first fenced Python block wins) and the
-//! verifier (canonical views, tools, verdict); fast retry of E1/E2 failures with seed 002's
-//! prompt (at most `max_fast_retries`, retries are not iterations, `retry_count` recorded),
+//! **Owns:** the generator (plan, then code; the first fenced Python block wins; or, for a
+//! model that calls tools, seed 001's tools, so a program run with `execute_code` is looked
+//! at, fixed and run again within the iteration) and the verifier (canonical views, tools,
+//! verdict; Cycles renders when there is a target); fast retry of E1/E2 failures with seed
+//! 002's prompt (at most `max_fast_retries`, retries are not iterations, `retry_count` recorded),
 //! programs stopped at the program timeout included; Blender lost in any phase, restarted by
 //! the worker supervisor, the scene rebuilt and the phase done again; stop conditions
 //! (verifier acceptance, the iteration budget, cancellation, failures nothing can fix, each
@@ -47,6 +49,7 @@ pub mod report;
 mod run;
 mod scores;
 mod shrink;
+mod tool_generator;
 mod translate;
 mod verify;
 mod watch;
@@ -62,7 +65,10 @@ use viga_protocol::iteration::FailureClass;
 use viga_protocol::message::ImageData;
 use viga_provider::Provider;
 
-pub use config::{DEFAULT_PROGRAM_TIMEOUT, RunConfig, slug};
+pub use config::{
+    DEFAULT_GENERATOR_MAX_TURNS, DEFAULT_PROGRAM_TIMEOUT, GeneratorTools, RunConfig,
+    VERIFIER_CYCLES_SAMPLES, slug,
+};
 pub use error::{CoreError, blender_failure_kind, provider_failure_kind};
 pub use extract::first_python_block;
 pub use folder::RunFolder;
@@ -240,7 +246,7 @@ fn launch(
         resumed_from_iteration: (first_index > 1).then_some(first_index),
     })?;
     let blender = Arc::new(WatchedBlender::new(blender));
-    let tools = Run::tool_context(&config, &prompts, &provider, blender.clone());
+    let tools = Run::tool_context(&config, &prompts, &provider, blender.clone())?;
     let scores = existing_scores(&folder);
     Ok(RunHandle::spawn(root, |link| {
         link.send(started);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use viga_blender::{BlenderCommands as _, LostReason, TransportError};
 use viga_protocol::event::{ModelRole, RunEvent};
-use viga_protocol::iteration::{ExecutionError, ExecutionResult, FailureClass};
+use viga_protocol::iteration::{ExecutionError, ExecutionResult, FailureClass, GeneratorToolCall};
 use viga_protocol::message::{ChatMessage, ContentPart};
 use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
@@ -34,6 +34,10 @@ pub(crate) struct Attempt {
     pub left_a_scene: bool,
     pub retries: u32,
     pub retry_errors: Vec<String>,
+    /// Why the generator called `end_process` (it asks to stop; the verifier decides).
+    pub end_request: Option<String>,
+    /// The generator's tool calls, when it had tools.
+    pub tool_calls: Vec<GeneratorToolCall>,
 }
 
 enum Executed {
@@ -44,13 +48,13 @@ enum Executed {
     Crashed(String),
 }
 
-/// One attempt's program run (or the lack of one) and what went wrong, in the words the
-/// fast fix sends back to the generator.
-struct Tried {
-    result: ExecutionResult,
-    failure: Option<FailureClass>,
-    error_message: String,
-    left_a_scene: bool,
+/// One attempt's program run (or the lack of one) and how it went, in the words the
+/// generator is told (the fast fix's error, or `execute_code`'s result).
+pub(crate) struct Tried {
+    pub result: ExecutionResult,
+    pub failure: Option<FailureClass>,
+    pub error_message: String,
+    pub left_a_scene: bool,
 }
 
 impl Run {
@@ -81,6 +85,8 @@ impl Run {
                     left_a_scene: tried.left_a_scene,
                     retries: attempt_number,
                     retry_errors,
+                    end_request: None,
+                    tool_calls: Vec::new(),
                 });
             }
             let failure = tried.failure.unwrap_or(FailureClass::E1);
@@ -105,7 +111,7 @@ impl Run {
     }
 
     /// Runs one attempt's program (an answer without one is E2) and announces it.
-    async fn try_program(
+    pub(crate) async fn try_program(
         &mut self,
         index: u32,
         attempt: u32,
@@ -217,7 +223,7 @@ impl Run {
                     lost_once = true;
                 }
                 SinceMark::Gone(gone) => {
-                    return Err(CoreError::blender(crate::recover::GONE, gone));
+                    return Err(CoreError::blender(crate::recover::gone(&gone), gone));
                 }
                 SinceMark::Steady => {
                     return Err(CoreError::blender("Blender could not run the program", err));

@@ -9,6 +9,9 @@ use crate::CoreError;
 pub struct Prompts {
     pub plan: String,
     pub generator: String,
+    /// The generator's system prompt when it has tools (seed 001) instead of answering
+    /// with one fenced program.
+    pub generator_tools: String,
     /// Seed 002's fast-retry prompt; `{error_message}` is replaced.
     pub fast_fix: String,
     pub verifier: String,
@@ -21,6 +24,7 @@ impl Default for Prompts {
         Self {
             plan: include_str!("../prompts/plan.md").to_owned(),
             generator: include_str!("../prompts/generator.md").to_owned(),
+            generator_tools: include_str!("../prompts/generator_tools.md").to_owned(),
             fast_fix: include_str!("../prompts/fast_fix.md").to_owned(),
             verifier: include_str!("../prompts/verifier.md").to_owned(),
             investigate: include_str!("../prompts/investigate.md").to_owned(),
@@ -37,13 +41,14 @@ impl Prompts {
         };
         if !folder.is_dir() {
             return Err(CoreError::Config(format!(
-                "prompt folder {} does not exist; pass a folder holding plan.md, generator.md, fast_fix.md, verifier.md or investigate.md",
+                "prompt folder {} does not exist; pass a folder holding plan.md, generator.md, generator_tools.md, fast_fix.md, verifier.md or investigate.md",
                 folder.display()
             )));
         }
         for (name, slot) in [
             ("plan.md", &mut prompts.plan),
             ("generator.md", &mut prompts.generator),
+            ("generator_tools.md", &mut prompts.generator_tools),
             ("fast_fix.md", &mut prompts.fast_fix),
             ("verifier.md", &mut prompts.verifier),
             ("investigate.md", &mut prompts.investigate),

@@ -13,9 +13,17 @@ use crate::watch::{Loss, SinceMark};
 /// phase up (a scene that takes Blender down whenever it is rendered) and goes on without it.
 pub(crate) const PHASE_REDOS: u32 = 3;
 
-/// What a run that stops because Blender is gone says it was doing.
-pub(crate) const GONE: &str =
-    "Blender could not be restarted twice in a row; check it with `viga doctor`";
+/// What a run that stops because Blender is gone (`err`) says happened: a Blender nobody
+/// restarts (one viga does not supervise), or restarts that failed.
+pub(crate) fn gone(err: &viga_blender::TransportError) -> &'static str {
+    match err {
+        viga_blender::TransportError::Lost {
+            recovery: viga_blender::Recovery::None,
+            ..
+        } => "Blender is gone and nothing restarts it (a Blender viga does not supervise)",
+        _ => "Blender could not be restarted twice in a row; check it with `viga doctor`",
+    }
+}
 
 /// How a phase that talked to Blender ended.
 #[derive(Debug)]
@@ -44,7 +52,7 @@ impl Run {
         }
         let loss = match self.blender.since(mark) {
             SinceMark::Steady => return Ok(PhaseEnd::Done),
-            SinceMark::Gone(err) => return Err(CoreError::blender(GONE, err)),
+            SinceMark::Gone(err) => return Err(CoreError::blender(gone(&err), err)),
             SinceMark::Lost(loss) => loss,
         };
         if *redos < PHASE_REDOS {
@@ -80,7 +88,7 @@ impl Run {
             let _rerun = self.run_on_base_scene(&code).await?;
             match self.blender.since(mark) {
                 SinceMark::Steady => return Ok(true),
-                SinceMark::Gone(err) => return Err(CoreError::blender(GONE, err)),
+                SinceMark::Gone(err) => return Err(CoreError::blender(gone(&err), err)),
                 SinceMark::Lost(again) => self.emit(RunEvent::WorkerRestarted {
                     reason: format!("{} (rebuilding the scene)", again.description),
                 })?,

@@ -10,7 +10,7 @@ use std::path::Path;
 use base64::Engine as _;
 use viga_memory::{iterations_in, read_run_log};
 use viga_protocol::event::RunEvent;
-use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord};
+use viga_protocol::iteration::{FailureClass, Feedback, GeneratorToolCall, IterationRecord};
 
 use crate::CoreError;
 use crate::addon_agent::{self, AgentConfig, AgentStep, CommandRecord, Transcript};
@@ -56,16 +56,23 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         html,
         "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
          <tr><th>iterations</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
-         <tr><th>render</th><td>{:?} {}x{}</td><th>memory window</th><td>{}</td></tr></table>",
+         <tr><th>verifier renders</th><td>{}</td><th>memory window</th><td>{}</td></tr>\
+         <tr><th>generator</th><td colspan=\"3\">{}</td></tr></table>",
         escape(&config.provider),
         escape(&config.model),
         records.len(),
         config.max_iterations,
         escape(stop.as_deref().unwrap_or("still running or killed")),
-        config.render.engine,
-        config.render.width,
-        config.render.height,
-        config.memory_window
+        config.verifier_render(),
+        config.memory_window,
+        if config.generator_tools {
+            format!(
+                "tools (get_scene_info, get_better_assets, execute_code, make_plan, end_process), at most {} turns per iteration",
+                config.generator_max_turns
+            )
+        } else {
+            "one fenced program per answer".to_owned()
+        }
     );
     if log.truncated_tail {
         html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
@@ -104,6 +111,7 @@ fn iteration_section(
     if let Some(plan) = &record.plan {
         let _ = write!(html, "<h3>Plan</h3><pre>{}</pre>", escape(plan));
     }
+    generator_tools_block(html, &record.generator_tool_calls);
     retry_errors_block(html, &record.retry_errors);
     code_block(html, record, previous_code);
     if let Some(feedback) = &record.feedback {
@@ -162,6 +170,27 @@ fn images_block(
         html.push_str(&render_figure(folder, render_id, caption));
     }
     html.push_str("</div>");
+}
+
+/// The generator's tool calls in order: tool, arguments, and what came of each; nothing
+/// for a generator without tools.
+fn generator_tools_block(html: &mut String, calls: &[GeneratorToolCall]) {
+    if calls.is_empty() {
+        return;
+    }
+    html.push_str("<h3>Generator tools</h3><table class=\"calls\"><tr><th>tool</th><th>arguments</th><th>outcome</th></tr>");
+    for call in calls {
+        let _ = write!(
+            html,
+            "<tr{}><td>{}{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            if call.ok { "" } else { " class=\"error\"" },
+            escape(&call.tool),
+            if call.ok { "" } else { " (failed)" },
+            escape(&call.arguments),
+            escape(&call.outcome)
+        );
+    }
+    html.push_str("</table>");
 }
 
 /// The errors fast retry fixed before the program ran; nothing when there were none.
@@ -484,7 +513,8 @@ section{border-top:1px solid #ccc;margin-top:2em}\
 figcaption{font-size:12px;color:#555}pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\
 ins{background:#dfd;text-decoration:none;display:block}del{background:#fdd;text-decoration:none;display:block}\
 .scripted{background:#fe8;padding:8px;font-weight:bold}.warn{background:#fdb;padding:8px}.error{background:#fee}\
-.facts td,.facts th{padding:2px 10px;text-align:left}</style></head><body>";
+.facts td,.facts th{padding:2px 10px;text-align:left}\
+.calls{border-collapse:collapse;font-size:13px}.calls td,.calls th{border:1px solid #ddd;padding:2px 8px;text-align:left;vertical-align:top}</style></head><body>";
 
 #[cfg(test)]
 mod tests {

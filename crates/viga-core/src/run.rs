@@ -7,12 +7,14 @@ use std::time::Instant;
 
 use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_memory::{Memory, MemoryConfig, RunLog};
-use viga_protocol::bridge::{RenderEngine, RenderRequest, SceneReset};
+use viga_protocol::bridge::{RenderRequest, SceneReset};
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
 use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord, Timings};
 use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
+use viga_skills::assets::open_asset_sources;
 use viga_skills::metrics::{image_size, photometric_loss};
+use viga_skills::polyhaven::PolyHavenConfig;
 use viga_skills::{RenderSettings, ToolContext};
 
 use crate::CoreError;
@@ -78,19 +80,30 @@ impl Run {
         }
     }
 
+    /// What the run's tools reach: Blender, the verifier's render settings, the base scene,
+    /// the translator of camera instructions and the asset sources the run names.
     pub(crate) fn tool_context(
         config: &RunConfig,
         prompts: &Prompts,
         provider: &Arc<dyn Provider>,
         blender: Arc<dyn BlenderTransport>,
-    ) -> ToolContext {
+    ) -> Result<ToolContext, CoreError> {
         let translator = ProviderTranslator::new(Arc::clone(provider), prompts.investigate.clone());
-        ToolContext::new(
+        let context = ToolContext::new(
             blender,
-            RenderSettings::new(config.render),
+            RenderSettings::new(config.verifier_render()),
             Self::base_scene(config),
         )
-        .with_translator(Arc::new(translator))
+        .with_translator(Arc::new(translator));
+        let assets = open_asset_sources(
+            config.assets.as_deref(),
+            config.polyhaven.then(PolyHavenConfig::default),
+        )
+        .map_err(|err| CoreError::Config(format!("the run's asset sources: {err}")))?;
+        Ok(match assets {
+            Some(assets) => context.with_assets(assets),
+            None => context,
+        })
     }
 
     pub(crate) fn memory_config(config: &RunConfig) -> MemoryConfig {
@@ -197,14 +210,14 @@ impl Run {
         Ok(self.ask(&smaller).await??)
     }
 
-    fn anchor_message(&self) -> ChatMessage {
+    pub(crate) fn anchor_message(&self) -> ChatMessage {
         self.memory
             .anchor()
             .cloned()
             .unwrap_or_else(|| Self::anchor(&self.config, self.target.as_ref()))
     }
 
-    fn memory_text(&self) -> String {
+    pub(crate) fn memory_text(&self) -> String {
         memory_text_of(&self.memory.context_block())
     }
 
@@ -269,7 +282,11 @@ impl Run {
         self.tools.reset_view();
         self.tools
             .set_render_folder(Some(self.folder.renders_dir(index)?));
-        let (plan, attempt) = self.generate(index, &mut tally).await?;
+        let (plan, attempt) = if self.config.generator_tools {
+            self.generate_with_tools(index, &mut tally).await?
+        } else {
+            self.generate(index, &mut tally).await?
+        };
         let (feedback, render_ids) = self.critique(index, &attempt, &mut tally).await?;
         self.emit(RunEvent::FeedbackProduced {
             index,
@@ -286,14 +303,16 @@ impl Run {
             feedback: Some(feedback),
             retry_count: attempt.retries,
             retry_errors: attempt.retry_errors,
+            generator_tool_calls: attempt.tool_calls,
             render_ids,
             timings: tally.timings,
             usage: tally.usage,
         })
     }
 
-    /// The generator's half of an iteration: the plan (when enabled), the program and its
-    /// fast retries. The thoughts and the program kept are written to the run folder.
+    /// The generator's half of an iteration without tools: the plan (when enabled), the
+    /// program (the answer's first fenced block) and its fast retries. The thoughts and the
+    /// program kept are written to the run folder.
     async fn generate(
         &mut self,
         index: u32,
@@ -351,10 +370,11 @@ impl Run {
         tally: &mut Tally,
     ) -> Result<(Feedback, Vec<String>), CoreError> {
         if !attempt.left_a_scene {
-            return Ok((nothing_to_look_at(index, attempt), Vec::new()));
+            let feedback = nothing_to_look_at(index, attempt, self.config.generator_tools);
+            return Ok((feedback, Vec::new()));
         }
         let verification_started = Instant::now();
-        let verdict: Verdict = verify(self, index, &attempt.result, tally).await?;
+        let verdict: Verdict = verify(self, index, attempt, tally).await?;
         tally.timings.verification_ms += verification_started.elapsed().as_secs_f64() * 1000.0;
         self.folder
             .write_verifier_thought(index, &verdict.thoughts)?;
@@ -416,19 +436,11 @@ impl Run {
             camera: Some(camera.clone()),
             pose: None,
             output_path: None,
-            // The target's size; Cycles gets 16 samples unless the run names its own.
+            // The verifier's engine and samples at the target's size.
             spec: viga_protocol::bridge::RenderSpec {
                 width,
                 height,
-                samples: self
-                    .config
-                    .render
-                    .samples
-                    .or(match self.config.render.engine {
-                        RenderEngine::Cycles => Some(16),
-                        _ => None,
-                    }),
-                ..self.config.render
+                ..self.config.verifier_render()
             },
         };
         let blender = Arc::clone(&self.blender);
@@ -540,12 +552,7 @@ impl Run {
                 "the final program no longer runs".to_owned(),
             ));
         }
-        let path = self.folder.final_blend_path();
-        self.blender
-            .save_blend(&path.to_string_lossy())
-            .await
-            .map_err(|err| CoreError::blender("the final scene could not be saved", err))?;
-        Ok(())
+        crate::folder::save_scene_as(self.blender.as_ref(), &self.folder.final_blend_path()).await
     }
 }
 
@@ -566,8 +573,9 @@ fn recorded_failure(program: Option<FailureClass>, feedback: &Feedback) -> Optio
     }
 }
 
-/// The critique of an iteration whose program left no scene to look at.
-fn nothing_to_look_at(index: u32, attempt: &Attempt) -> Feedback {
+/// The critique of an iteration whose program left no scene to look at; `tools` says
+/// whether the generator runs its programs with `execute_code`.
+fn nothing_to_look_at(index: u32, attempt: &Attempt, tools: bool) -> Feedback {
     let why = match &attempt.result.error {
         Some(error) => error.message.clone(),
         None => attempt
@@ -578,10 +586,12 @@ fn nothing_to_look_at(index: u32, attempt: &Attempt) -> Feedback {
     };
     Feedback {
         visual_differences: vec![format!("iteration {index} produced no scene: {why}")],
-        suggestions: vec![
+        suggestions: vec![if tools {
+            "run the whole program with execute_code, one that finishes quickly".to_owned()
+        } else {
             "answer with one fenced ```python block holding the whole program, one that finishes quickly"
-                .to_owned(),
-        ],
+                .to_owned()
+        }],
         accepted: false,
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
-use viga_protocol::iteration::{ExecutionResult, Feedback};
+use viga_protocol::iteration::Feedback;
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
@@ -12,6 +12,7 @@ use viga_skills::{CapturedRender, Control, ToolError, ToolOutput, ToolRegistry};
 
 use crate::CoreError;
 use crate::excerpt::execution_for_prompt;
+use crate::program::Attempt;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally};
 
@@ -35,7 +36,7 @@ fn save_renders(
 ) -> Result<(), CoreError> {
     for render in renders {
         tally.timings.render_ms += render.output.render_ms;
-        // Renders Blender wrote into the run folder itself are already in place.
+        // Renders the tool context already kept in the run folder stay where they are.
         let kept = render
             .file
             .as_deref()
@@ -66,11 +67,11 @@ fn save_renders(
 pub(crate) async fn verify(
     run: &mut Run,
     index: u32,
-    execution: &ExecutionResult,
+    attempt: &Attempt,
     tally: &mut Tally,
 ) -> Result<Verdict, CoreError> {
     let mut render_ids = Vec::new();
-    let opening = first_look(run, index, execution, &mut render_ids, tally).await?;
+    let opening = first_look(run, index, attempt, &mut render_ids, tally).await?;
     let tools = verifier_tools().map_err(|err| CoreError::Tool(err.to_string()))?;
     let mut messages = vec![ChatMessage::user(opening)];
     let mut thoughts = format!("# Verification of iteration {index}\n");
@@ -85,7 +86,7 @@ pub(crate) async fn verify(
             thoughts.push_str(&format!("\n{}\n", response.text.trim()));
             last_text = response.text.clone();
         }
-        let response = with_tool_call_from_text(response, index, turn);
+        let response = with_tool_call_from_text(response, &tools, index, turn);
         if response.tool_calls.is_empty() {
             let feedback = feedback_from_text(&response.text);
             return Ok(Verdict {
@@ -122,11 +123,12 @@ pub(crate) async fn verify(
 }
 
 /// The verifier's first message: the task and target, the scene camera's render scored
-/// against the target (when there is one), the canonical views, and how the program ran.
+/// against the target (when there is one), the canonical views, how the program ran, and
+/// the generator's request to stop when it made one.
 async fn first_look(
     run: &mut Run,
     index: u32,
-    execution: &ExecutionResult,
+    attempt: &Attempt,
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
 ) -> Result<Vec<ContentPart>, CoreError> {
@@ -149,9 +151,18 @@ async fn first_look(
         });
     }
     content.extend(canonical_views(run, index, render_ids, tally).await?);
+    let end_request = attempt
+        .end_request
+        .as_ref()
+        .map(|reason| {
+            format!(
+                "\nThe generator asks to stop here: {reason}\nAccept only if the scene really matches."
+            )
+        })
+        .unwrap_or_default();
     content.push(ContentPart::text(format!(
-        "Iteration {index}. {}\nCompare the scene with the target and finish with end_process.",
-        describe_execution(&execution_for_prompt(execution))
+        "Iteration {index}. {}{end_request}\nCompare the scene with the target and finish with end_process.",
+        describe_execution(&execution_for_prompt(&attempt.result))
     )));
     Ok(content)
 }
@@ -232,7 +243,7 @@ async fn use_tools(
     }
     for call in &response.tool_calls {
         turn.assistant.push(ContentPart::ToolCall(call.clone()));
-        let (invoked, rebuilt) = invoke(run, tools, index, call).await?;
+        let (invoked, rebuilt) = invoke(run, tools, "verifier", index, call).await?;
         turn.thoughts
             .push_str(&format!("\n- tool `{}` {}\n", call.name, call.arguments));
         let (mut text, images, is_error) = match invoked {
@@ -265,15 +276,17 @@ async fn use_tools(
     Ok(turn)
 }
 
-/// Runs one verifier tool call. Blender lost while it ran is restarted, the scene rebuilt
-/// and the call made again; `true` beside the answer when that happened.
-async fn invoke(
+/// Runs one tool call of `role` (the verifier's, the generator's). Blender lost while it ran
+/// is restarted, the scene rebuilt and the call made again; `true` beside the answer when
+/// that happened.
+pub(crate) async fn invoke(
     run: &mut Run,
     tools: &ToolRegistry,
+    role: &str,
     index: u32,
     call: &ToolCall,
 ) -> Result<(Result<ToolOutput, ToolError>, bool), CoreError> {
-    let phase = format!("iteration {index}: the verifier's tool `{}`", call.name);
+    let phase = format!("iteration {index}: the {role}'s tool `{}`", call.name);
     let mut redos = 0;
     loop {
         let mark = run.blender.mark();
@@ -294,12 +307,20 @@ async fn invoke(
 /// `response` with the tool call its text holds, when the model wrote its call as JSON text
 /// instead of using the tool-calling interface (local models do): `{"name": "end_process",
 /// "arguments": {...}}`, fenced or bare, `parameters` for `arguments`, the arguments as an
-/// object or as a JSON string.
-fn with_tool_call_from_text(mut response: ModelResponse, index: u32, turn: u32) -> ModelResponse {
+/// object or as a JSON string. Only a tool of `tools` counts: a program's dict literal with
+/// a `name` and `parameters` is not a call.
+pub(crate) fn with_tool_call_from_text(
+    mut response: ModelResponse,
+    tools: &ToolRegistry,
+    index: u32,
+    turn: u32,
+) -> ModelResponse {
     if !response.tool_calls.is_empty() {
         return response;
     }
-    if let Some((name, arguments)) = tool_call_in_text(&response.text) {
+    if let Some((name, arguments)) =
+        tool_call_in_text(&response.text).filter(|(name, _)| tools.get(name).is_some())
+    {
         response.tool_calls.push(ToolCall {
             id: format!("text-{index}-{turn}"),
             name,
@@ -398,6 +419,25 @@ mod tests {
         ] {
             assert_eq!(tool_call_in_text(not_a_call), None, "{not_a_call}");
         }
+    }
+
+    #[test]
+    fn only_a_tool_the_model_was_offered_is_read_from_text() {
+        let tools = viga_skills::verifier::verifier_tools().unwrap();
+        let program =
+            "```python\nlamp = {\"name\": \"lamp\", \"parameters\": {\"energy\": 10}}\n```";
+        let read = |text: &str| {
+            let response =
+                viga_provider::ModelResponse::text_only(text, viga_provider::FinishReason::Stop);
+            super::with_tool_call_from_text(response, &tools, 1, 0)
+        };
+        let untouched = read(program);
+        assert!(untouched.tool_calls.is_empty());
+        assert_eq!(untouched.text, program);
+        let call = read(r#"{"name": "set_camera", "parameters": {"location": [1, 2, 3]}}"#);
+        assert_eq!(call.tool_calls.len(), 1);
+        assert_eq!(call.tool_calls[0].name, "set_camera");
+        assert!(call.text.is_empty());
     }
 
     #[test]

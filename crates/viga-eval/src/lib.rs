@@ -4,7 +4,8 @@
 //!
 //! **Owns:** reading the BlenderGym layout ([`layout`]); deterministic shards ([`shard`]);
 //! the metrics: PL exactly as BlenderGym defines it (from `viga_skills::metrics`), Chamfer
-//! distance ([`chamfer`], our documented definition, since the public evaluator has none);
+//! distance ([`chamfer`], our documented point-to-surface definition, since the public
+//! evaluator has none; labelled as ours beside the published column);
 //! N-CLIP ([`clip`], CLIP ViT-B/32 from a local weights file);
 //! the baselines `noop` and `oracle` and the [`Proposer`] trait other systems plug into; the
 //! runner on a pool of warm workers with resume ([`runner`]); per-instance `scores.json` and
@@ -35,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 pub use layout::{Instance, Selection, Task, discover};
 pub use runner::{Baseline, EvalConfig, EvalEvent, Proposal, Proposer, run};
-pub use scores::{InstanceScores, RenderSpec};
+pub use scores::{FitViews, InstanceScores, RenderSpec};
 pub use shard::Shard;
 /// Re-exported so front ends can build a [`RenderSpec`] without depending on the protocol.
 pub use viga_protocol::bridge::RenderEngine;
@@ -64,6 +65,8 @@ pub enum EvalError {
     BadResults { path: PathBuf, message: String },
     #[error("instance {instance}: {message}")]
     Harness { instance: String, message: String },
+    #[error("--search-views: {message}")]
+    BadFitViews { message: String },
     #[cfg(feature = "clip")]
     #[error("N-CLIP: {0}")]
     Clip(#[from] clip::ClipError),

@@ -2,7 +2,7 @@
 //! (`summary.json`), and a Markdown and an HTML table that put them beside the published
 //! leaderboard, which is marked as theirs. Also merging shard outputs into one folder.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,9 @@ use viga_core::report::escape;
 use crate::EvalError;
 use crate::layout::Task;
 use crate::scores::{
-    EvalSettings, InstanceScores, SCORES_FILE, SETTINGS_FILE, read_json, write_json,
+    ChamferDefinition, EvalSettings, FitViews, HARNESS_FAILURE_FILE, HarnessFailure,
+    InstanceScores, SCORES_FILE, SELECTED_FILE, SETTINGS_FILE, SelectedInstance, read_json,
+    write_json,
 };
 
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -26,9 +28,19 @@ pub const MIN_EXECUTABLE_FRACTION: f64 = 0.25;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskSummary {
     pub task: Task,
-    pub instances: usize,
+    /// Instances of the task selected into this folder (by any run or shard into it).
+    pub selected: usize,
+    /// Of those, scored: a result, executable or not.
+    pub scored: usize,
+    /// Of the scored, executable: the program ran and every view rendered.
     pub executable: usize,
-    /// False under the 25% rule: the means below are then not shown in tables.
+    /// Selected instances the harness could not score (their goal does not run, their views
+    /// do not match their cameras, Blender was lost): in no figure; a rerun retries them.
+    pub harness_failed: usize,
+    /// Selected instances with neither a result nor a harness failure: a run still going or
+    /// stopped early.
+    pub pending: usize,
+    /// False under the 25% rule (executable / scored): the means below are then not shown.
     pub shown: bool,
     /// Means over the executable instances (raw, not leaderboard-scaled).
     pub pl: Option<f64>,
@@ -36,6 +48,43 @@ pub struct TaskSummary {
     /// Instances whose CD could be computed.
     pub cd_instances: usize,
     pub n_clip: Option<f64>,
+    /// When some scored views were held out of the system's fit: the mean over executable
+    /// instances of PL on the views it fitted, and on the views held out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pl_fit_views: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pl_held_out_views: Option<f64>,
+}
+
+/// Per task, over every scored instance: a proposal that is not executable counts with the
+/// figures of start.py (the instance's starting program), so nothing is dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllInstancesSummary {
+    pub task: Task,
+    /// Scored instances in the means.
+    pub instances: usize,
+    /// Of them, counted with start.py's figures because the proposal was not executable.
+    pub as_start: usize,
+    /// Scored instances left out: start.py was not executable either (or was not scored, in
+    /// results made before this figure).
+    pub left_out: usize,
+    pub pl: Option<f64>,
+    pub cd: Option<f64>,
+    pub cd_instances: usize,
+    pub n_clip: Option<f64>,
+}
+
+/// Which views were scored and which the system fitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewsSummary {
+    /// The cameras scored, over all scored instances (each instance is scored on all of its
+    /// own views, `Camera1..CameraN`).
+    pub scored: Vec<String>,
+    /// The goal views the system saw and worked to match (`settings.fit_views`).
+    pub fit: Option<FitViews>,
+    /// True when no scored instance had a view held out of the fit: the system was then
+    /// fitted on the very views it is scored on. Absent when the system fits no view.
+    pub fit_is_scored: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,19 +93,26 @@ pub struct Summary {
     /// "final": the system's own final program per instance (the headline).
     pub selection: String,
     pub tasks: Vec<TaskSummary>,
+    /// The all-instances figure: non-executable proposals scored as start.py.
+    pub all_instances: Vec<AllInstancesSummary>,
     /// The same figures for the best program per instance chosen with the ground truth
     /// (the benchmark's "best proposal"), when the evaluation scored it; always labelled
     /// "oracle-selected" where shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_selected: Option<Vec<TaskSummary>>,
+    pub views: ViewsSummary,
     /// Over all instances of all tasks; not a leaderboard figure (it has none).
     pub overall: TaskOverall,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskOverall {
-    pub instances: usize,
+    pub selected: usize,
+    pub scored: usize,
     pub executable: usize,
+    pub harness_failed: usize,
+    pub pending: usize,
+    /// Mean over the executable instances.
     pub pl: Option<f64>,
 }
 
@@ -65,24 +121,80 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     (count > 0).then(|| sum / count as f64)
 }
 
-/// Every `<out>/<instance>/scores.json`, sorted by instance.
-pub fn collect(out: &Path) -> Result<Vec<InstanceScores>, EvalError> {
-    let entries = std::fs::read_dir(out).map_err(|err| EvalError::io(out, err))?;
-    let mut all = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| EvalError::io(out, err))?;
-        let path = entry.path().join(SCORES_FILE);
-        if path.is_file() {
-            let scores = read_json::<InstanceScores>(&path)?;
-            check_instance_name(&scores.instance, &entry.file_name(), &path)?;
-            all.push(scores);
+/// Everything an output folder holds about its instances.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Collected {
+    /// Every `<instance>/scores.json`, sorted by task and instance.
+    pub scores: Vec<InstanceScores>,
+    /// Every `<instance>/harness-failure.json` of an instance without scores.
+    pub failures: Vec<HarnessFailure>,
+    /// Every `<instance>/instance.json`: the instances runs selected into the folder.
+    pub selected: Vec<SelectedInstance>,
+}
+
+impl Collected {
+    /// Results alone (as if every selected instance was scored).
+    pub fn from_scores(scores: Vec<InstanceScores>) -> Self {
+        Collected {
+            scores,
+            ..Collected::default()
         }
     }
-    all.sort_by(|a, b| (a.task, &a.instance).cmp(&(b.task, &b.instance)));
+
+    /// Every instance the folder knows of, with its task.
+    fn instances(&self) -> BTreeMap<&str, Task> {
+        let mut all = BTreeMap::new();
+        for s in &self.selected {
+            all.insert(s.instance.as_str(), s.task);
+        }
+        for f in &self.failures {
+            all.insert(f.instance.as_str(), f.task);
+        }
+        for s in &self.scores {
+            all.insert(s.instance.as_str(), s.task);
+        }
+        all
+    }
+}
+
+/// Reads `<out>/<instance>/` for every instance folder: scores, harness failures and
+/// selection marks.
+pub fn collect(out: &Path) -> Result<Collected, EvalError> {
+    let entries = std::fs::read_dir(out).map_err(|err| EvalError::io(out, err))?;
+    let mut all = Collected::default();
+    for entry in entries {
+        let entry = entry.map_err(|err| EvalError::io(out, err))?;
+        let folder = entry.file_name();
+        let path = entry.path().join(SCORES_FILE);
+        let scored = path.is_file();
+        if scored {
+            let scores = read_json::<InstanceScores>(&path)?;
+            check_instance_name(&scores.instance, &folder, &path)?;
+            all.scores.push(scores);
+        }
+        let path = entry.path().join(HARNESS_FAILURE_FILE);
+        if !scored && path.is_file() {
+            let failure = read_json::<HarnessFailure>(&path)?;
+            check_instance_name(&failure.instance, &folder, &path)?;
+            all.failures.push(failure);
+        }
+        let path = entry.path().join(SELECTED_FILE);
+        if path.is_file() {
+            let selected = read_json::<SelectedInstance>(&path)?;
+            check_instance_name(&selected.instance, &folder, &path)?;
+            all.selected.push(selected);
+        }
+    }
+    all.scores
+        .sort_by(|a, b| (a.task, &a.instance).cmp(&(b.task, &b.instance)));
+    all.failures
+        .sort_by(|a, b| (a.task, &a.instance).cmp(&(b.task, &b.instance)));
+    all.selected
+        .sort_by(|a, b| (a.task, &a.instance).cmp(&(b.task, &b.instance)));
     Ok(all)
 }
 
-/// An instance name from a `scores.json` is used as a folder name (merge copies
+/// An instance name from a result file is used as a folder name (merge copies
 /// `<shard>/<instance>` to `<into>/<instance>`), so it must be a plain name, and the one of
 /// the folder the file was found in.
 fn check_instance_name(
@@ -106,7 +218,8 @@ fn check_instance_name(
 }
 
 /// Per-task and overall figures. Every result must share `settings`.
-pub fn summarise(settings: &EvalSettings, scores: &[InstanceScores]) -> Result<Summary, EvalError> {
+pub fn summarise(settings: &EvalSettings, results: &Collected) -> Result<Summary, EvalError> {
+    let scores = &results.scores;
     for score in scores {
         let differences = score.settings.differences(settings);
         if !differences.is_empty() {
@@ -116,14 +229,16 @@ pub fn summarise(settings: &EvalSettings, scores: &[InstanceScores]) -> Result<S
             });
         }
     }
-    let headline = task_summaries(scores, |s| Figures {
+    let counts = Counts::of(results);
+    let fit = settings.fit_views.as_ref();
+    let headline = task_summaries(&counts, scores, fit, |s| Figures {
         executable: s.executable,
         pl: s.pl,
         n_clip: s.n_clip,
         cd: s.cd,
     });
     let oracle_selected = settings.oracle_selected.then(|| {
-        task_summaries(scores, |s| match &s.oracle_selected {
+        task_summaries(&counts, scores, None, |s| match &s.oracle_selected {
             Some(best) => Figures {
                 executable: best.pl.is_some(),
                 pl: best.pl,
@@ -134,17 +249,50 @@ pub fn summarise(settings: &EvalSettings, scores: &[InstanceScores]) -> Result<S
             None => Figures::default(),
         })
     });
+    let total = |of: &BTreeMap<Task, usize>| of.values().sum::<usize>();
     Ok(Summary {
         settings: settings.clone(),
         selection: "final".to_owned(),
         overall: TaskOverall {
-            instances: scores.len(),
+            selected: total(&counts.selected),
+            scored: scores.len(),
             executable: scores.iter().filter(|s| s.executable).count(),
+            harness_failed: total(&counts.harness_failed),
+            // Saturating: inconsistent results (the same instance scored twice, say) must
+            // not underflow.
+            pending: total(&counts.selected)
+                .saturating_sub(scores.len())
+                .saturating_sub(total(&counts.harness_failed)),
             pl: mean(scores.iter().filter_map(|s| s.pl)),
         },
         tasks: headline,
+        all_instances: all_instances(scores),
         oracle_selected,
+        views: views_summary(scores, fit),
     })
+}
+
+/// Instances selected and failed per task.
+struct Counts {
+    selected: BTreeMap<Task, usize>,
+    harness_failed: BTreeMap<Task, usize>,
+}
+
+impl Counts {
+    fn of(results: &Collected) -> Self {
+        let mut selected = BTreeMap::new();
+        for task in results.instances().into_values() {
+            *selected.entry(task).or_insert(0) += 1;
+        }
+        let mut harness_failed = BTreeMap::new();
+        for failure in &results.failures {
+            *harness_failed.entry(failure.task).or_insert(0) += 1;
+        }
+        Counts {
+            selected,
+            harness_failed,
+        }
+    }
 }
 
 /// One program's figures for an instance, as a summary counts them.
@@ -156,42 +304,144 @@ struct Figures {
     cd: Option<f64>,
 }
 
-/// Per-task means of the figures `pick` takes from each instance, over executable instances.
+/// An instance's mean PL on the views `fit` fits and on the others (`None` for a side with
+/// no view).
+fn pl_by_fit(score: &InstanceScores, fit: &FitViews) -> (Option<f64>, Option<f64>) {
+    let (fitted, held): (Vec<_>, Vec<_>) =
+        score.views.iter().partition(|view| fit.fits(&view.camera));
+    (
+        mean(fitted.iter().map(|view| view.pl)),
+        mean(held.iter().map(|view| view.pl)),
+    )
+}
+
+/// Per-task means of the figures `pick` takes from each instance, over executable
+/// instances; with `fit`, also PL on the fit and the held-out views when any were held out.
 fn task_summaries(
+    counts: &Counts,
     scores: &[InstanceScores],
+    fit: Option<&FitViews>,
     pick: impl Fn(&InstanceScores) -> Figures,
 ) -> Vec<TaskSummary> {
     let mut tasks = Vec::new();
     for task in Task::ALL {
-        let of_task: Vec<Figures> = scores
-            .iter()
-            .filter(|s| s.task == task)
-            .map(&pick)
-            .collect();
-        if of_task.is_empty() {
+        let selected = counts.selected.get(&task).copied().unwrap_or(0);
+        if selected == 0 {
             continue;
         }
-        let executable: Vec<&Figures> = of_task.iter().filter(|f| f.executable).collect();
-        let cds: Vec<f64> = executable.iter().filter_map(|f| f.cd).collect();
+        let of_task: Vec<(&InstanceScores, Figures)> = scores
+            .iter()
+            .filter(|s| s.task == task)
+            .map(|s| (s, pick(s)))
+            .collect();
+        let executable: Vec<&(&InstanceScores, Figures)> =
+            of_task.iter().filter(|(_, f)| f.executable).collect();
+        let cds: Vec<f64> = executable.iter().filter_map(|(_, f)| f.cd).collect();
+        let by_fit: Vec<(Option<f64>, Option<f64>)> = match fit {
+            Some(fit) => executable.iter().map(|(s, _)| pl_by_fit(s, fit)).collect(),
+            None => Vec::new(),
+        };
+        let held_out = by_fit.iter().any(|(_, held)| held.is_some());
+        let harness_failed = counts.harness_failed.get(&task).copied().unwrap_or(0);
         tasks.push(TaskSummary {
             task,
-            instances: of_task.len(),
+            selected,
+            scored: of_task.len(),
             executable: executable.len(),
-            shown: executable.len() as f64 >= MIN_EXECUTABLE_FRACTION * of_task.len() as f64,
-            pl: mean(executable.iter().filter_map(|f| f.pl)),
+            harness_failed,
+            pending: selected
+                .saturating_sub(of_task.len())
+                .saturating_sub(harness_failed),
+            shown: !of_task.is_empty()
+                && executable.len() as f64 >= MIN_EXECUTABLE_FRACTION * of_task.len() as f64,
+            pl: mean(executable.iter().filter_map(|(_, f)| f.pl)),
             cd_instances: cds.len(),
             cd: mean(cds.into_iter()),
-            n_clip: mean(executable.iter().filter_map(|f| f.n_clip)),
+            n_clip: mean(executable.iter().filter_map(|(_, f)| f.n_clip)),
+            pl_fit_views: held_out
+                .then(|| mean(by_fit.iter().filter_map(|(fitted, _)| *fitted)))
+                .flatten(),
+            pl_held_out_views: held_out
+                .then(|| mean(by_fit.iter().filter_map(|(_, held)| *held)))
+                .flatten(),
         });
     }
     tasks
 }
 
+/// The all-instances figure per task: the proposal's figures where it is executable, else
+/// start.py's.
+fn all_instances(scores: &[InstanceScores]) -> Vec<AllInstancesSummary> {
+    let mut tasks = Vec::new();
+    for task in Task::ALL {
+        let of_task: Vec<&InstanceScores> = scores.iter().filter(|s| s.task == task).collect();
+        if of_task.is_empty() {
+            continue;
+        }
+        let mut as_start = 0;
+        let figures: Vec<Figures> = of_task
+            .iter()
+            .filter_map(|s| {
+                if s.executable {
+                    return Some(Figures {
+                        executable: true,
+                        pl: s.pl,
+                        n_clip: s.n_clip,
+                        cd: s.cd,
+                    });
+                }
+                let start = s.start_program.as_ref().filter(|start| start.executable)?;
+                as_start += 1;
+                Some(Figures {
+                    executable: true,
+                    pl: start.pl,
+                    n_clip: start.n_clip,
+                    cd: start.cd,
+                })
+            })
+            .collect();
+        let cds: Vec<f64> = figures.iter().filter_map(|f| f.cd).collect();
+        tasks.push(AllInstancesSummary {
+            task,
+            instances: figures.len(),
+            as_start,
+            left_out: of_task.len() - figures.len(),
+            pl: mean(figures.iter().filter_map(|f| f.pl)),
+            cd_instances: cds.len(),
+            cd: mean(cds.into_iter()),
+            n_clip: mean(figures.iter().filter_map(|f| f.n_clip)),
+        });
+    }
+    tasks
+}
+
+fn views_summary(scores: &[InstanceScores], fit: Option<&FitViews>) -> ViewsSummary {
+    let mut scored: BTreeSet<(u32, String)> = BTreeSet::new();
+    let mut fit_is_scored = true;
+    for score in scores {
+        for camera in score.scored_views() {
+            if fit.is_some_and(|fit| !fit.fits(&camera)) {
+                fit_is_scored = false;
+            }
+            let number = camera
+                .strip_prefix("Camera")
+                .and_then(|k| k.parse().ok())
+                .unwrap_or(u32::MAX);
+            scored.insert((number, camera));
+        }
+    }
+    ViewsSummary {
+        scored: scored.into_iter().map(|(_, camera)| camera).collect(),
+        fit: fit.cloned(),
+        fit_is_scored: fit.map(|_| fit_is_scored),
+    }
+}
+
 /// A published leaderboard row (lower is better), values as displayed there.
 struct Published {
     system: &'static str,
-    /// In column order: BS PL, BS N-CLIP, BS CD, Pl PL, Pl N-CLIP, Pl CD, Geo PL, Geo N-CLIP,
-    /// Geo CD, Li PL, Li N-CLIP, Mat PL, Mat N-CLIP.
+    /// In the leaderboard's column order: BS PL, BS N-CLIP, BS CD, Pl PL, Pl N-CLIP, Pl CD,
+    /// Geo PL, Geo N-CLIP, Geo CD, Li PL, Li N-CLIP, Mat PL, Mat N-CLIP.
     values: [&'static str; 13],
 }
 
@@ -221,30 +471,52 @@ const PUBLISHED: [Published; 3] = [
     },
 ];
 
-const HEADER: [&str; 14] = [
-    "system",
-    "BS PL",
-    "BS N-CLIP",
-    "BS CD",
-    "Pl PL",
-    "Pl N-CLIP",
-    "Pl CD",
-    "Geo PL",
-    "Geo N-CLIP",
-    "Geo CD",
-    "Li PL",
-    "Li N-CLIP",
-    "Mat PL",
-    "Mat N-CLIP",
-];
+/// The task's short name in column headers, as on the leaderboard.
+fn abbreviation(task: Task) -> &'static str {
+    match task {
+        Task::Blendshape => "BS",
+        Task::Placement => "Pl",
+        Task::Geometry => "Geo",
+        Task::Lighting => "Li",
+        Task::Material => "Mat",
+    }
+}
+
+/// The columns: per task PL and N-CLIP, and for the shape tasks CD twice, ours and the
+/// published one side by side: the definitions differ, so they are never one column.
+fn header() -> Vec<String> {
+    let mut header = vec!["system".to_owned()];
+    for task in Task::ALL {
+        let short = abbreviation(task);
+        header.push(format!("{short} PL"));
+        header.push(format!("{short} N-CLIP"));
+        if task.has_chamfer() {
+            header.push(format!("{short} CD (ours)"));
+            header.push(format!("{short} CD (published)"));
+        }
+    }
+    header
+}
 
 /// How the oracle-selected row is labelled wherever it is shown.
 pub const ORACLE_SELECTED_LABEL: &str =
     "oracle-selected: best of its programs and start.py, chosen with the ground truth";
+/// How the all-instances row is labelled wherever it is shown.
+pub const ALL_INSTANCES_LABEL: &str = "all instances: a non-executable proposal scores as start.py";
+
+/// One task's cells of one of our rows.
+struct RowFigures {
+    task: Task,
+    shown: bool,
+    pl: Option<f64>,
+    n_clip: Option<f64>,
+    cd: Option<f64>,
+}
 
 /// Our row, in the leaderboard's columns and scales. "--": under the 25% rule; "n/a": the
 /// metric is unavailable (N-CLIP without weights); "not run": no instance of the task.
-fn our_row(label: String, tasks: &[TaskSummary]) -> Vec<String> {
+/// The published CD columns are left empty.
+fn our_row(label: String, tasks: &[RowFigures]) -> Vec<String> {
     let mut row = vec![label];
     for task in Task::ALL {
         let found = tasks.iter().find(|t| t.task == task);
@@ -258,6 +530,37 @@ fn our_row(label: String, tasks: &[TaskSummary]) -> Vec<String> {
         row.push(cell(found.and_then(|t| t.n_clip), scale));
         if task.has_chamfer() {
             row.push(cell(found.and_then(|t| t.cd), 1.0));
+            row.push(String::new());
+        }
+    }
+    row
+}
+
+fn task_row(tasks: &[TaskSummary]) -> Vec<RowFigures> {
+    tasks
+        .iter()
+        .map(|t| RowFigures {
+            task: t.task,
+            // A task with nothing scored (all harness failures or pending) has no figure.
+            shown: t.shown,
+            pl: t.pl,
+            n_clip: t.n_clip,
+            cd: t.cd,
+        })
+        .collect()
+}
+
+/// A published row in our columns: its CD under "CD (published)", "CD (ours)" empty.
+fn published_row(published: &Published) -> Vec<String> {
+    let mut row = vec![format!("{} (published, theirs)", published.system)];
+    let mut values = published.values.iter();
+    for task in Task::ALL {
+        let mut take = || values.next().map_or(String::new(), |v| (*v).to_owned());
+        row.push(take());
+        row.push(take());
+        if task.has_chamfer() {
+            row.push(String::new());
+            row.push(take());
         }
     }
     row
@@ -265,38 +568,125 @@ fn our_row(label: String, tasks: &[TaskSummary]) -> Vec<String> {
 
 /// The table's rows, ours first; `true` marks the published (theirs) rows.
 fn rows(summary: &Summary) -> Vec<(bool, Vec<String>)> {
+    let system = &summary.settings.system;
     let mut rows = vec![(
         false,
         our_row(
-            format!("{} (ours, {})", summary.settings.system, summary.selection),
-            &summary.tasks,
+            format!("{system} (ours, {})", summary.selection),
+            &task_row(&summary.tasks),
         ),
     )];
+    let all: Vec<RowFigures> = summary
+        .all_instances
+        .iter()
+        .map(|t| RowFigures {
+            task: t.task,
+            // Every scored instance counts, so the 25% rule has nothing to hide.
+            shown: t.instances > 0,
+            pl: t.pl,
+            n_clip: t.n_clip,
+            cd: t.cd,
+        })
+        .collect();
+    if !all.is_empty() {
+        rows.push((
+            false,
+            our_row(format!("{system} (ours, {ALL_INSTANCES_LABEL})"), &all),
+        ));
+    }
     if let Some(tasks) = &summary.oracle_selected {
         rows.push((
             false,
             our_row(
-                format!(
-                    "{} (ours, {ORACLE_SELECTED_LABEL})",
-                    summary.settings.system
-                ),
-                tasks,
+                format!("{system} (ours, {ORACLE_SELECTED_LABEL})"),
+                &task_row(tasks),
             ),
         ));
     }
     for published in &PUBLISHED {
-        let mut row = vec![format!("{} (published, theirs)", published.system)];
-        row.extend(published.values.iter().map(|v| (*v).to_owned()));
-        rows.push((true, row));
+        rows.push((true, published_row(published)));
     }
     rows
+}
+
+/// The CD note: whose definition each CD column is.
+fn cd_note(summary: &Summary) -> String {
+    let ours = match summary.settings.cd_definition {
+        ChamferDefinition::PointToSurface => format!(
+            "point-to-surface Chamfer distance ({} points sampled per surface, each measured to the other surface's nearest triangle; no sampling floor)",
+            summary.settings.chamfer_points
+        ),
+        ChamferDefinition::PointToPoint => format!(
+            "point-to-point Chamfer distance ({} points per surface; results made before point-to-surface, which include a sampling floor of about 1/sqrt(points per unit area))",
+            summary.settings.chamfer_points
+        ),
+    };
+    format!(
+        "CD (ours) is our own definition: {ours}, over every rendered mesh, unscaled, in scene units (docs/eval.md). CD (published) is the paper's, whose definition is not published (the public evaluator has none): the two columns are not comparable."
+    )
+}
+
+/// The views note: what was scored, what the system fitted, and whether they are the same.
+fn views_notes(summary: &Summary) -> Vec<String> {
+    let views = &summary.views;
+    let mut notes = vec![format!(
+        "Scored views: every camera of each instance, Camera1..CameraN with N its goal renders, checked against the scene's Camera<k> objects ({}).",
+        if views.scored.is_empty() {
+            "none scored yet".to_owned()
+        } else {
+            views.scored.join(", ")
+        }
+    )];
+    let Some(fit) = &views.fit else {
+        notes.push("Fit views: none; the system does not look at the goal renders.".to_owned());
+        return notes;
+    };
+    if views.fit_is_scored == Some(true) {
+        let mut note = format!(
+            "Fit views: {}. The system minimised PL on the very views it is scored on, so its figures are an upper bound on what fitting those views can reach, not a fair comparison with a model (which is given Camera1 only).",
+            fit.describe()
+        );
+        if summary.settings.system.starts_with("search") {
+            note.push_str(
+                " Fit on fewer views (--search-views Camera1) to score it on views it never saw.",
+            );
+        }
+        notes.push(note);
+        return notes;
+    }
+    let split: Vec<String> = summary
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let scale = t.task.display_scale();
+            let show = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{:.4}", v / scale));
+            (t.pl_fit_views.is_some() || t.pl_held_out_views.is_some()).then(|| {
+                format!(
+                    "{} {} / {}",
+                    t.task,
+                    show(t.pl_fit_views),
+                    show(t.pl_held_out_views)
+                )
+            })
+        })
+        .collect();
+    notes.push(format!(
+        "Fit views: {} (the goal views the system saw and worked to match); every other view is held out and scored all the same. PL on the fit views / on the held-out views, same scales, executable instances: {}.",
+        fit.describe(),
+        if split.is_empty() {
+            "none executable".to_owned()
+        } else {
+            split.join("; ")
+        }
+    ));
+    notes
 }
 
 fn notes(summary: &Summary) -> Vec<String> {
     let mut notes = vec![
         "PL and N-CLIP are shown x1e-3 for blendshape (BS) and placement (Pl), x1e-2 for geometry, lighting and material, as on the leaderboard; CD is unscaled. Lower is better.".to_owned(),
         format!(
-            "Ours: the system's own final program per instance, rendered with {} by Blender {}; the goal re-rendered the same way. The published rows used Cycles 512x512 at 512 samples in Blender 3.6 on the full BlenderGym set: compare only runs with the same settings and data.",
+            "Ours: the system's own final program per instance, rendered with {} by Blender {}; the goal re-rendered the same way. The first row is over executable instances only. The published rows used Cycles 512x512 at 512 samples in Blender 3.6 on the full BlenderGym set: compare only runs with the same settings and data.",
             summary.settings.render,
             summary.settings.blender_version
         ),
@@ -306,31 +696,71 @@ fn notes(summary: &Summary) -> Vec<String> {
             ),
             None => "\"--\": fewer than 25% of the task's instances were executable. \"n/a\": N-CLIP is unavailable (no CLIP weights configured), never estimated.".to_owned(),
         },
+        cd_note(summary),
     ];
+    notes.extend(views_notes(summary));
+    let as_start: Vec<String> = summary
+        .all_instances
+        .iter()
+        .map(|t| {
+            let mut text = format!("{} {} of {} as start.py", t.task, t.as_start, t.instances);
+            if t.left_out > 0 {
+                let _ = write!(
+                    text,
+                    ", {} left out (start.py not executable either)",
+                    t.left_out
+                );
+            }
+            text
+        })
+        .collect();
+    if !as_start.is_empty() {
+        notes.push(format!(
+            "All instances: every scored instance counts; where the proposal is not executable, start.py (the instance's starting program) is scored in its place, so not running scores as doing nothing. The 25% rule does not apply. {}.",
+            as_start.join("; ")
+        ));
+    }
     if summary.oracle_selected.is_some() {
         notes.push("Oracle-selected: per instance, the program with the lowest PL against the goal renders among every distinct program the system proposed (the final one, its intermediate ones, and start.py), as the public evaluator's \"best proposal\". It uses the ground truth to choose, so it is not the system's own result; the first row is.".to_owned());
     }
     for task in &summary.tasks {
         notes.push(format!(
-            "{}: {} of {} instances executable{}.",
+            "{}: {} selected; {} scored ({} executable, {} not executable); {} harness-failed; {} pending{}.",
             task.task,
+            task.selected,
+            task.scored,
             task.executable,
-            task.instances,
+            task.scored - task.executable,
+            task.harness_failed,
+            task.pending,
             if task.task.has_chamfer() {
-                format!(", CD over {}", task.cd_instances)
+                format!("; CD over {}", task.cd_instances)
             } else {
                 String::new()
             }
+        ));
+    }
+    if summary.overall.harness_failed > 0 {
+        notes.push(format!(
+            "{} instance(s) failed in the harness (the instance could not be scored: see <instance>/harness-failure.json); they are in no figure, and rerunning the same command retries them.",
+            summary.overall.harness_failed
+        ));
+    }
+    if summary.overall.pending > 0 {
+        notes.push(format!(
+            "{} selected instance(s) have no result yet: rerun the same command to finish them.",
+            summary.overall.pending
         ));
     }
     notes
 }
 
 pub fn markdown(summary: &Summary) -> String {
+    let header = header();
     let mut out = String::from("| ");
-    out.push_str(&HEADER.join(" | "));
+    out.push_str(&header.join(" | "));
     out.push_str(" |\n|");
-    out.push_str(&"---|".repeat(HEADER.len()));
+    out.push_str(&"---|".repeat(header.len()));
     out.push('\n');
     for (_, row) in rows(summary) {
         let _ = writeln!(out, "| {} |", row.join(" | "));
@@ -346,8 +776,8 @@ pub fn html(summary: &Summary) -> String {
     let mut out = String::from(
         "<!doctype html>\n<meta charset=\"utf-8\">\n<title>BlenderGym evaluation</title>\n<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px;text-align:right}td:first-child{text-align:left}tr.theirs{color:#666}</style>\n<table>\n<tr>",
     );
-    for head in HEADER {
-        let _ = write!(out, "<th>{}</th>", escape(head));
+    for head in header() {
+        let _ = write!(out, "<th>{}</th>", escape(&head));
     }
     out.push_str("</tr>\n");
     for (theirs, row) in rows(summary) {
@@ -380,7 +810,8 @@ pub fn write_reports(out: &Path) -> Result<Summary, EvalError> {
 }
 
 /// Copies the instance folders of several shard outputs into `into`, refusing shards made
-/// with other settings and instances scored twice; then writes the reports. Nothing in the
+/// with other settings and instances found in two shards (scored, failed or selected);
+/// then writes the reports. Nothing in the
 /// shard folders is changed.
 pub fn merge(shards: &[PathBuf], into: &Path) -> Result<Summary, EvalError> {
     let mut settings: Option<EvalSettings> = None;
@@ -401,13 +832,13 @@ pub fn merge(shards: &[PathBuf], into: &Path) -> Result<Summary, EvalError> {
             }
         }
         settings = Some(these);
-        for scores in collect(shard)? {
-            if let Some(previous) = owner.insert(scores.instance.clone(), shard.clone()) {
+        let found = collect(shard)?;
+        for instance in found.instances().into_keys() {
+            if let Some(previous) = owner.insert(instance.to_owned(), shard.clone()) {
                 return Err(EvalError::BadResults {
-                    path: shard.join(&scores.instance),
+                    path: shard.join(instance),
                     message: format!(
-                        "instance {} is also in {}: shards overlap (were they run with the same --shard n and selection?)",
-                        scores.instance,
+                        "instance {instance} is also in {}: shards overlap (were they run with the same --shard n and selection?)",
                         previous.display()
                     ),
                 });
@@ -488,6 +919,8 @@ mod tests {
             blender_version: "5.0.1".to_owned(),
             clip_weights: None,
             oracle_selected: false,
+            fit_views: None,
+            cd_definition: ChamferDefinition::CURRENT,
         }
     }
 
@@ -498,6 +931,7 @@ mod tests {
             settings: settings(),
             executable: pl.is_some(),
             error: pl.is_none().then(|| "raised".to_owned()),
+            cameras: vec!["Camera1".to_owned()],
             views: Vec::new(),
             pl,
             n_clip: None,
@@ -506,6 +940,7 @@ mod tests {
             cd_note: None,
             proposal_note: None,
             oracle_selected: None,
+            start_program: None,
             seconds: 1.0,
         }
     }
@@ -523,10 +958,10 @@ mod tests {
             scores("lighting4", Task::Lighting, None, None),
             scores("lighting5", Task::Lighting, None, None),
         ];
-        let summary = summarise(&settings(), &all).unwrap();
+        let summary = summarise(&settings(), &Collected::from_scores(all)).unwrap();
         let placement = &summary.tasks[0];
         assert_eq!(
-            (placement.task, placement.instances, placement.executable),
+            (placement.task, placement.scored, placement.executable),
             (Task::Placement, 3, 2)
         );
         assert!(placement.shown);
@@ -537,7 +972,7 @@ mod tests {
         let table = markdown(&summary);
         let ours = table.lines().nth(2).unwrap();
         // Placement PL x1e-3 -> 3.0000; lighting hidden; blendshape not run; N-CLIP n/a.
-        assert!(ours.starts_with("| noop (ours, final) | not run | not run | not run | 3.0000 | n/a | 1.0000 | not run"), "{ours}");
+        assert!(ours.starts_with("| noop (ours, final) | not run | not run | not run |  | 3.0000 | n/a | 1.0000 |  | not run"), "{ours}");
         assert!(ours.contains("| -- | -- |"), "{ours}");
         assert!(table.contains("GPT-4o (published, theirs) | 9.140"));
         assert!(html(&summary).contains("<td>Human (published, theirs)</td>"));
@@ -552,7 +987,12 @@ mod tests {
                 )
             })
             .collect();
-        assert!(summarise(&settings(), &quarter).unwrap().tasks[0].shown);
+        assert!(
+            summarise(&settings(), &Collected::from_scores(quarter))
+                .unwrap()
+                .tasks[0]
+                .shown
+        );
     }
 
     #[test]
@@ -562,7 +1002,8 @@ mod tests {
         let mut placed = scores("placement1", Task::Placement, Some(0.002), Some(0.5));
         placed.settings = with_clip.clone();
         placed.n_clip = Some(0.0125);
-        let table = markdown(&summarise(&with_clip, &[placed]).unwrap());
+        let table =
+            markdown(&summarise(&with_clip, &Collected::from_scores(vec![placed])).unwrap());
         let ours = table.lines().nth(2).unwrap();
         // Placement N-CLIP x1e-3 -> 12.5000.
         assert!(ours.contains("| 2.0000 | 12.5000 | 0.5000 |"), "{ours}");
@@ -598,12 +1039,12 @@ mod tests {
             instance("placement3", None, None),
             instance("placement4", None, None),
         ];
-        let summary = summarise(&with_oracle, &all).unwrap();
+        let summary = summarise(&with_oracle, &Collected::from_scores(all)).unwrap();
         assert!(summary.tasks[0].shown);
         let selected = &summary.oracle_selected.as_ref().unwrap()[0];
         assert_eq!((selected.executable, selected.shown), (0, false));
         let table = markdown(&summary);
-        let row = table.lines().nth(3).unwrap();
+        let row = table.lines().nth(4).unwrap();
         assert!(row.contains(ORACLE_SELECTED_LABEL), "{table}");
         assert!(row.contains("| -- | -- |"), "{row}");
         assert!(table.contains("Oracle-selected: per instance"), "{table}");
@@ -616,7 +1057,12 @@ mod tests {
         let plain = markdown(
             &summarise(
                 &settings(),
-                &[scores("placement1", Task::Placement, Some(0.1), None)],
+                &Collected::from_scores(vec![scores(
+                    "placement1",
+                    Task::Placement,
+                    Some(0.1),
+                    None,
+                )]),
             )
             .unwrap(),
         );
@@ -627,7 +1073,9 @@ mod tests {
     fn results_with_other_settings_are_refused() {
         let mut other = scores("placement1", Task::Placement, Some(0.1), None);
         other.settings.render.width = 512;
-        let err = summarise(&settings(), &[other]).unwrap_err().to_string();
+        let err = summarise(&settings(), &Collected::from_scores(vec![other]))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("render Cycles 512x64 8 spp vs Cycles 64x64 8 spp"),
             "{err}"
@@ -659,7 +1107,7 @@ mod tests {
             "a refused merge writes nothing"
         );
         let merged = merge(&[a, b], &root.path().join("all")).unwrap();
-        assert_eq!(merged.tasks[0].instances, 3);
+        assert_eq!(merged.tasks[0].scored, 3);
         assert!(root.path().join("all/report.md").is_file());
     }
 
@@ -704,5 +1152,420 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("is a link"), "{err}");
+    }
+
+    fn with_views(mut s: InstanceScores, pls: &[f64]) -> InstanceScores {
+        s.cameras = (1..=pls.len()).map(|k| format!("Camera{k}")).collect();
+        s.views = pls
+            .iter()
+            .enumerate()
+            .map(|(k, pl)| crate::scores::ViewScore {
+                camera: format!("Camera{}", k + 1),
+                pl: *pl,
+                n_clip: None,
+            })
+            .collect();
+        s
+    }
+
+    #[test]
+    fn counts_selected_scored_executable_harness_failed_and_pending_per_task() {
+        let selected = |instance: &str, task: Task| SelectedInstance {
+            instance: instance.to_owned(),
+            task,
+            cameras: vec!["Camera1".to_owned()],
+        };
+        let results = Collected {
+            scores: vec![
+                scores("placement1", Task::Placement, Some(0.002), Some(0.5)),
+                scores("placement2", Task::Placement, None, None),
+            ],
+            failures: vec![
+                HarnessFailure {
+                    instance: "placement3".to_owned(),
+                    task: Task::Placement,
+                    error: "goal.py fails".to_owned(),
+                },
+                HarnessFailure {
+                    instance: "lighting1".to_owned(),
+                    task: Task::Lighting,
+                    error: "views".to_owned(),
+                },
+            ],
+            selected: vec![
+                selected("placement1", Task::Placement),
+                selected("placement2", Task::Placement),
+                selected("placement3", Task::Placement),
+                selected("placement4", Task::Placement),
+                selected("lighting1", Task::Lighting),
+            ],
+        };
+        let summary = summarise(&settings(), &results).unwrap();
+        let placement = &summary.tasks[0];
+        assert_eq!(
+            (
+                placement.selected,
+                placement.scored,
+                placement.executable,
+                placement.harness_failed,
+                placement.pending
+            ),
+            (4, 2, 1, 1, 1)
+        );
+        // A task with nothing scored has no figure, but is counted.
+        let lighting = &summary.tasks[1];
+        assert_eq!(
+            (lighting.selected, lighting.scored, lighting.harness_failed),
+            (1, 0, 1)
+        );
+        assert!(!lighting.shown && lighting.pl.is_none());
+        assert_eq!(
+            (
+                summary.overall.selected,
+                summary.overall.scored,
+                summary.overall.harness_failed,
+                summary.overall.pending
+            ),
+            (5, 2, 2, 1)
+        );
+        let table = markdown(&summary);
+        assert!(
+            table.contains("- placement: 4 selected; 2 scored (1 executable, 1 not executable); 1 harness-failed; 1 pending; CD over 1."),
+            "{table}"
+        );
+        assert!(
+            table.contains("- lighting: 1 selected; 0 scored (0 executable, 0 not executable); 1 harness-failed; 0 pending."),
+            "{table}"
+        );
+        assert!(
+            table.contains("2 instance(s) failed in the harness"),
+            "{table}"
+        );
+        assert!(
+            table.contains("1 selected instance(s) have no result yet"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["tasks"][0]["harness_failed"], 1, "{json}");
+        assert_eq!(json["tasks"][0]["selected"], 4, "{json}");
+    }
+
+    #[test]
+    fn inconsistent_counts_leave_nothing_pending_instead_of_underflowing() {
+        // The same instance scored twice, and failed in the harness too: more results than
+        // instances selected.
+        let twice = Collected {
+            scores: vec![
+                scores("placement1", Task::Placement, Some(0.002), None),
+                scores("placement1", Task::Placement, Some(0.004), None),
+            ],
+            failures: vec![HarnessFailure {
+                instance: "placement1".to_owned(),
+                task: Task::Placement,
+                error: "goal.py fails".to_owned(),
+            }],
+            ..Collected::default()
+        };
+        let summary = summarise(&settings(), &twice).unwrap();
+        let placement = &summary.tasks[0];
+        assert_eq!(
+            (
+                placement.selected,
+                placement.scored,
+                placement.harness_failed,
+                placement.pending
+            ),
+            (1, 2, 1, 0)
+        );
+        assert_eq!(
+            (
+                summary.overall.selected,
+                summary.overall.scored,
+                summary.overall.pending
+            ),
+            (1, 2, 0)
+        );
+        let duplicates = Collected::from_scores(vec![
+            scores("lighting1", Task::Lighting, Some(0.1), None),
+            scores("lighting1", Task::Lighting, None, None),
+            scores("lighting1", Task::Lighting, None, None),
+        ]);
+        let summary = summarise(&settings(), &duplicates).unwrap();
+        assert_eq!(
+            (summary.tasks[0].selected, summary.tasks[0].pending),
+            (1, 0)
+        );
+        assert_eq!(summary.overall.pending, 0);
+        assert!(!markdown(&summary).contains("have no result yet"));
+    }
+
+    #[test]
+    fn the_all_instances_figure_scores_a_non_executable_proposal_as_start_py() {
+        let start = |pl: Option<f64>, cd: Option<f64>| crate::scores::StartProgram {
+            executable: pl.is_some(),
+            error: pl.is_none().then(|| "raised".to_owned()),
+            pl,
+            n_clip: None,
+            cd,
+        };
+        let mut failed_once = scores("placement2", Task::Placement, None, None);
+        failed_once.start_program = Some(start(Some(0.010), Some(2.5)));
+        let mut failed_twice = scores("placement3", Task::Placement, None, None);
+        failed_twice.start_program = Some(start(None, None));
+        let mut failed_l = Vec::new();
+        for i in 1..=4 {
+            let mut s = scores(&format!("lighting{i}"), Task::Lighting, None, None);
+            s.start_program = Some(start(Some(0.02 * f64::from(i)), None));
+            failed_l.push(s);
+        }
+        let mut all = vec![
+            scores("placement1", Task::Placement, Some(0.002), Some(0.5)),
+            failed_once,
+            failed_twice,
+        ];
+        all.extend(failed_l);
+        let summary = summarise(&settings(), &Collected::from_scores(all)).unwrap();
+        let placement = &summary.all_instances[0];
+        assert_eq!(
+            (placement.instances, placement.as_start, placement.left_out),
+            (2, 1, 1)
+        );
+        assert!((placement.pl.unwrap() - 0.006).abs() < 1e-15);
+        assert!((placement.cd.unwrap() - 1.5).abs() < 1e-15);
+        // The executable-only figure is unchanged beside it.
+        assert!((summary.tasks[0].pl.unwrap() - 0.002).abs() < 1e-15);
+        // Lighting: nothing executable, so the headline hides it; all instances shows it.
+        let lighting = &summary.all_instances[1];
+        assert_eq!((lighting.instances, lighting.as_start), (4, 4));
+        assert!((lighting.pl.unwrap() - 0.05).abs() < 1e-15);
+        let table = markdown(&summary);
+        let headline = table.lines().nth(2).unwrap();
+        let row = table.lines().nth(3).unwrap();
+        assert!(
+            headline.ends_with("| -- | -- | not run | not run |"),
+            "{headline}"
+        );
+        assert!(
+            row.starts_with(&format!("| noop (ours, {ALL_INSTANCES_LABEL}) | not run | not run | not run |  | 6.0000 | n/a | 1.5000 |  |")),
+            "{row}"
+        );
+        assert!(
+            row.ends_with("| 5.0000 | n/a | not run | not run |"),
+            "{row}"
+        );
+        assert!(
+            table.contains("placement 1 of 2 as start.py, 1 left out (start.py not executable either); lighting 4 of 4 as start.py"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn fit_views_are_reported_beside_the_scored_views() {
+        // Noop looks at no goal view.
+        let plain = summarise(
+            &settings(),
+            &Collected::from_scores(vec![with_views(
+                scores("placement1", Task::Placement, Some(0.002), None),
+                &[0.001, 0.003],
+            )]),
+        )
+        .unwrap();
+        assert_eq!(plain.views.scored, ["Camera1", "Camera2"]);
+        assert_eq!(plain.views.fit_is_scored, None);
+        assert!(markdown(&plain).contains("Fit views: none"));
+
+        // The search fitted on every scored view: said plainly.
+        let mut search = settings();
+        search.system = "search (budget 60)".to_owned();
+        search.fit_views = Some(FitViews::AllScored);
+        let instance = |name: &str, pls: &[f64], settings: &EvalSettings| {
+            let mut s = with_views(
+                scores(
+                    name,
+                    Task::Placement,
+                    Some(pls.iter().sum::<f64>() / pls.len() as f64),
+                    None,
+                ),
+                pls,
+            );
+            s.settings = settings.clone();
+            s
+        };
+        let fitted = summarise(
+            &search,
+            &Collected::from_scores(vec![instance("placement1", &[0.001, 0.003], &search)]),
+        )
+        .unwrap();
+        assert_eq!(fitted.views.fit_is_scored, Some(true));
+        assert_eq!(fitted.tasks[0].pl_held_out_views, None);
+        let table = markdown(&fitted);
+        assert!(
+            table.contains("Fit views: all scored views. The system minimised PL on the very views it is scored on, so its figures are an upper bound")
+                && table.contains("--search-views Camera1"),
+            "{table}"
+        );
+        // Naming every view is the same thing.
+        let mut both = search.clone();
+        both.fit_views = Some(FitViews::Only(vec![
+            "Camera1".to_owned(),
+            "Camera2".to_owned(),
+        ]));
+        let named = summarise(
+            &both,
+            &Collected::from_scores(vec![instance("placement1", &[0.001, 0.003], &both)]),
+        )
+        .unwrap();
+        assert_eq!(named.views.fit_is_scored, Some(true));
+
+        // Fitted on Camera1 only: PL on the fit and the held-out views, per task.
+        let mut first = search.clone();
+        first.fit_views = Some(FitViews::Only(vec!["Camera1".to_owned()]));
+        let held = summarise(
+            &first,
+            &Collected::from_scores(vec![
+                instance("placement1", &[0.001, 0.003], &first),
+                instance("placement2", &[0.002, 0.005], &first),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(held.views.fit_is_scored, Some(false));
+        let placement = &held.tasks[0];
+        assert!((placement.pl_fit_views.unwrap() - 0.0015).abs() < 1e-15);
+        assert!((placement.pl_held_out_views.unwrap() - 0.004).abs() < 1e-15);
+        assert!((placement.pl.unwrap() - 0.00275).abs() < 1e-15);
+        let table = markdown(&held);
+        assert!(
+            table.contains("Fit views: Camera1 (the goal views the system saw and worked to match); every other view is held out")
+                && table.contains("placement 1.5000 / 4.0000"),
+            "{table}"
+        );
+        assert!(!table.contains("very views"), "{table}");
+    }
+
+    #[test]
+    fn our_cd_and_the_published_cd_are_separate_labelled_columns() {
+        let summary = summarise(
+            &settings(),
+            &Collected::from_scores(vec![scores(
+                "blendshape1",
+                Task::Blendshape,
+                Some(0.001),
+                Some(0.25),
+            )]),
+        )
+        .unwrap();
+        let table = markdown(&summary);
+        let mut lines = table.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "| system | BS PL | BS N-CLIP | BS CD (ours) | BS CD (published) | Pl PL | Pl N-CLIP | Pl CD (ours) | Pl CD (published) | Geo PL | Geo N-CLIP | Geo CD (ours) | Geo CD (published) | Li PL | Li N-CLIP | Mat PL | Mat N-CLIP |"
+        );
+        assert_eq!(lines.next().unwrap(), format!("|{}", "---|".repeat(17)));
+        assert_eq!(
+            lines.next().unwrap(),
+            "| noop (ours, final) | 1.0000 | n/a | 0.2500 |  | not run | not run | not run |  | not run | not run | not run |  | not run | not run | not run | not run |"
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            format!(
+                "| noop (ours, {ALL_INSTANCES_LABEL}) | 1.0000 | n/a | 0.2500 |  | not run | not run | not run |  | not run | not run | not run |  | not run | not run | not run | not run |"
+            )
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            "| GPT-4o (published, theirs) | 9.140 | 20.47 |  | 0.904 | 11.89 | 30.38 |  | 11.22 | 6.747 | 8.561 |  | 1.192 | 2.410 | 2.398 | 3.653 | 8.942 |"
+        );
+        assert!(
+            table.contains("CD (ours) is our own definition: point-to-surface Chamfer distance (100 points sampled per surface")
+                && table.contains("the two columns are not comparable"),
+            "{table}"
+        );
+        let page = html(&summary);
+        assert!(
+            page.contains("<th>BS CD (ours)</th><th>BS CD (published)</th>"),
+            "{page}"
+        );
+        assert!(page.contains("<td>0.904</td>"), "{page}");
+    }
+
+    #[test]
+    fn settings_from_before_point_to_surface_read_as_point_to_point_and_are_not_mixed() {
+        let mut old = serde_json::to_value(settings()).unwrap();
+        old.as_object_mut().unwrap().remove("cd_definition");
+        let old: EvalSettings = serde_json::from_value(old).unwrap();
+        assert_eq!(old.cd_definition, ChamferDefinition::PointToPoint);
+        assert_eq!(
+            old.differences(&settings()),
+            ["CD point-to-point vs point-to-surface"]
+        );
+        let mut fitted = settings();
+        fitted.fit_views = Some(FitViews::Only(vec!["Camera1".to_owned()]));
+        assert_eq!(
+            settings().differences(&fitted),
+            ["fit views none vs Camera1"]
+        );
+        let json = serde_json::to_value(&fitted).unwrap();
+        assert_eq!(json["fit_views"], serde_json::json!({"only": ["Camera1"]}));
+        assert_eq!(json["cd_definition"], "point-to-surface");
+        let mut legacy = summarise(&old, &Collected::default()).unwrap();
+        legacy.settings.cd_definition = ChamferDefinition::PointToPoint;
+        assert!(markdown(&legacy).contains("which include a sampling floor"));
+    }
+
+    #[test]
+    fn merge_carries_harness_failures_and_selections() {
+        let root = tempfile::tempdir().unwrap();
+        let a = root.path().join("a");
+        write_json(&a.join(SETTINGS_FILE), &settings()).unwrap();
+        write_json(
+            &a.join("placement1").join(SCORES_FILE),
+            &scores("placement1", Task::Placement, Some(0.001), None),
+        )
+        .unwrap();
+        let b = root.path().join("b");
+        write_json(&b.join(SETTINGS_FILE), &settings()).unwrap();
+        write_json(
+            &b.join("placement2").join(HARNESS_FAILURE_FILE),
+            &HarnessFailure {
+                instance: "placement2".to_owned(),
+                task: Task::Placement,
+                error: "goal.py fails".to_owned(),
+            },
+        )
+        .unwrap();
+        write_json(
+            &b.join("placement3").join(SELECTED_FILE),
+            &SelectedInstance {
+                instance: "placement3".to_owned(),
+                task: Task::Placement,
+                cameras: vec!["Camera1".to_owned()],
+            },
+        )
+        .unwrap();
+        let merged = merge(&[a.clone(), b.clone()], &root.path().join("all")).unwrap();
+        let placement = &merged.tasks[0];
+        assert_eq!(
+            (
+                placement.selected,
+                placement.scored,
+                placement.harness_failed,
+                placement.pending
+            ),
+            (3, 1, 1, 1)
+        );
+        // The same failed instance in two shards is an overlap like any other.
+        let err = merge(&[b.clone(), b], &root.path().join("twice")).unwrap_err();
+        assert!(err.to_string().contains("shards overlap"), "{err}");
+        // A failure whose instance was scored since is history.
+        write_json(
+            &a.join("placement1").join(HARNESS_FAILURE_FILE),
+            &HarnessFailure {
+                instance: "placement1".to_owned(),
+                task: Task::Placement,
+                error: "old".to_owned(),
+            },
+        )
+        .unwrap();
+        assert!(collect(&a).unwrap().failures.is_empty());
     }
 }

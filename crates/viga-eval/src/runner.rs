@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use viga_blender::{BlenderTransport, PooledWorker, TransportError, WorkerPool};
 use viga_protocol::bridge::BridgeCommand;
 
-use crate::chamfer::{self, DEFAULT_POINTS};
+use crate::chamfer::{self, DEFAULT_POINTS, SurfaceIndex};
 #[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
 use crate::layout::{self, Instance, Selection};
@@ -21,8 +21,10 @@ use crate::layout::{self, Instance, Selection};
 use crate::no_clip::ClipBackend;
 use crate::scene::{self, Surface};
 use crate::scores::{
-    EvalSettings, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, OracleSelected,
-    RenderSpec, SCORES_FILE, SETTINGS_FILE, ViewScore, read_json, write_json,
+    ChamferDefinition, EvalSettings, FitViews, HARNESS_FAILURE_FILE, HarnessFailure,
+    InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, OracleSelected, RenderSpec,
+    SCORES_FILE, SELECTED_FILE, SETTINGS_FILE, SelectedInstance, StartProgram, ViewScore,
+    read_json, write_json,
 };
 use crate::shard::Shard;
 use crate::{EvalError, write_atomic};
@@ -82,6 +84,18 @@ pub struct Proposal {
 pub trait Proposer: Send + Sync {
     /// The name recorded with every result, e.g. `noop` or `agent openai/gpt-4o`.
     fn system(&self) -> String;
+
+    /// The goal views the system sees and works to match (recorded in `eval.json` and shown
+    /// in the reports beside the views scored); `None` when it never looks at them.
+    fn fit_views(&self) -> Option<FitViews> {
+        None
+    }
+
+    /// Refuses a selection the system cannot work on (e.g. a fit view an instance does not
+    /// have), before anything is rendered.
+    fn check(&self, _instances: &[Instance]) -> Result<(), EvalError> {
+        Ok(())
+    }
 
     async fn propose(
         &self,
@@ -220,6 +234,7 @@ pub async fn run(
     let instances = config
         .shard
         .select(layout::discover(&config.data, &config.selection)?);
+    proposer.check(&instances)?;
     let blender_version = pool.acquire().await?.hello().blender_version.clone();
     let settings = EvalSettings {
         system: proposer.system(),
@@ -228,9 +243,12 @@ pub async fn run(
         blender_version,
         clip_weights: clip.as_ref().map(|clip| clip.recorded_path.clone()),
         oracle_selected: config.oracle_selected,
+        fit_views: proposer.fit_views(),
+        cd_definition: ChamferDefinition::CURRENT,
     };
     std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     check_settings(&config.out, &settings)?;
+    mark_selected(&config.out, &instances)?;
 
     let pending = unscored(config, &instances, &settings)?;
     let send = |event: EvalEvent| {
@@ -282,6 +300,44 @@ async fn load_clip(weights: Option<&Path>) -> Result<Option<LoadedClip>, EvalErr
         backend: Arc::new(backend),
         recorded_path: absolute.display().to_string(),
     }))
+}
+
+/// Writes `<out>/<instance>/instance.json` for every selected instance, so reports count the
+/// instances selected, not only those that produced a result.
+fn mark_selected(out: &Path, instances: &[Instance]) -> Result<(), EvalError> {
+    for instance in instances {
+        let path = out.join(&instance.name).join(SELECTED_FILE);
+        let selected = SelectedInstance {
+            instance: instance.name.clone(),
+            task: instance.task,
+            cameras: instance.cameras().collect(),
+        };
+        if path.is_file() && read_json::<SelectedInstance>(&path).ok().as_ref() == Some(&selected) {
+            continue;
+        }
+        write_json(&path, &selected)?;
+    }
+    Ok(())
+}
+
+/// Records a harness failure in `<out>/<instance>/harness-failure.json` for the reports;
+/// when even that cannot be written, the error says so too.
+fn record_failure(out: &Path, instance: &Instance, error: EvalError) -> EvalError {
+    let failure = HarnessFailure {
+        instance: instance.name.clone(),
+        task: instance.task,
+        error: error.to_string(),
+    };
+    match write_json(
+        &out.join(&instance.name).join(HARNESS_FAILURE_FILE),
+        &failure,
+    ) {
+        Ok(()) => error,
+        Err(unrecorded) => EvalError::Harness {
+            instance: instance.name.clone(),
+            message: format!("{error}; and the failure could not be recorded: {unrecorded}"),
+        },
+    }
 }
 
 /// The instances without a `scores.json` yet, in order. An existing one is parsed, not just
@@ -343,7 +399,8 @@ fn spawn_evaluations(
                 )
                 .await
             }
-            .await;
+            .await
+            .map_err(|err| record_failure(&config.out, &instance, err));
             (name, result)
         });
     }
@@ -401,8 +458,9 @@ fn write_pngs(dir: &Path, pngs: &[Vec<u8>]) -> Result<Vec<PathBuf>, EvalError> {
 struct Goal {
     renders: Vec<Vec<u8>>,
     paths: Vec<PathBuf>,
-    /// Shared with the blocking threads that compute Chamfer distances against it.
-    surface: Option<Arc<Surface>>,
+    /// Indexed once, and shared with the blocking threads that compute Chamfer distances
+    /// against it.
+    surface: Option<Arc<SurfaceIndex>>,
 }
 
 async fn render_goal(
@@ -420,16 +478,19 @@ async fn render_goal(
             format!("goal.py fails in this Blender ({error}); the instance cannot be scored"),
         ));
     }
+    let cameras = scene::camera_objects(blender, config.timeout)
+        .await
+        .map_err(|err| harness(instance, format!("the scene's cameras: {err}")))?;
+    scene::check_views(instance, &cameras).map_err(|message| harness(instance, message))?;
     let renders = scene::render_views(blender, instance, config.render, config.timeout)
         .await
         .map_err(|err| harness(instance, format!("the goal cannot be rendered: {err}")))?;
     let paths = write_pngs(&dir.join("goal"), &renders)?;
     let surface = if instance.task.has_chamfer() {
-        Some(Arc::new(
-            scene::surface(blender, config.timeout)
-                .await
-                .map_err(|err| harness(instance, format!("goal surface: {err}")))?,
-        ))
+        let surface = scene::surface(blender, config.timeout)
+            .await
+            .map_err(|err| harness(instance, format!("goal surface: {err}")))?;
+        Some(Arc::new(index_off_the_runtime(instance, surface).await?))
     } else {
         None
     };
@@ -441,7 +502,7 @@ async fn render_goal(
 }
 
 /// The scores of one program against the goal.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ProgramScores {
     /// Why the program is not executable; `None` when it ran and every view rendered.
     error: Option<String>,
@@ -485,8 +546,22 @@ async fn evaluate(
             scorer.score(code, &dir.join("proposal")).await?
         }
     };
+    // The all-instances figure counts start.py where the proposal is not executable.
+    let start_program = if headline.error.is_some() {
+        let start = read_start(instance)?;
+        Some(if proposal.code.as_deref() == Some(start.as_str()) {
+            headline.clone()
+        } else {
+            scorer.score(&start, &dir.join("start")).await?
+        })
+    } else {
+        None
+    };
     let oracle_selected = if settings.oracle_selected {
-        Some(select_with_ground_truth(&scorer, &proposal, &headline, &dir).await?)
+        Some(
+            select_with_ground_truth(&scorer, &proposal, &headline, start_program.as_ref(), &dir)
+                .await?,
+        )
     } else {
         None
     };
@@ -504,6 +579,7 @@ async fn evaluate(
         settings: settings.clone(),
         executable: headline.error.is_none(),
         error: headline.error,
+        cameras: instance.cameras().collect(),
         views: headline.views,
         pl: headline.pl,
         n_clip: headline.n_clip,
@@ -512,22 +588,44 @@ async fn evaluate(
         cd_note: headline.cd_note,
         proposal_note: proposal.note,
         oracle_selected,
+        start_program: start_program.map(|start| StartProgram {
+            executable: start.error.is_none(),
+            error: start.error,
+            pl: start.pl,
+            n_clip: start.n_clip,
+            cd: start.cd,
+        }),
         seconds: started.elapsed().as_secs_f64(),
     };
     write_json(&dir.join(SCORES_FILE), &scores)?;
+    // An earlier run's harness failure of this instance is history now.
+    let failure = dir.join(HARNESS_FAILURE_FILE);
+    match std::fs::remove_file(&failure) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            return Err(EvalError::io(&failure, err));
+        }
+        _ => {}
+    }
     Ok(scores)
+}
+
+fn read_start(instance: &Instance) -> Result<String, EvalError> {
+    std::fs::read_to_string(&instance.start_py)
+        .map_err(|err| EvalError::io(&instance.start_py, err))
 }
 
 /// The oracle-selected figure: every distinct program of the proposal (the headline, the
 /// start program, the system's intermediate programs) scored, and the lowest mean PL chosen.
+/// `start_scores` is start.py's result when it was already scored (for the all-instances
+/// figure), so it is not run twice.
 async fn select_with_ground_truth(
     scorer: &Scorer<'_>,
     proposal: &Proposal,
     headline: &ProgramScores,
+    start_scores: Option<&ProgramScores>,
     dir: &Path,
 ) -> Result<OracleSelected, EvalError> {
-    let start = std::fs::read_to_string(&scorer.instance.start_py)
-        .map_err(|err| EvalError::io(&scorer.instance.start_py, err))?;
+    let start = read_start(scorer.instance)?;
     let mut others: Vec<(String, &str)> = vec![("start.py".to_owned(), start.as_str())];
     others.extend(
         proposal
@@ -551,6 +649,10 @@ async fn select_with_ground_truth(
     }
     for (label, code) in others {
         if scored.iter().any(|(_, seen, _)| *seen == code) {
+            continue;
+        }
+        if let (Some(known), true) = (start_scores, label == "start.py") {
+            scored.push((label, code, figures(known)));
             continue;
         }
         let folder = dir.join("candidates").join(label.replace(' ', "-"));
@@ -665,16 +767,27 @@ impl Scorer<'_> {
     }
 }
 
-/// Chamfer distance on a blocking thread: sampling and the KD-tree queries take tens of
-/// milliseconds, which must not stall the async workers that drive the other Blenders.
+/// A surface indexed for nearest-triangle queries, on a blocking thread.
+async fn index_off_the_runtime(
+    instance: &Instance,
+    surface: Surface,
+) -> Result<SurfaceIndex, EvalError> {
+    tokio::task::spawn_blocking(move || SurfaceIndex::new(&surface.triangles))
+        .await
+        .map_err(|err| harness(instance, format!("indexing a surface panicked: {err}")))
+}
+
+/// Chamfer distance on a blocking thread: indexing, sampling and the nearest-triangle
+/// queries take tens of milliseconds, which must not stall the async workers that drive the
+/// other Blenders.
 async fn chamfer_off_the_runtime(
     instance: &Instance,
     proposal: Surface,
-    goal: Arc<Surface>,
+    goal: Arc<SurfaceIndex>,
     points: usize,
 ) -> Result<Result<f64, chamfer::ChamferError>, EvalError> {
     tokio::task::spawn_blocking(move || {
-        chamfer::chamfer_distance(&proposal.triangles, &goal.triangles, points)
+        chamfer::chamfer_indexed(&SurfaceIndex::new(&proposal.triangles), &goal, points)
     })
     .await
     .map_err(|err| harness(instance, format!("the Chamfer computation panicked: {err}")))

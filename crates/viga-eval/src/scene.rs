@@ -50,6 +50,16 @@ for _viga_obj in bpy.context.view_layer.objects:
 print("VIGA_SURFACE:" + json.dumps({"objects": _viga_names, "coords": _viga_flat}))
 "#;
 
+/// The line the cameras script prints its JSON after.
+const CAMERAS_MARKER: &str = "VIGA_CAMERAS:";
+
+/// Name and type of every object of the scene whose name starts with `Camera`.
+const CAMERAS_SCRIPT: &str = r#"
+import json as _viga_json
+import bpy as _viga_bpy
+print("VIGA_CAMERAS:" + _viga_json.dumps([[_viga_o.name, _viga_o.type] for _viga_o in _viga_bpy.context.scene.objects if _viga_o.name.startswith("Camera")]))
+"#;
+
 #[derive(Debug, Deserialize)]
 struct SurfaceReply {
     objects: Vec<String>,
@@ -106,12 +116,14 @@ pub async fn render_views(
     Ok(views)
 }
 
-/// The current scene's rendered surface as world-space triangles.
-pub async fn surface(
+/// Runs a script on the current scene (no reset) and parses the JSON it prints after `marker`.
+async fn script_reply<T: serde::de::DeserializeOwned>(
     blender: &dyn BlenderTransport,
+    script: &str,
+    marker: &str,
     timeout: Duration,
-) -> Result<Surface, SceneError> {
-    let result = blender.execute(SURFACE_SCRIPT, None, Some(timeout)).await?;
+) -> Result<T, SceneError> {
+    let result = blender.execute(script, None, Some(timeout)).await?;
     if let Some(error) = &result.error {
         return Err(SceneError::Script(error.to_string()));
     }
@@ -119,10 +131,85 @@ pub async fn surface(
         .stdout
         .lines()
         .rev()
-        .find_map(|line| line.strip_prefix(SURFACE_MARKER))
-        .ok_or_else(|| SceneError::Malformed(format!("no {SURFACE_MARKER} line")))?;
+        .find_map(|line| line.strip_prefix(marker))
+        .ok_or_else(|| SceneError::Malformed(format!("no {marker} line")))?;
+    serde_json::from_str(line).map_err(|err| SceneError::Malformed(err.to_string()))
+}
+
+/// Name and Blender type (`CAMERA`, `MESH`, ...) of every object in the current scene whose
+/// name starts with `Camera`.
+pub async fn camera_objects(
+    blender: &dyn BlenderTransport,
+    timeout: Duration,
+) -> Result<Vec<(String, String)>, SceneError> {
+    script_reply(blender, CAMERAS_SCRIPT, CAMERAS_MARKER, timeout).await
+}
+
+/// `k` when `name` is `Camera<k>` exactly (k from 1, no leading zero).
+fn view_number(name: &str) -> Option<u32> {
+    name.strip_prefix("Camera")
+        .and_then(|digits| digits.parse::<u32>().ok())
+        .filter(|k| *k >= 1 && format!("Camera{k}") == name)
+}
+
+/// Checks the instance's views (`Camera1..CameraN`, N = its goal renders) against the
+/// scene's objects named `Camera<k>`: the same set, every one a camera. Other objects whose
+/// names start with `Camera` (`Camera`, `Camera.001`) are not views and are ignored. The
+/// error says what differs and what to fix.
+pub fn check_views(instance: &Instance, objects: &[(String, String)]) -> Result<(), String> {
+    let mut numbered: Vec<(u32, &str, &str)> = objects
+        .iter()
+        .filter_map(|(name, kind)| view_number(name).map(|k| (k, name.as_str(), kind.as_str())))
+        .collect();
+    numbered.sort_unstable();
+    if let Some((_, name, kind)) = numbered.iter().find(|(.., kind)| *kind != "CAMERA") {
+        return Err(format!(
+            "the scene's object {name} is a {kind} object, not a camera, so view {name} cannot be rendered; fix the instance's scene"
+        ));
+    }
+    let expected: Vec<String> = instance.cameras().collect();
+    let found: Vec<&str> = numbered.iter().map(|(_, name, _)| *name).collect();
+    if found == expected {
+        return Ok(());
+    }
+    let missing: Vec<&str> = expected
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !found.contains(name))
+        .collect();
+    let extra: Vec<&str> = found
+        .iter()
+        .copied()
+        .filter(|name| !expected.iter().any(|e| e == name))
+        .collect();
+    let mut problems = Vec::new();
+    if !missing.is_empty() {
+        problems.push(format!("no camera for {}", missing.join(", ")));
+    }
+    if !extra.is_empty() {
+        problems.push(format!("no goal render for {}", extra.join(", ")));
+    }
+    Err(format!(
+        "the number of views does not match the scene: renders/goal holds {} render(s) (views {}), but the scene has {} camera(s) named Camera<k> ({}); {}. Every Camera<k> is a view and needs renders/goal/render<k>.png: fix the instance's data",
+        instance.views,
+        expected.join(", "),
+        found.len(),
+        if found.is_empty() {
+            "none".to_owned()
+        } else {
+            found.join(", ")
+        },
+        problems.join("; ")
+    ))
+}
+
+/// The current scene's rendered surface as world-space triangles.
+pub async fn surface(
+    blender: &dyn BlenderTransport,
+    timeout: Duration,
+) -> Result<Surface, SceneError> {
     let reply: SurfaceReply =
-        serde_json::from_str(line).map_err(|err| SceneError::Malformed(err.to_string()))?;
+        script_reply(blender, SURFACE_SCRIPT, SURFACE_MARKER, timeout).await?;
     if !reply.coords.len().is_multiple_of(9) {
         return Err(SceneError::Malformed(format!(
             "{} coordinates is not a whole number of triangles",
@@ -138,4 +225,73 @@ pub async fn surface(
         objects: reply.objects,
         triangles,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::layout::Task;
+
+    fn instance(views: u32) -> Instance {
+        Instance {
+            name: "placement1".to_owned(),
+            task: Task::Placement,
+            number: 1,
+            dir: PathBuf::new(),
+            blend: PathBuf::new(),
+            start_py: PathBuf::new(),
+            goal_py: PathBuf::new(),
+            views,
+        }
+    }
+
+    fn objects(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(name, kind)| ((*name).to_owned(), (*kind).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn views_must_match_the_numbered_cameras_of_the_scene() {
+        let two = objects(&[
+            ("Camera2", "CAMERA"),
+            ("Camera1", "CAMERA"),
+            ("Camera", "CAMERA"),
+            ("Camera.001", "CAMERA"),
+            ("CameraRig", "EMPTY"),
+        ]);
+        assert_eq!(check_views(&instance(2), &two), Ok(()));
+
+        let err = check_views(&instance(1), &two).unwrap_err();
+        assert!(
+            err.contains("renders/goal holds 1 render(s) (views Camera1)")
+                && err.contains("2 camera(s) named Camera<k> (Camera1, Camera2)")
+                && err.contains("no goal render for Camera2"),
+            "{err}"
+        );
+        let err = check_views(&instance(3), &two).unwrap_err();
+        assert!(err.contains("no camera for Camera3"), "{err}");
+        let err = check_views(
+            &instance(2),
+            &objects(&[("Camera1", "CAMERA"), ("Camera3", "CAMERA")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("no camera for Camera2") && err.contains("no goal render for Camera3"),
+            "{err}"
+        );
+        let err = check_views(&instance(1), &[]).unwrap_err();
+        assert!(err.contains("0 camera(s) named Camera<k> (none)"), "{err}");
+        let err = check_views(
+            &instance(2),
+            &objects(&[("Camera1", "CAMERA"), ("Camera2", "MESH")]),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("Camera2 is a MESH object, not a camera"),
+            "{err}"
+        );
+    }
 }

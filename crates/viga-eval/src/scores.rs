@@ -10,6 +10,12 @@ use crate::layout::Task;
 
 pub const SCORES_FILE: &str = "scores.json";
 pub const SETTINGS_FILE: &str = "eval.json";
+/// `<out>/<instance>/instance.json`: the instance was selected into this folder by a run.
+pub const SELECTED_FILE: &str = "instance.json";
+/// `<out>/<instance>/harness-failure.json`: the harness could not score the instance (its
+/// goal does not run, its views do not match its cameras, Blender was unavailable). Removed
+/// when a later run scores it.
+pub const HARNESS_FAILURE_FILE: &str = "harness-failure.json";
 
 /// How every view is rendered, goal and proposal alike.
 pub use viga_protocol::bridge::RenderSpec;
@@ -31,6 +37,101 @@ pub struct EvalSettings {
     /// the labelled oracle-selected figure (`InstanceScores::oracle_selected`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oracle_selected: bool,
+    /// The goal views the system saw and worked to match: the search's objective, the
+    /// agent's target. Absent for systems that never look at the goal renders (noop, oracle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_views: Option<FitViews>,
+    /// How CD was computed; results from before the field are point-to-point.
+    #[serde(default = "ChamferDefinition::legacy")]
+    pub cd_definition: ChamferDefinition,
+}
+
+/// The definition of Chamfer distance a result used (see [`crate::chamfer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChamferDefinition {
+    /// From each sampled point to the nearest *sampled point* of the other surface: carries a
+    /// sampling floor of about 1/sqrt(density). Only read from results made before
+    /// point-to-surface; never computed any more.
+    PointToPoint,
+    /// From each sampled point to the other *surface* (its nearest triangle): no floor.
+    PointToSurface,
+}
+
+impl ChamferDefinition {
+    /// What this build computes.
+    pub const CURRENT: ChamferDefinition = ChamferDefinition::PointToSurface;
+
+    fn legacy() -> Self {
+        ChamferDefinition::PointToPoint
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ChamferDefinition::PointToPoint => "point-to-point",
+            ChamferDefinition::PointToSurface => "point-to-surface",
+        }
+    }
+}
+
+/// Which goal views a system fits (sees and works to match). Scoring is always on every view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitViews {
+    /// Every view that is scored: the system is fitted on the very views it is scored on.
+    AllScored,
+    /// Only these cameras; an instance's other views are held out.
+    Only(Vec<String>),
+}
+
+impl FitViews {
+    /// Reads camera names such as `Camera1,Camera3`: each `Camera<k>` (k from 1, as the
+    /// views are named), none twice, at least one; sorted by k.
+    pub fn parse(names: &[String]) -> Result<FitViews, EvalError> {
+        let bad = |message: String| EvalError::BadFitViews { message };
+        let mut numbers = Vec::new();
+        for name in names {
+            let name = name.trim();
+            let number = name
+                .strip_prefix("Camera")
+                .and_then(|digits| digits.parse::<u32>().ok())
+                .filter(|k| *k >= 1 && format!("Camera{k}") == name)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{name:?} is not a view name; views are the cameras Camera1, Camera2, ... (e.g. --search-views Camera1)"
+                    ))
+                })?;
+            if numbers.contains(&number) {
+                return Err(bad(format!("{name} is named twice")));
+            }
+            numbers.push(number);
+        }
+        if numbers.is_empty() {
+            return Err(bad(
+                "no view named; give at least one camera, e.g. --search-views Camera1".to_owned(),
+            ));
+        }
+        numbers.sort_unstable();
+        Ok(FitViews::Only(
+            numbers.into_iter().map(|k| format!("Camera{k}")).collect(),
+        ))
+    }
+
+    /// Whether the system fits the view of `camera`.
+    pub fn fits(&self, camera: &str) -> bool {
+        match self {
+            FitViews::AllScored => true,
+            FitViews::Only(names) => names.iter().any(|name| name == camera),
+        }
+    }
+
+    /// For reports: `all scored views` or the names.
+    pub fn describe(&self) -> String {
+        match self {
+            FitViews::AllScored => "all scored views".to_owned(),
+            FitViews::Only(names) => names.join(", "),
+        }
+    }
 }
 
 impl EvalSettings {
@@ -67,6 +168,23 @@ impl EvalSettings {
                 describe(&other.clip_weights)
             ));
         }
+        if self.fit_views != other.fit_views {
+            let describe = |fit: &Option<FitViews>| {
+                fit.as_ref().map_or("none".to_owned(), |fit| fit.describe())
+            };
+            out.push(format!(
+                "fit views {} vs {}",
+                describe(&self.fit_views),
+                describe(&other.fit_views)
+            ));
+        }
+        if self.cd_definition != other.cd_definition {
+            out.push(format!(
+                "CD {} vs {}",
+                self.cd_definition.name(),
+                other.cd_definition.name()
+            ));
+        }
         if self.oracle_selected != other.oracle_selected {
             let describe = |on: bool| if on { "with" } else { "without" };
             out.push(format!(
@@ -101,7 +219,11 @@ pub struct InstanceScores {
     /// Why not, when not executable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// PL per camera, `Camera1..CameraN`.
+    /// The views scored: every camera of the instance, `Camera1..CameraN` (N = its goal
+    /// renders, checked against the scene's cameras). Empty in results from before the field.
+    #[serde(default)]
+    pub cameras: Vec<String>,
+    /// PL per camera, `Camera1..CameraN`; empty when not executable.
     pub views: Vec<ViewScore>,
     /// Mean PL over the views; absent when not executable.
     pub pl: Option<f64>,
@@ -120,6 +242,10 @@ pub struct InstanceScores {
     /// uses the ground truth to choose, so it is never the headline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_selected: Option<OracleSelected>,
+    /// start.py scored exactly as the proposal, present when the proposal is not executable:
+    /// the all-instances figure counts it in the proposal's place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_program: Option<StartProgram>,
     /// Wall time for the instance: goal, proposal and scoring.
     pub seconds: f64,
 }
@@ -143,6 +269,52 @@ pub struct OracleSelected {
     pub n_clip: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cd: Option<f64>,
+}
+
+impl InstanceScores {
+    /// The views scored (from `views` in results from before `cameras`).
+    pub fn scored_views(&self) -> Vec<String> {
+        if self.cameras.is_empty() {
+            self.views.iter().map(|view| view.camera.clone()).collect()
+        } else {
+            self.cameras.clone()
+        }
+    }
+}
+
+/// The start program's figures for an instance whose proposal is not executable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartProgram {
+    pub executable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub pl: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_clip: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cd: Option<f64>,
+}
+
+/// `instance.json`: written for every instance a run selects (its shard's share), so a
+/// report can count instances selected but not (yet) scored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectedInstance {
+    pub instance: String,
+    pub task: Task,
+    /// `Camera1..CameraN`, from the shipped goal renders.
+    pub cameras: Vec<String>,
+}
+
+/// `harness-failure.json`: the harness could not score the instance; nothing else was
+/// written for it and the next run retries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessFailure {
+    pub instance: String,
+    pub task: Task,
+    pub error: String,
 }
 
 /// Why N-CLIP is missing: no CLIP weights can be fetched here, and the metric is never guessed.

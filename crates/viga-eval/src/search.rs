@@ -16,7 +16,7 @@ use viga_skills::metrics::photometric_loss;
 use crate::EvalError;
 use crate::layout::Instance;
 use crate::runner::{Proposal, Proposer};
-use crate::scores::RenderSpec;
+use crate::scores::{FitViews, RenderSpec};
 
 /// A number written in the program.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -390,19 +390,108 @@ impl Objective for SceneObjective {
 }
 
 /// The search as a system under test.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SearchProposer {
     /// Scored programs per instance, the start program included.
     pub budget: u32,
     /// How the search renders; the eval's own settings make its losses the reported ones.
     pub render: RenderSpec,
     pub timeout: Duration,
+    /// The goal views whose mean PL the search minimises. With [`FitViews::AllScored`] it
+    /// minimises PL on the very views it is scored on (an upper bound, not a fair comparison
+    /// with a model); with [`FitViews::Only`] the other views are held out.
+    pub fit_views: FitViews,
+}
+
+impl SearchProposer {
+    /// The fitted views of `instance` with their goal renders, in camera order.
+    fn fitted<'a>(
+        &self,
+        instance: &Instance,
+        goal_renders: &'a [PathBuf],
+    ) -> Result<Vec<(String, &'a PathBuf)>, EvalError> {
+        let fitted: Vec<(String, &PathBuf)> = instance
+            .cameras()
+            .zip(goal_renders)
+            .filter(|(camera, _)| self.fit_views.fits(camera))
+            .collect();
+        if let FitViews::Only(names) = &self.fit_views
+            && fitted.len() != names.len()
+        {
+            return Err(self.missing_views(std::slice::from_ref(instance)));
+        }
+        Ok(fitted)
+    }
+
+    /// The instances that lack a fit view.
+    fn lacking<'a>(&self, instances: &'a [Instance]) -> Vec<&'a Instance> {
+        let FitViews::Only(names) = &self.fit_views else {
+            return Vec::new();
+        };
+        instances
+            .iter()
+            .filter(|instance| {
+                let cameras: Vec<String> = instance.cameras().collect();
+                names.iter().any(|name| !cameras.contains(name))
+            })
+            .collect()
+    }
+
+    /// The error for instances that lack a fit view.
+    fn missing_views(&self, instances: &[Instance]) -> EvalError {
+        let lacking: Vec<String> = self
+            .lacking(instances)
+            .into_iter()
+            .map(|instance| format!("{} has {} view(s)", instance.name, instance.views))
+            .collect();
+        let shown = if lacking.len() > 5 {
+            format!(
+                "{}, and {} more",
+                lacking[..5].join(", "),
+                lacking.len() - 5
+            )
+        } else {
+            lacking.join(", ")
+        };
+        let named = match &self.fit_views {
+            FitViews::Only(names) if names.len() > 1 => {
+                format!("{} are not views", names.join(", "))
+            }
+            fit => format!("{} is not a view", fit.describe()),
+        };
+        EvalError::BadFitViews {
+            message: format!(
+                "{named} of every selected instance ({shown}); name views every instance has, or select fewer instances"
+            ),
+        }
+    }
 }
 
 #[async_trait]
 impl Proposer for SearchProposer {
     fn system(&self) -> String {
-        format!("search (budget {})", self.budget)
+        match &self.fit_views {
+            FitViews::AllScored => format!("search (budget {})", self.budget),
+            FitViews::Only(names) => {
+                format!(
+                    "search (budget {}, fit on {})",
+                    self.budget,
+                    names.join("+")
+                )
+            }
+        }
+    }
+
+    fn fit_views(&self) -> Option<FitViews> {
+        Some(self.fit_views.clone())
+    }
+
+    fn check(&self, instances: &[Instance]) -> Result<(), EvalError> {
+        if self.lacking(instances).is_empty() {
+            Ok(())
+        } else {
+            Err(self.missing_views(instances))
+        }
     }
 
     async fn propose(
@@ -414,16 +503,18 @@ impl Proposer for SearchProposer {
     ) -> Result<Proposal, EvalError> {
         let start = std::fs::read_to_string(&instance.start_py)
             .map_err(|err| EvalError::io(&instance.start_py, err))?;
-        let targets = goal_renders
+        let fitted = self.fitted(instance, goal_renders)?;
+        let targets = fitted
             .iter()
-            .map(|path| std::fs::read(path).map_err(|err| EvalError::io(path, err)))
+            .map(|(_, path)| std::fs::read(path).map_err(|err| EvalError::io(path, err)))
             .collect::<Result<Vec<_>, _>>()?;
+        let cameras: Vec<String> = fitted.into_iter().map(|(camera, _)| camera).collect();
         let objective = SceneObjective {
             blender,
             base: SceneReset::Blend {
                 path: instance.blend.to_string_lossy().into_owned(),
             },
-            cameras: instance.cameras().collect(),
+            cameras: cameras.clone(),
             targets,
             render: self.render,
             timeout: self.timeout,
@@ -432,9 +523,10 @@ impl Proposer for SearchProposer {
         Ok(Proposal {
             code: Some(outcome.code),
             note: Some(format!(
-                "{} literals, {} programs scored; PL {} -> {}",
+                "{} literals, {} programs scored; PL on the fit views ({}) {} -> {}",
                 outcome.literals,
                 outcome.evaluations,
+                cameras.join(", "),
                 outcome
                     .start_loss
                     .map_or("n/a".to_owned(), |l| format!("{l:.6}")),

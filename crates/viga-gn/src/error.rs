@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use viga_blender::TransportError;
 use viga_protocol::ProtocolError;
+use viga_protocol::event::FailureKind;
 use viga_protocol::gn::ActionType;
 use viga_provider::ProviderError;
 
@@ -74,6 +75,23 @@ impl GnError {
     /// state, so the run ends instead.
     pub fn is_step_failure(&self) -> bool {
         matches!(self, Self::Step(_) | Self::NoExecutor(_))
+    }
+
+    /// What kind of failure this is when it ends a run, so front ends can tell a provider
+    /// or Blender failure from a bug.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            Self::Provider(err) => viga_core::provider_failure_kind(err),
+            Self::Blender { source, .. } => viga_core::blender_failure_kind(source),
+            Self::File { .. } => FailureKind::Io,
+            Self::TrustedNotAllowed { .. } | Self::PresetNotFound { .. } => FailureKind::Config,
+            Self::Step(_)
+            | Self::Program { .. }
+            | Self::NoResult { .. }
+            | Self::Decode { .. }
+            | Self::NoExecutor(_)
+            | Self::Protocol(_) => FailureKind::Other,
+        }
     }
 
     pub(crate) fn file(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {

@@ -30,10 +30,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use viga_blender::BlenderCommands as _;
 use viga_core::{Cancelled, RunHandle};
 use viga_memory::files::unix_ms;
-use viga_protocol::event::{ModelRole, RunEvent, StopReason};
+use viga_protocol::event::{FailureKind, ModelRole, RunEvent, StopReason};
 use viga_protocol::gn::{ActionType, GateReport, GnResponse, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};
 use viga_protocol::{PROTOCOL_VERSION, parse_json, schema_of};
@@ -110,6 +109,9 @@ pub struct GnOutcome {
     pub final_message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What kind of failure `error` is (provider, Blender, files, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_kind: Option<FailureKind>,
     pub transitions: Vec<StateChange>,
     pub steps: Vec<StepRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,12 +161,20 @@ impl std::fmt::Debug for GnRun {
 enum Ending {
     Done(String),
     Cancelled,
-    Error(String),
+    /// Why, and what kind of failure it was (front ends map kinds to exit codes).
+    Error(String, FailureKind),
 }
 
 impl From<Cancelled> for Ending {
     fn from(Cancelled: Cancelled) -> Self {
         Self::Cancelled
+    }
+}
+
+impl Ending {
+    /// The run ends because `err` stopped what it was `doing`.
+    fn failed(doing: &str, err: &GnError) -> Self {
+        Self::Error(format!("{doing}: {err}"), err.kind())
     }
 }
 
@@ -336,11 +346,8 @@ impl GnRun {
         let Some(path) = recorder.folder().map(|folder| folder.join(FINAL_BLEND)) else {
             return;
         };
-        let saved = self
-            .blender
-            .transport()
-            .save_blend(&path.to_string_lossy())
-            .await;
+        let saved =
+            viga_core::folder::save_scene_as(self.blender.transport().as_ref(), &path).await;
         if let Err(err) = saved {
             recorder.warn(format!("the final scene was not saved: {err}"));
         }
@@ -352,7 +359,7 @@ impl GnRun {
         session.recorder.transition(RunState::RequestingContext, 0);
         let baseline = match Baseline::take(&self.blender).await {
             Ok(baseline) => baseline,
-            Err(err) => return Ending::Error(format!("cannot read the scene: {err}")),
+            Err(err) => return Ending::failed("cannot read the scene", &err),
         };
         match &self.source {
             Source::Model(provider) => self.converse(provider.as_ref(), &baseline, session).await,
@@ -373,7 +380,7 @@ impl GnRun {
         let snapshot =
             match context::snapshot(&self.blender, object, None, &self.config.budget).await {
                 Ok(snapshot) => snapshot,
-                Err(err) => return Ending::Error(format!("cannot read the scene: {err}")),
+                Err(err) => return Ending::failed("cannot read the scene", &err),
             };
         let opening = first_message(&self.config.request, object, &snapshot);
         session.messages.push(ChatMessage::user_text(opening));
@@ -388,10 +395,10 @@ impl GnRun {
                 return ending;
             }
         }
-        Ending::Error(rounds_ran_out(
-            self.config.max_rounds,
-            session.last_problem.as_deref(),
-        ))
+        Ending::Error(
+            rounds_ran_out(self.config.max_rounds, session.last_problem.as_deref()),
+            FailureKind::Other,
+        )
     }
 
     /// Applies a preset's steps and checks the gates: one round without a model. A failing
@@ -408,17 +415,23 @@ impl GnRun {
             Continue(applied) => applied,
         };
         if let Some(failure) = applied.failure {
-            return Ending::Error(format!("preset {name:?}: {}", failure.summary()));
+            return Ending::Error(
+                format!("preset {name:?}: {}", failure.summary()),
+                FailureKind::Other,
+            );
         }
         match self.check(0, baseline, session).await {
             Break(ending) => ending,
             Continue(report) if report.success => {
                 Ending::Done(format!("preset {name:?} applied; all gates pass"))
             }
-            Continue(report) => Ending::Error(format!(
-                "preset {name:?} applied, but the gates failed: {}",
-                report.messages.join("; ")
-            )),
+            Continue(report) => Ending::Error(
+                format!(
+                    "preset {name:?} applied, but the gates failed: {}",
+                    report.messages.join("; ")
+                ),
+                FailureKind::Other,
+            ),
         }
     }
 
@@ -580,7 +593,8 @@ impl GnRun {
             Err(cancelled) => return Break(cancelled.into()),
             Ok(Err(err)) => {
                 session.recorder.telemetry.counters.request_failures += 1;
-                return Break(Ending::Error(GnError::from(err).to_string()));
+                let err = GnError::from(err);
+                return Break(Ending::Error(err.to_string(), err.kind()));
             }
             Ok(Ok(response)) => response,
         };
@@ -648,7 +662,7 @@ impl GnRun {
                 Err(GnError::Step(why)) => {
                     feedback.push(format!("Context {} is unavailable: {why}", kind.name()))
                 }
-                Err(err) => return Break(Ending::Error(format!("cannot read the scene: {err}"))),
+                Err(err) => return Break(Ending::failed("cannot read the scene", &err)),
             }
         }
         Continue(())
@@ -677,7 +691,7 @@ impl GnRun {
                 feedback.push(format!("Scene now (JSON): {snapshot}"));
                 session.last_snapshot = snapshot;
             }
-            Err(err) => return Break(Ending::Error(format!("cannot read the scene: {err}"))),
+            Err(err) => return Break(Ending::failed("cannot read the scene", &err)),
         }
         Continue(())
     }
@@ -735,7 +749,7 @@ impl GnRun {
                             .collect(),
                     };
                     if !err.is_step_failure() {
-                        return Break(Ending::Error(failure.summary()));
+                        return Break(Ending::Error(failure.summary(), err.kind()));
                     }
                     applied.failure = Some(failure);
                     break;
@@ -763,7 +777,7 @@ impl GnRun {
         .await;
         let check = match checked {
             Ok(check) => check,
-            Err(err) => return Break(Ending::Error(format!("the gates could not run: {err}"))),
+            Err(err) => return Break(Ending::failed("the gates could not run", &err)),
         };
         let counters = &mut session.recorder.telemetry.counters;
         if check.report.success {
@@ -890,19 +904,21 @@ impl Session {
             rounds,
             ..
         } = self;
-        let (state, final_message, error, stop) = match ending {
-            Ending::Done(message) => (RunState::Done, message, None, StopReason::Accepted),
+        let (state, final_message, error, failure_kind, stop) = match ending {
+            Ending::Done(message) => (RunState::Done, message, None, None, StopReason::Accepted),
             Ending::Cancelled => (
                 RunState::Cancelled,
                 String::new(),
                 None,
+                None,
                 StopReason::Cancelled,
             ),
-            Ending::Error(message) => (
+            Ending::Error(message, kind) => (
                 RunState::Error,
                 String::new(),
                 Some(message.clone()),
-                StopReason::failed(message, viga_protocol::event::FailureKind::Other),
+                Some(kind),
+                StopReason::failed(message, kind),
             ),
         };
         recorder.transition(state, rounds.saturating_sub(1));
@@ -915,6 +931,7 @@ impl Session {
             rounds,
             final_message,
             error,
+            failure_kind,
             transitions: std::mem::take(&mut recorder.transitions),
             steps: std::mem::take(&mut recorder.steps),
             last_report,

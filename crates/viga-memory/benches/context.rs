@@ -85,6 +85,7 @@ fn iteration(index: u32) -> IterationRecord {
         retry_count: if failed { 2 } else { u32::from(index.is_multiple_of(3)) },
         failure: failed.then_some(FailureClass::E1),
         retry_errors: Vec::new(),
+        generator_tool_calls: Vec::new(),
         render_ids: vec![format!("{index}-front"), format!("{index}-top")],
         timings: Timings::default(),
         usage: TokenUsage::default(),

@@ -6,15 +6,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Writes `bytes` to `path` whole: to a temporary sibling, then renamed into place, so a killed
 /// process never leaves a half-written file that a later reader (resume, a report) would trust.
-/// Creates the parent folder if needed.
+/// Creates the parent folder if needed. The temporary name carries this process's id, so two
+/// processes writing the same file (a shared cache) never write into each other's.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
     std::fs::write(&partial, bytes)?;
-    std::fs::rename(&partial, path)
+    std::fs::rename(&partial, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&partial);
+    })
 }
 
 /// Milliseconds since the Unix epoch (0 for a clock set before it).

@@ -6,7 +6,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::gn::{GateReport, GnRunState, StepRecord};
-use crate::iteration::{ExecutionResult, FailureClass, Feedback, IterationRecord};
+use crate::iteration::{
+    ExecutionResult, FailureClass, Feedback, GeneratorToolCall, IterationRecord,
+};
 use crate::message::TokenUsage;
 
 /// Why a run stopped.
@@ -140,6 +142,11 @@ pub enum RunEvent {
         tool: String,
         ok: bool,
         summary: String,
+    },
+    /// The generator called one of its tools (runs that offer it tools).
+    GeneratorToolCalled {
+        index: u32,
+        call: GeneratorToolCall,
     },
     FeedbackProduced {
         index: u32,

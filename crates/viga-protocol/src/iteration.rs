@@ -105,6 +105,24 @@ pub struct Timings {
     pub total_ms: f64,
 }
 
+/// One call the generator made to one of its tools (seed 001) while it wrote an iteration's
+/// program, when the run offers it tools: what it asked for and what came of it, each in a
+/// line or two (the programs themselves are in `CodeProduced` and `ExecutionFinished`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorToolCall {
+    /// `get_scene_info`, `get_better_assets`, `execute_code`, `make_plan` or `end_process`
+    /// (or whatever unknown name the model used).
+    pub tool: String,
+    /// The arguments, shortened: a program's size and first line, other arguments as JSON.
+    pub arguments: String,
+    /// Whether the call did what it was asked: a program that raised, an unknown tool or
+    /// arguments that do not fit its schema are `false`.
+    pub ok: bool,
+    /// What the model was told, shortened.
+    pub outcome: String,
+}
+
 /// One Generator → Execute → Verifier cycle, as the memory stores it. Fast retries are not
 /// iterations: only the final attempt's code is kept, with `retry_count` and the errors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -127,6 +145,9 @@ pub struct IterationRecord {
     /// One-line summaries of the errors the fast retries fixed, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retry_errors: Vec<String>,
+    /// The generator's tool calls, in order, when the run offered it tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_tool_calls: Vec<GeneratorToolCall>,
     /// Ids of the renders made while verifying (files under `renders/<index>/`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub render_ids: Vec<String>,

@@ -62,6 +62,19 @@ impl ProviderKind {
         }
     }
 
+    /// Whether models behind this kind can call tools when the config does not say:
+    /// OpenAI, Anthropic and Gemini can; an OpenAI-compatible server cannot unless its
+    /// config says so (many local models answer tool calls as text, or not at all). `None`
+    /// for the scripted provider, which answers with whatever its script holds: whether a
+    /// script was written for tool calls is for the caller to read from it.
+    pub fn default_tool_calling(self) -> Option<bool> {
+        match self {
+            Self::OpenAi | Self::Anthropic | Self::Gemini => Some(true),
+            Self::OpenAiCompatible => Some(false),
+            Self::Scripted => None,
+        }
+    }
+
     /// Where the provider's API lives when the config names no `base_url`.
     pub fn default_base_url(self) -> Option<&'static str> {
         match self {
@@ -130,9 +143,20 @@ pub struct ProviderConfig {
     /// The script file, for `scripted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<PathBuf>,
+    /// Whether the model can call tools (the loop's generator is then offered its tools);
+    /// unset, the kind's default ([`ProviderKind::default_tool_calling`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calling: Option<bool>,
 }
 
 impl ProviderConfig {
+    /// Whether the model can call tools: `tool_calling` when the config sets it, else the
+    /// kind's default; `None` for a scripted provider without the setting (its script
+    /// decides).
+    pub fn tool_calling(&self) -> Option<bool> {
+        self.tool_calling.or(self.kind.default_tool_calling())
+    }
+
     /// A config with default timeouts, retries and image limits.
     pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
         Self {
@@ -144,6 +168,7 @@ impl ProviderConfig {
             retry: RetryPolicy::default(),
             images: ImageLimits::default(),
             script: None,
+            tool_calling: None,
         }
     }
 }
@@ -168,6 +193,8 @@ struct RawProviderConfig {
     images: ImageLimits,
     #[serde(default)]
     script: Option<PathBuf>,
+    #[serde(default)]
+    tool_calling: Option<bool>,
     // `IgnoredAny` drops the value unread, so a pasted key is never held or echoed.
     #[serde(default)]
     api_key: Option<serde::de::IgnoredAny>,
@@ -197,6 +224,7 @@ impl TryFrom<RawProviderConfig> for ProviderConfig {
             retry: raw.retry,
             images: raw.images,
             script: raw.script,
+            tool_calling: raw.tool_calling,
         })
     }
 }

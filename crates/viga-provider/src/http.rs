@@ -3,7 +3,6 @@
 //! to do.
 
 use std::future::Future;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION};
@@ -11,6 +10,7 @@ use serde_json::Value;
 
 use crate::ProviderError;
 use crate::config::{Secret, Timeouts};
+use crate::net::error_chain;
 use crate::retry::{MAX_RETRY_AFTER, RetryPolicy};
 use crate::sse::StreamContext;
 
@@ -100,7 +100,7 @@ impl HttpClient {
         timeouts: Timeouts,
         retry: RetryPolicy,
     ) -> Result<Self, ProviderError> {
-        install_crypto_provider();
+        crate::net::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
             // A redirect would carry the key headers (`x-api-key`, `x-goog-api-key`) to
@@ -114,7 +114,10 @@ impl HttpClient {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|err| {
-            ProviderError::Config(format!("cannot build the HTTP client: {}", chain(&err)))
+            ProviderError::Config(format!(
+                "cannot build the HTTP client: {}",
+                error_chain(&err)
+            ))
         })?;
         Ok(Self {
             client,
@@ -299,7 +302,11 @@ impl HttpClient {
         let error = if err.is_connect() {
             ProviderError::Network {
                 provider,
-                message: format!("cannot connect to {}: {}", self.origin.base_url, chain(err)),
+                message: format!(
+                    "cannot connect to {}: {}",
+                    self.origin.base_url,
+                    error_chain(err)
+                ),
             }
         } else if err.is_timeout() {
             ProviderError::Timeout {
@@ -310,7 +317,7 @@ impl HttpClient {
         } else {
             ProviderError::Network {
                 provider,
-                message: chain(err),
+                message: error_chain(err),
             }
         };
         error.into()
@@ -326,29 +333,9 @@ impl HttpClient {
     }
 }
 
+/// Whether `url` (a configured base URL, which may not parse) names this machine.
 fn is_loopback(url: &str) -> bool {
-    let Some(host) = reqwest::Url::parse(url)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_owned))
-    else {
-        return false;
-    };
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.parse::<std::net::IpAddr>()
-        .map_or(host.eq_ignore_ascii_case("localhost"), |ip| {
-            ip.is_loopback()
-        })
-}
-
-/// reqwest is built with `rustls-no-provider` so that the ring crypto provider replaces the
-/// default aws-lc-rs (which doubles a cold build); rustls then needs one installed per process
-/// before the first client is built.
-fn install_crypto_provider() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        // An error means the process already installed a provider; reqwest uses that one.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    reqwest::Url::parse(url).is_ok_and(|url| crate::net::is_loopback(&url))
 }
 
 /// Adds the attempt count to errors that ended a retry loop.
@@ -382,21 +369,6 @@ fn gave_up(error: ProviderError, attempts: u32) -> ProviderError {
         },
         other => other,
     }
-}
-
-/// An error and its causes on one line: reqwest's own message alone rarely names the cause.
-pub(crate) fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The provider's id for the request: OpenAI sends `x-request-id`, Anthropic `request-id`.

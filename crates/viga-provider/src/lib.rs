@@ -69,6 +69,7 @@ mod error;
 mod gemini;
 mod http;
 mod images;
+pub mod net;
 mod openai;
 mod request;
 mod retry;

@@ -11,7 +11,8 @@ use futures_util::{Stream, StreamExt as _};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::Sender;
 
-use crate::http::{MAX_RESPONSE_BYTES, chain, request_id};
+use crate::http::{MAX_RESPONSE_BYTES, request_id};
+use crate::net::error_chain;
 use crate::{ModelResponse, ProviderError, ResponseStream, StreamEvent};
 
 /// The largest single event accepted. An event is held until it ends, so a server that
@@ -229,7 +230,7 @@ fn broken<E: std::error::Error>(provider: &str, err: EventStreamError<Cut<E>>) -
     match err {
         EventStreamError::Transport(Cut::Transport(err)) => ProviderError::Network {
             provider: provider.to_owned(),
-            message: format!("the response stream broke off: {}", chain(&err)),
+            message: format!("the response stream broke off: {}", error_chain(&err)),
         },
         EventStreamError::Transport(bound) => ProviderError::MalformedResponse {
             provider: provider.to_owned(),

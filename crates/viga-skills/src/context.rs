@@ -1,7 +1,7 @@
 //! What every tool call can reach: Blender, render settings, the verifier's camera state,
 //! an asset source and the translator for free-form camera instructions.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_protocol::bridge::{
-    CameraPose, CameraState, FramedRender, FramedViewsRequest, RenderEngine, RenderRequest,
-    RenderSpec, SceneReset,
+    CameraPose, CameraState, FramedRender, FramedViewsRequest, RenderEngine, RenderOutput,
+    RenderRequest, RenderSpec, SceneReset,
 };
 
 use crate::assets::AssetSource;
@@ -128,23 +128,20 @@ impl ToolContext {
     }
 
     /// Keeps renders in `folder` from now on (the loop passes each iteration's
-    /// `renders/<n>/`). When Blender shares this machine's filesystem it writes each PNG
-    /// there itself, so nobody copies it afterwards, and [`CapturedRender::file`] says
-    /// where it is. `None`, the default, keeps renders in memory only.
+    /// `renders/<n>/`); [`CapturedRender::file`] says where each one is. viga writes the
+    /// files, not Blender: a contained Blender may write only in its own scratch folder.
+    /// `None`, the default, keeps renders in memory only.
     pub fn set_render_folder(&self, folder: Option<PathBuf>) {
         if let Ok(mut kept) = self.render_folder.lock() {
             *kept = folder;
         }
     }
 
-    /// Where Blender should write the render of `view`: a `.partial.png` name in the render
-    /// folder, moved into place by [`keep`] once the render is done. `None` when renders
-    /// are not kept or Blender cannot see this machine's files.
+    /// Where the render of `view` is kept; `None` when renders are not kept.
     fn render_file(&self, view: &str) -> Option<PathBuf> {
-        self.blender.shared_folder()?;
         let folder = self.render_folder.lock().ok()?.clone()?;
         let number = self.next_render_file.fetch_add(1, Ordering::Relaxed) + 1;
-        Some(folder.join(format!("{}-{number}.partial.png", safe_file_stem(view))))
+        Some(folder.join(format!("{}-{number}.png", safe_file_stem(view))))
     }
 
     /// Renders from a pose (or the scene camera) with the run's render settings.
@@ -153,12 +150,11 @@ impl ToolContext {
         view: &str,
         pose: Option<CameraPose>,
     ) -> Result<CapturedRender, ToolError> {
-        let partial = self.render_file(view);
         let request = RenderRequest {
             camera: None,
             pose,
             spec: self.render.spec,
-            output_path: partial.as_deref().map(path_text),
+            output_path: None,
         };
         let output = self
             .blender
@@ -167,8 +163,8 @@ impl ToolContext {
         self.renders_made.fetch_add(1, Ordering::Relaxed);
         Ok(CapturedRender {
             view: view.to_owned(),
+            file: keep(self.render_file(view), &output)?,
             output,
-            file: keep(partial)?,
         })
     }
 
@@ -181,20 +177,12 @@ impl ToolContext {
         objects: Vec<String>,
         padding: Option<f64>,
     ) -> Result<Vec<(CameraState, CapturedRender)>, ToolError> {
-        let partials: Option<Vec<PathBuf>> = views
-            .iter()
-            .map(|(view, _)| self.render_file(view))
-            .collect();
         let request = FramedViewsRequest {
             objects,
             padding,
             directions: views.iter().map(|(_, direction)| *direction).collect(),
             spec: self.render.spec,
-            output_paths: partials
-                .iter()
-                .flatten()
-                .map(|path| path_text(path))
-                .collect(),
+            output_paths: Vec::new(),
         };
         let framed = self
             .blender
@@ -202,15 +190,14 @@ impl ToolContext {
             .await?;
         self.renders_made
             .fetch_add(framed.len() as u32, Ordering::Relaxed);
-        let mut partials = partials.unwrap_or_default().into_iter();
         views
             .iter()
             .zip(framed)
             .map(|((view, _), FramedRender { framing, output })| {
                 let render = CapturedRender {
                     view: (*view).to_owned(),
+                    file: keep(self.render_file(view), &output)?,
                     output,
-                    file: keep(partials.next())?,
                 };
                 Ok((framing, render))
             })
@@ -236,29 +223,16 @@ pub fn safe_file_stem(view: &str) -> String {
         .collect()
 }
 
-fn path_text(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
-}
-
-/// Moves a render Blender wrote under its `.partial.png` name into place, so a killed run
-/// never leaves a half-written PNG under a render's real name.
-fn keep(partial: Option<PathBuf>) -> Result<Option<PathBuf>, ToolError> {
-    let Some(partial) = partial else {
+/// Writes a render's PNG to `file` whole, so a killed run never leaves half a PNG under a
+/// render's name.
+fn keep(file: Option<PathBuf>, output: &RenderOutput) -> Result<Option<PathBuf>, ToolError> {
+    let Some(file) = file else {
         return Ok(None);
     };
-    let name = partial
-        .file_name()
-        .and_then(|name| name.to_str())
-        .and_then(|name| name.strip_suffix(".partial.png"))
-        .map(|stem| format!("{stem}.png"))
-        .ok_or_else(|| {
-            ToolError::Fatal(format!("{} is not a partial render", partial.display()))
-        })?;
-    let file = partial.with_file_name(name);
-    std::fs::rename(&partial, &file).map_err(|err| {
+    viga_memory::files::write_atomic(&file, &output.image.data).map_err(|err| {
         ToolError::Fatal(format!(
-            "could not move the render {} into place: {err}",
-            partial.display()
+            "could not keep the render {}: {err}",
+            file.display()
         ))
     })?;
     Ok(Some(file))

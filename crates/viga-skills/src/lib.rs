@@ -23,6 +23,7 @@ pub mod generator;
 pub mod metrics;
 pub mod montage;
 pub mod names;
+pub mod polyhaven;
 pub mod registry;
 pub mod scene;
 pub mod verifier;

@@ -29,7 +29,10 @@ pub enum ToolError {
 impl From<TransportError> for ToolError {
     fn from(err: TransportError) -> Self {
         match &err {
+            // An unreadable reply is a refused command, not a broken Blender: the worker is
+            // kept, and the model can try something else.
             TransportError::Refused { .. }
+            | TransportError::MalformedReply { .. }
             | TransportError::Lost {
                 recovery: viga_blender::Recovery::Restarted { .. },
                 ..

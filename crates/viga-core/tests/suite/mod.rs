@@ -1,7 +1,11 @@
 mod addon_agent;
+mod fake_blender;
+mod fast_core;
 mod fast_retry;
 mod faults;
+mod generator_tools;
 mod lifecycle;
+mod verifier_render;
 
 use std::sync::Arc;
 
@@ -33,6 +37,9 @@ pub(crate) fn config(max_iterations: u32) -> RunConfig {
         height: 48,
         samples: None,
     };
+    // Workbench even with a target: these tests compare shapes, and stay fast. The Cycles
+    // default a target picks has its own test (verifier_render.rs).
+    config.verifier_engine = Some(RenderEngine::Workbench);
     config.provider = "scripted".into();
     config.model = "test".into();
     config

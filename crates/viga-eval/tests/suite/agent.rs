@@ -163,12 +163,24 @@ async fn oracle_selected_picks_the_best_iteration_by_ground_truth_and_is_kept_ap
         let selected = report.oracle_selected.as_ref().unwrap();
         assert!(selected[0].pl.unwrap() < 1e-4);
         let table = std::fs::read_to_string(out.path().join("report.md")).unwrap();
-        let rows: Vec<&str> = table.lines().skip(2).take(2).collect();
+        let rows: Vec<&str> = table.lines().skip(2).take(3).collect();
         assert!(rows[0].contains("(ours, final)"), "{table}");
         assert!(
-            rows[1].contains(viga_eval::report::ORACLE_SELECTED_LABEL),
+            rows[1].contains(viga_eval::report::ALL_INSTANCES_LABEL),
             "{table}"
         );
+        assert!(
+            rows[2].contains(viga_eval::report::ORACLE_SELECTED_LABEL),
+            "{table}"
+        );
+        // The agent is given Camera1 only; the other view is held out and scored all the same.
+        assert_eq!(
+            scores.settings.fit_views,
+            Some(viga_eval::FitViews::Only(vec!["Camera1".to_owned()]))
+        );
+        assert_eq!(report.views.fit_is_scored, Some(false));
+        assert!(report.tasks[0].pl_held_out_views.is_some(), "{report:?}");
+        assert!(table.contains("Fit views: Camera1"), "{table}");
     })
     .await;
 }

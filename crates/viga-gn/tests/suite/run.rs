@@ -9,7 +9,7 @@ use viga_gn::{
     Canceller, ExecContext, ExecutorRegistry, GnBlender, GnError, GnOutcome, GnRun, GnRunConfig,
     PythonPolicy, ResponseCache, RunState, StepExecutor, StepOutcome,
 };
-use viga_protocol::event::{RunEvent, TimedEvent};
+use viga_protocol::event::{FailureKind, RunEvent, TimedEvent};
 use viga_protocol::gn::{ActionType, GateName, GnStep};
 use viga_provider::scripted::{Expectation, Script, Turn};
 use viga_provider::{
@@ -497,6 +497,45 @@ fn running_out_of_rounds_is_an_error() {
         let (outcome, _) = run_with(&blender, config, provider).await;
         assert_eq!(outcome.state, RunState::Error);
         assert!(outcome.error.unwrap().contains("within 2 rounds"));
+    });
+}
+
+/// A model whose every call is refused for a bad key.
+struct RefusedKey;
+
+#[async_trait]
+impl Provider for RefusedKey {
+    fn name(&self) -> &str {
+        "refusing"
+    }
+
+    fn model(&self) -> &str {
+        "refusing:test"
+    }
+
+    async fn complete(&self, _request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        Err(ProviderError::Auth {
+            provider: "refusing".to_owned(),
+            key_env: "REFUSED_KEY".to_owned(),
+            message: "invalid key".to_owned(),
+        })
+    }
+}
+
+#[test]
+fn a_failed_run_says_what_kind_of_failure_ended_it() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let (outcome, _) = run_with(&blender, config(), Arc::new(RefusedKey)).await;
+        assert_eq!(outcome.state, RunState::Error);
+        assert_eq!(outcome.failure_kind, Some(FailureKind::ProviderAuth));
+        assert!(outcome.error.unwrap().contains("REFUSED_KEY"));
+
+        let mut config = config();
+        config.max_rounds = 1;
+        let provider = scripted(vec![turn(&reply(vec![], false), None)]);
+        let (outcome, _) = run_with(&blender, config, provider).await;
+        assert_eq!(outcome.failure_kind, Some(FailureKind::Other));
     });
 }
 

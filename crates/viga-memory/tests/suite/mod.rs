@@ -40,6 +40,7 @@ pub(crate) fn record(index: u32) -> IterationRecord {
         retry_count: 0,
         failure: None,
         retry_errors: Vec::new(),
+        generator_tool_calls: Vec::new(),
         render_ids: vec![format!("{index}-front")],
         timings: Timings::default(),
         usage: TokenUsage::default(),

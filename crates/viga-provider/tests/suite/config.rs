@@ -51,13 +51,40 @@ fn every_field_round_trips_in_seconds() {
         "api_key_env": "OLLAMA_KEY",
         "timeouts": {"connect_secs": 2.5, "request_secs": 60.0, "stream_idle_secs": 30.0, "stream_total_secs": 900.0},
         "retry": {"max_attempts": 2, "initial_backoff_secs": 0.25, "max_backoff_secs": 4.0, "max_total_wait_secs": 10.0},
-        "images": {"max_side": 768, "format": "jpeg", "jpeg_quality": 90}
+        "images": {"max_side": 768, "format": "jpeg", "jpeg_quality": 90},
+        "tool_calling": true
     });
     let config = parse(written.clone()).unwrap();
     assert_eq!(config.timeouts.connect, Duration::from_millis(2500));
     assert_eq!(config.retry.initial_backoff, Duration::from_millis(250));
     assert_eq!(config.images.format, ImageEncoding::Jpeg);
     assert_eq!(serde_json::to_value(&config).unwrap(), written);
+}
+
+#[test]
+fn tool_calling_follows_the_kind_unless_the_config_says() {
+    let of = |value: serde_json::Value| parse(value).unwrap().tool_calling();
+    assert_eq!(of(json!({"kind": "openai", "model": "m"})), Some(true));
+    assert_eq!(of(json!({"kind": "anthropic", "model": "m"})), Some(true));
+    assert_eq!(of(json!({"kind": "gemini", "model": "m"})), Some(true));
+    let local =
+        json!({"kind": "openai_compatible", "model": "m", "base_url": "http://localhost:1/v1"});
+    assert_eq!(of(local.clone()), Some(false));
+    let mut capable = local;
+    capable["tool_calling"] = json!(true);
+    assert_eq!(of(capable), Some(true));
+    assert_eq!(
+        of(json!({"kind": "openai", "model": "m", "tool_calling": false})),
+        Some(false)
+    );
+    // A script answers with whatever it holds: its reader decides.
+    assert_eq!(of(json!({"kind": "scripted", "script": "s.json"})), None);
+    assert_eq!(
+        of(json!({"kind": "scripted", "script": "s.json", "tool_calling": true})),
+        Some(true)
+    );
+    let unset = serde_json::to_value(ProviderConfig::new(ProviderKind::OpenAi, "m")).unwrap();
+    assert!(unset.get("tool_calling").is_none(), "{unset}");
 }
 
 #[test]

@@ -1,0 +1,312 @@
+//! Model code contained by the OS: a Blender worker started through `viga contain` (as every
+//! command that runs model-written programs starts it) cannot open a network connection,
+//! write outside its folders, read viga's environment or signal it; normal programs, renders,
+//! .blend saves and checkpoints in its folders still work, and so does a restart.
+//!
+//! On Linux these tests require the containment they check (Landlock and unprivileged user
+//! namespaces), so a machine without it fails them rather than passing them vacuously.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use viga_blender::{
+    BlenderCommands as _, Containment, ContainmentPolicy, TransportError, Worker, WorkerConfig,
+    locate,
+};
+use viga_testkit::{BLENDER_TEST_LIMIT, within};
+
+async fn contained_worker(writable: &Path) -> Worker {
+    let mut config = WorkerConfig::new(locate().expect("Blender (run `cargo xtask setup`)"));
+    config.containment = Some(Containment {
+        launcher: vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
+        writable: vec![writable.canonicalize().unwrap()],
+        policy: ContainmentPolicy::Require,
+    });
+    Worker::start(config)
+        .await
+        .expect("a contained worker starts")
+}
+
+/// Runs `code` and returns the JSON object it prints on its last line.
+async fn outcome(worker: &Worker, code: &str) -> Value {
+    let result = worker
+        .execute(code, None, Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert!(result.succeeded(), "{:?}\n{}", result.error, result.stderr);
+    let last = result.stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|_| panic!("no JSON line in {:?}", result.stdout))
+}
+
+#[tokio::test]
+async fn model_code_reaches_no_network() {
+    within(BLENDER_TEST_LIMIT, "the contained worker", async {
+        let run = tempfile::tempdir().unwrap();
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let worker = contained_worker(run.path()).await;
+        assert!(
+            worker.containment().is_complete(),
+            "{}",
+            worker.containment().summary()
+        );
+        let code = format!(
+            r#"import json, socket
+seen = {{}}
+try:
+    socket.create_connection(("127.0.0.1", {tcp}), timeout=3).close()
+    seen["tcp"] = "connected"
+except OSError as err:
+    seen["tcp"] = "failed: %s" % err
+try:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.sendto(b"leak", ("127.0.0.1", {udp}))
+    seen["udp"] = "sent"
+except OSError as err:
+    seen["udp"] = "failed: %s" % err
+try:
+    socket.getaddrinfo("example.com", 443)
+    seen["dns"] = "resolved"
+except OSError as err:
+    seen["dns"] = "failed: %s" % err
+print(json.dumps(seen))
+"#,
+            tcp = tcp.local_addr().unwrap().port(),
+            udp = udp.local_addr().unwrap().port(),
+        );
+        let seen = outcome(&worker, &code).await;
+        for channel in ["tcp", "udp", "dns"] {
+            let text = seen[channel].as_str().unwrap();
+            assert!(text.starts_with("failed"), "{channel}: {text}");
+        }
+        // Nothing arrived on this side either.
+        assert!(tcp.accept().is_err());
+        assert!(udp.recv(&mut [0u8; 16]).is_err());
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn model_code_writes_only_in_its_folders_and_cannot_reach_viga() {
+    within(BLENDER_TEST_LIMIT, "the contained worker", async {
+        let run = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let worker = contained_worker(run.path()).await;
+        let allowed = run.path().canonicalize().unwrap();
+        let forbidden = elsewhere.path().join("planted.py");
+        let code = format!(
+            r#"import json, os, tempfile, bpy
+seen = {{}}
+def attempt(name, action):
+    try:
+        action()
+        seen[name] = "done"
+    except OSError as err:
+        seen[name] = "failed: %s" % err
+def write(path):
+    with open(path, "w") as handle:
+        handle.write("x")
+attempt("outside", lambda: write({forbidden:?}))
+attempt("home", lambda: write(os.path.expanduser("~/.viga-containment-canary")))
+attempt("inside", lambda: write({inside:?}))
+attempt("environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read())
+attempt("signal", lambda: os.kill(os.getppid(), 0))
+# A session of its own has no controlling terminal to type into (TIOCSTI on /dev/tty).
+seen["own_session"] = os.getsid(0) == os.getpid()
+attempt("devnull", lambda: write(os.devnull))
+attempt("shm", lambda: write("/dev/shm/viga-containment-canary"))
+bpy.ops.mesh.primitive_cube_add()
+bpy.ops.object.camera_add(location=(4, -4, 3), rotation=(1.1, 0, 0.8))
+scene = bpy.context.scene
+scene.camera = bpy.context.object
+scene.render.engine = "BLENDER_WORKBENCH"
+scene.render.resolution_x = scene.render.resolution_y = 32
+scene.render.filepath = {render:?}
+attempt("render", lambda: bpy.ops.render.render(write_still=True))
+attempt("scratch", lambda: write(os.path.join(tempfile.gettempdir(), "scratch.txt")))
+print(json.dumps(seen))
+"#,
+            forbidden = forbidden.display().to_string(),
+            inside = allowed.join("inside.txt").display().to_string(),
+            render = allowed.join("render.png").display().to_string(),
+        );
+        let seen = outcome(&worker, &code).await;
+        assert_eq!(seen["own_session"], true, "{seen}");
+        for denied in ["outside", "home", "environ", "signal", "shm"] {
+            let text = seen[denied].as_str().unwrap();
+            assert!(text.starts_with("failed"), "{denied}: {text}");
+        }
+        for allowed_step in ["inside", "render", "scratch", "devnull"] {
+            assert_eq!(seen[allowed_step], "done", "{allowed_step}: {seen}");
+        }
+        assert!(!forbidden.exists());
+        assert!(allowed.join("render.png").is_file());
+        // The commands the loop uses to keep a scene work too.
+        let saved = allowed.join("scene.blend");
+        worker.save_blend(&saved.to_string_lossy()).await.unwrap();
+        assert!(saved.is_file());
+        worker.checkpoint().await.unwrap();
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_killed_contained_worker_comes_back_contained() {
+    within(BLENDER_TEST_LIMIT, "the contained worker", async {
+        let run = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let worker = contained_worker(run.path()).await;
+        worker
+            .execute(
+                "import bpy\nbpy.ops.mesh.primitive_cube_add()\n",
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+        worker.checkpoint().await.unwrap();
+        let pid = worker.hello().pid;
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        let lost = worker.ping().await;
+        assert!(matches!(lost, Err(TransportError::Lost { .. })), "{lost:?}");
+        // The new Blender binds its socket again (the dead one's is removed) and is contained.
+        let code = format!(
+            r#"import json, socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    print(json.dumps({{"tcp": "connected"}}))
+except OSError as err:
+    print(json.dumps({{"tcp": "failed: %s" % err}}))
+"#,
+            port = listener.local_addr().unwrap().port()
+        );
+        let seen = outcome(&worker, &code).await;
+        assert!(
+            seen["tcp"].as_str().unwrap().starts_with("failed"),
+            "{seen}"
+        );
+        assert!(listener.accept().is_err());
+        assert!(worker.containment().is_complete());
+        assert_eq!(worker.restarts(), 1);
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+#[test]
+fn the_probe_reports_containment_and_a_missing_folder_is_refused() {
+    let viga = env!("CARGO_BIN_EXE_viga");
+    let probe = std::process::Command::new(viga)
+        .args(["contain", "--policy", "auto", "--write"])
+        .arg(std::env::temp_dir())
+        .arg("--probe")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&probe.stdout);
+    assert!(probe.status.success(), "{stdout}");
+    let status: Value = serde_json::from_str(
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix("VIGA_CONTAINED "))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["network"]["active"], true, "{status}");
+    assert_eq!(status["filesystem"]["active"], true, "{status}");
+    // A launcher asked to write in a folder that does not exist refuses to start anything.
+    let refused = std::process::Command::new(viga)
+        .args(["contain", "--write", "/no/such/folder", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("/no/such/folder is not a folder"),
+        "{stderr}"
+    );
+}
+
+/// `viga run` contains the Blender its model's programs run in, and the run folder says so:
+/// a scripted model's program that plants a file elsewhere and phones home does neither,
+/// and the run still completes.
+#[test]
+fn viga_run_contains_the_programs_of_its_model_and_records_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let planted = elsewhere.path().join("planted.txt");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let program = format!(
+        "import socket\ntry:\n    open({planted:?}, 'w').write('x')\nexcept OSError as err:\n    print('write refused:', err)\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\nexcept OSError as err:\n    print('connect refused:', err)\n",
+        planted = planted.display().to_string(),
+        port = listener.local_addr().unwrap().port(),
+    );
+    let turn =
+        |text: &str| serde_json::json!({"response": {"text": text, "finish_reason": "stop"}});
+    let verdict = serde_json::json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+        {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
+    ]}});
+    let script = dir.path().join("escape.json");
+    let turns = serde_json::json!([
+        turn("1. escape"),
+        turn(&format!("```python\n{program}```")),
+        verdict
+    ]);
+    std::fs::write(
+        &script,
+        serde_json::json!({"description": "escape", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args([
+            "run",
+            "--task",
+            "escape",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(&script)
+        .args(["--max-iterations", "1", "--resolution", "32", "--output"])
+        .arg(&out)
+        .env_remove("VIGA_CONTAINMENT");
+    let output = viga_testkit::output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!planted.exists(), "the program wrote outside its folders");
+    assert!(
+        listener.accept().is_err(),
+        "the program reached the network"
+    );
+    let record = find_file(&out, "containment.json")
+        .unwrap_or_else(|| panic!("no containment.json below {}", out.display()));
+    let status: Value = serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
+    assert_eq!(status["policy"], "auto");
+    assert_eq!(status["network"]["active"], true, "{status}");
+    assert_eq!(status["filesystem"]["active"], true, "{status}");
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            find_file(&path, name)
+        } else {
+            (entry.file_name() == name).then_some(path)
+        }
+    })
+}

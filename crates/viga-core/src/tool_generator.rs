@@ -1,0 +1,483 @@
+//! The generator with tools (seed 001): instead of one fenced program per answer, the model
+//! calls `get_scene_info`, `get_better_assets`, `make_plan`, `execute_code` and `end_process`
+//! for up to `generator_max_turns` turns. `execute_code` runs the whole program the way the
+//! fenced path does (on the reloaded base scene, within the program timeout, Blender lost
+//! and restarted handled the same, output cut for the prompt) and its result goes back as
+//! the tool's result, so the model can look, fix and run again within the iteration.
+//!
+//! Fast retry keeps its meaning: at most `1 + max_fast_retries` programs run per iteration;
+//! a failure handed back to the model and answered with another program is a fast retry
+//! (`FastRetry`, `retry_errors`); the last program that ran is the iteration's program, the
+//! one the verifier judges. No program at all is E2. `end_process` is a request to stop that
+//! the verifier is told about; only its acceptance stops the run.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use serde_json::Value;
+use viga_protocol::event::{ModelRole, RunEvent};
+use viga_protocol::iteration::{ExecutionResult, FailureClass, GeneratorToolCall};
+use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
+use viga_provider::{ModelRequest, ModelResponse};
+use viga_skills::generator::{ExecuteCodeArgs, generator_tools};
+use viga_skills::registry::parse_arguments;
+use viga_skills::{Control, ToolError, ToolRegistry};
+
+use crate::CoreError;
+use crate::extract::first_python_block;
+use crate::program::{Attempt, Tried, first_line};
+use crate::prompts::fill;
+use crate::recover::PhaseEnd;
+use crate::run::{Run, Tally};
+use crate::verify::{invoke, with_tool_call_from_text};
+
+/// The longest argument summary and outcome a recorded tool call keeps, in characters.
+const CALL_SUMMARY_CHARS: usize = 200;
+
+/// Told when the model answers without a tool call before any program ran.
+const NO_PROGRAM_YET: &str = "No program has run in this iteration yet, so there is nothing to keep. Write the whole scene program and run it with execute_code.";
+
+/// The generator's tools for a run: all of seed 001's; `make_plan` only when the run plans
+/// each iteration.
+pub(crate) fn generator_registry(plan: bool) -> Result<ToolRegistry, CoreError> {
+    let mut tools = generator_tools().map_err(|err| CoreError::Tool(err.to_string()))?;
+    if !plan {
+        tools.unregister("make_plan");
+    }
+    Ok(tools)
+}
+
+/// What one iteration's generator turns have produced so far.
+#[derive(Default)]
+struct Session {
+    plan: Option<String>,
+    /// The last program that ran (or was stopped) and how it went.
+    last: Option<(String, Tried)>,
+    /// Programs run so far in the iteration (the next one's attempt number).
+    runs: u32,
+    /// A failure the model was told about and has not answered with another program yet.
+    pending: Option<(FailureClass, String)>,
+    retry_errors: Vec<String>,
+    end_request: Option<String>,
+    calls: Vec<GeneratorToolCall>,
+    /// Whether Blender holds the scene the model should see: the last program's, and not
+    /// changed by anyone since. Until then `get_scene_info` first rebuilds it.
+    scene_current: bool,
+    thoughts: String,
+}
+
+impl Session {
+    /// The iteration's program: the last that ran; none is E2.
+    fn into_attempt(self) -> (Option<String>, Attempt) {
+        let retries = self.retry_errors.len() as u32;
+        let attempt = match self.last {
+            Some((code, tried)) => Attempt {
+                code: Some(code),
+                result: tried.result,
+                failure: tried.failure,
+                left_a_scene: tried.left_a_scene,
+                retries,
+                retry_errors: self.retry_errors,
+                end_request: self.end_request,
+                tool_calls: self.calls,
+            },
+            None => Attempt {
+                code: None,
+                result: ExecutionResult::default(),
+                failure: Some(FailureClass::E2),
+                left_a_scene: false,
+                retries,
+                retry_errors: self.retry_errors,
+                end_request: self.end_request,
+                tool_calls: self.calls,
+            },
+        };
+        (self.plan, attempt)
+    }
+}
+
+/// What a turn's answer leads to.
+enum Next {
+    /// Another turn, with this message from the loop after the model's.
+    Continue(ChatMessage),
+    Done,
+}
+
+/// How one program run requested by the model went.
+enum Ran {
+    Tried {
+        text: String,
+        ok: bool,
+    },
+    /// Not run: the iteration's programs are used up.
+    NoRunsLeft(String),
+}
+
+impl Run {
+    /// The generator's half of an iteration when it has tools: its plan (from `make_plan`)
+    /// and the program kept. The thoughts and the program are written to the run folder.
+    pub(crate) async fn generate_with_tools(
+        &mut self,
+        index: u32,
+        tally: &mut Tally,
+    ) -> Result<(Option<String>, Attempt), CoreError> {
+        let tools = generator_registry(self.config.plan_each_iteration)?;
+        let first_step = if self.config.plan_each_iteration {
+            "Start with make_plan, then write the whole scene program and run it with execute_code."
+        } else {
+            "Write the whole scene program and run it with execute_code."
+        };
+        let mut messages = vec![
+            self.anchor_message(),
+            ChatMessage::user_text(format!(
+                "{}\n\nIteration {index}. {first_step}",
+                self.memory_text()
+            )),
+        ];
+        let mut session = Session {
+            thoughts: format!("# Iteration {index}\n"),
+            ..Session::default()
+        };
+        let turns = self.config.generator_max_turns;
+        let mut finished = false;
+        for turn in 0..turns {
+            let mut request =
+                ModelRequest::new(self.prompts.generator_tools.clone(), messages.clone());
+            request.tools = tools.specs();
+            let asked = Instant::now();
+            let response = self
+                .call_model(index, ModelRole::Generator, request, tally)
+                .await?;
+            tally.timings.generation_ms += asked.elapsed().as_secs_f64() * 1000.0;
+            if !response.text.trim().is_empty() {
+                let _ = write!(session.thoughts, "\n{}\n", response.text.trim());
+            }
+            // A call written as JSON text (local models do) is read as the call.
+            let response = with_tool_call_from_text(response, &tools, index, turn);
+            let next = if response.tool_calls.is_empty() {
+                self.final_answer(index, &mut session, &response, tally)
+                    .await?
+            } else {
+                self.use_generator_tools(index, &tools, &mut session, &response, tally)
+                    .await?
+            };
+            match next {
+                Next::Done => {
+                    finished = true;
+                    break;
+                }
+                Next::Continue(message) => {
+                    messages.push(assistant_turn(&response));
+                    messages.push(message);
+                }
+            }
+        }
+        if !finished {
+            self.emit(RunEvent::Warning {
+                message: format!(
+                    "iteration {index}: the generator did not finish within {turns} turns; the last program it ran is kept"
+                ),
+            })?;
+        }
+        if session.last.is_none()
+            && session.end_request.is_some()
+            && let Some(kept) = self.final_code.clone()
+        {
+            // Asked to stop without a new program: the run's last good program stands, run
+            // again so the verifier sees its scene.
+            let _ = write!(
+                session.thoughts,
+                "\n(end_process without a new program: the last good program runs again)\n"
+            );
+            self.run_program(index, &mut session, &kept, tally).await?;
+        }
+        self.folder
+            .write_generator_thought(index, &session.thoughts)?;
+        let (plan, attempt) = session.into_attempt();
+        if let Some(code) = &attempt.code {
+            self.folder.write_code(index, code)?;
+        }
+        Ok((plan, attempt))
+    }
+
+    /// An answer without a tool call. A fenced program in it runs like `execute_code`; when
+    /// it fails and turns are left, the error goes back as seed 002's fast fix. Without a
+    /// program, the last one that ran stands; with none at all the model is reminded (E2).
+    async fn final_answer(
+        &mut self,
+        index: u32,
+        session: &mut Session,
+        response: &ModelResponse,
+        tally: &mut Tally,
+    ) -> Result<Next, CoreError> {
+        let Some(code) = first_python_block(&response.text) else {
+            if session.last.is_some() {
+                return Ok(Next::Done);
+            }
+            session.pending = Some((FailureClass::E2, NO_PROGRAM_YET.to_owned()));
+            return Ok(Next::Continue(ChatMessage::user_text(NO_PROGRAM_YET)));
+        };
+        let already_ran = session
+            .last
+            .as_ref()
+            .is_some_and(|(last, tried)| *last == code && tried.failure.is_none());
+        if already_ran {
+            return Ok(Next::Done);
+        }
+        match self.run_program(index, session, &code, tally).await? {
+            Ran::Tried { ok: true, .. } | Ran::NoRunsLeft(_) => Ok(Next::Done),
+            Ran::Tried { text, ok: false } => Ok(Next::Continue(ChatMessage::user_text(fill(
+                &self.prompts.fast_fix,
+                &[("error_message", text)],
+            )))),
+        }
+    }
+
+    /// Runs the tool calls of one answer in order; the results go back as the next message,
+    /// unless the model called `end_process`.
+    async fn use_generator_tools(
+        &mut self,
+        index: u32,
+        tools: &ToolRegistry,
+        session: &mut Session,
+        response: &ModelResponse,
+        tally: &mut Tally,
+    ) -> Result<Next, CoreError> {
+        let mut results = Vec::new();
+        for call in &response.tool_calls {
+            let (text, ok) = self
+                .generator_call(index, tools, session, call, tally)
+                .await?;
+            let recorded = GeneratorToolCall {
+                tool: call.name.clone(),
+                arguments: arguments_summary(call),
+                ok,
+                outcome: shortened(first_line(&text).as_str()),
+            };
+            let _ = writeln!(
+                session.thoughts,
+                "\n- tool `{}` {} -> {}{}",
+                recorded.tool,
+                recorded.arguments,
+                if ok { "" } else { "(failed) " },
+                recorded.outcome
+            );
+            self.emit(RunEvent::GeneratorToolCalled {
+                index,
+                call: recorded.clone(),
+            })?;
+            session.calls.push(recorded);
+            results.push(ContentPart::ToolResult(ToolResult {
+                call_id: call.id.clone(),
+                text,
+                images: Vec::new(),
+                is_error: !ok,
+            }));
+        }
+        Ok(if session.end_request.is_some() {
+            Next::Done
+        } else {
+            Next::Continue(ChatMessage::user(results))
+        })
+    }
+
+    /// One tool call: what the model is told, and whether it went well.
+    async fn generator_call(
+        &mut self,
+        index: u32,
+        tools: &ToolRegistry,
+        session: &mut Session,
+        call: &ToolCall,
+        tally: &mut Tally,
+    ) -> Result<(String, bool), CoreError> {
+        if call.name == "execute_code" {
+            let args: ExecuteCodeArgs = match parse_arguments(&call.name, call.arguments.clone()) {
+                Ok(args) => args,
+                Err(err) => return Ok((err.to_string(), false)),
+            };
+            return Ok(
+                match self.run_program(index, session, &args.code, tally).await? {
+                    Ran::Tried { text, ok } => (text, ok),
+                    Ran::NoRunsLeft(text) => (text, false),
+                },
+            );
+        }
+        if call.name == "get_scene_info" && !session.scene_current {
+            if let Some(message) = self.show_the_last_scene(index).await? {
+                return Ok((message, false));
+            }
+            session.scene_current = true;
+        }
+        let (invoked, _rebuilt) = invoke(self, tools, "generator", index, call).await?;
+        match invoked {
+            Ok(output) => {
+                match output.control {
+                    Control::Plan(plan) => {
+                        self.emit(RunEvent::PlanProduced {
+                            index,
+                            plan: plan.clone(),
+                        })?;
+                        session.plan = Some(plan);
+                    }
+                    Control::EndGeneration { reason } => session.end_request = Some(reason),
+                    Control::Continue | Control::EndVerification(_) => {}
+                }
+                Ok((output.text, true))
+            }
+            Err(ToolError::Recoverable(message)) => Ok((message, false)),
+            Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
+        }
+    }
+
+    /// Runs one of the model's programs as the fenced path does, within the iteration's
+    /// budget of `1 + max_fast_retries` programs. A program after a failure the model was
+    /// told about is a fast retry.
+    async fn run_program(
+        &mut self,
+        index: u32,
+        session: &mut Session,
+        code: &str,
+        tally: &mut Tally,
+    ) -> Result<Ran, CoreError> {
+        let budget = 1 + self.config.max_fast_retries;
+        if session.runs >= budget {
+            return Ok(Ran::NoRunsLeft(format!(
+                "Not run: the iteration allows {budget} program {} and all were used. The last \
+                 program that ran is this iteration's result; finish with end_process or an \
+                 answer without a tool call.",
+                if budget == 1 { "run" } else { "runs" }
+            )));
+        }
+        if let Some((failure, error)) = session.pending.take() {
+            session.retry_errors.push(format!("{failure}: {error}"));
+            self.emit(RunEvent::FastRetry {
+                index,
+                attempt: session.runs,
+                failure,
+                error,
+            })?;
+        }
+        let tried = self
+            .try_program(index, session.runs, Some(code), tally)
+            .await?;
+        session.runs += 1;
+        // A stopped program (timeout, crash) left a restarted, empty Blender behind.
+        session.scene_current = tried.left_a_scene;
+        let ok = tried.failure.is_none();
+        let text = tried.error_message.clone();
+        session.pending = tried
+            .failure
+            .map(|failure| (failure, first_line(&tried.error_message)));
+        session.last = Some((code.to_owned(), tried));
+        Ok(Ran::Tried { text, ok })
+    }
+
+    /// Before the model has run a program in this iteration, Blender may hold anything the
+    /// verifier left (hidden objects, its camera) or a fresh worker's empty scene: the last
+    /// program is run again on the base scene (the base scene alone before the first), so
+    /// `get_scene_info` shows what that program built. `Some` with the reason when Blender
+    /// was lost every time.
+    async fn show_the_last_scene(&mut self, index: u32) -> Result<Option<String>, CoreError> {
+        let code = self.scene_program.clone().unwrap_or_default();
+        let phase = format!("iteration {index}: rebuilding the last scene for the generator");
+        let mark = self.blender.mark();
+        let rebuilt = self.run_on_base_scene(&code).await.map(drop);
+        match self
+            .blender_phase_end(&phase, mark, &mut 0, &rebuilt)
+            .await?
+        {
+            // Blender lost meanwhile: the scene has been rebuilt the same way already.
+            PhaseEnd::Done | PhaseEnd::Redo => rebuilt.map(|()| None),
+            PhaseEnd::GaveUp(message) => Ok(Some(message)),
+        }
+    }
+}
+
+/// The model's turn as the conversation keeps it: its text and its calls.
+fn assistant_turn(response: &ModelResponse) -> ChatMessage {
+    let mut parts = Vec::new();
+    if !response.text.is_empty() {
+        parts.push(ContentPart::text(response.text.clone()));
+    }
+    parts.extend(
+        response
+            .tool_calls
+            .iter()
+            .cloned()
+            .map(ContentPart::ToolCall),
+    );
+    ChatMessage::assistant(parts)
+}
+
+/// A call's arguments in a line: a program by its size and first line, anything else as
+/// JSON, cut to [`CALL_SUMMARY_CHARS`].
+fn arguments_summary(call: &ToolCall) -> String {
+    let program = (call.name == "execute_code")
+        .then(|| call.arguments.get("code").and_then(Value::as_str))
+        .flatten();
+    match program {
+        Some(code) => shortened(&format!(
+            "{} lines: {}",
+            code.lines().count(),
+            first_line(code)
+        )),
+        None => shortened(&call.arguments.to_string()),
+    }
+}
+
+fn shortened(text: &str) -> String {
+    if text.chars().count() <= CALL_SUMMARY_CHARS {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(CALL_SUMMARY_CHARS - 3).collect();
+    short.push_str("...");
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn calls_are_summarised_in_a_line() {
+        let program = ToolCall {
+            id: "1".into(),
+            name: "execute_code".into(),
+            arguments: json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()\n"}),
+        };
+        assert_eq!(arguments_summary(&program), "2 lines: import bpy");
+        let scene = ToolCall {
+            id: "2".into(),
+            name: "get_scene_info".into(),
+            arguments: json!({"limit": 5}),
+        };
+        assert_eq!(arguments_summary(&scene), r#"{"limit":5}"#);
+        let long = shortened(&"x".repeat(500));
+        assert_eq!((long.chars().count(), long.ends_with("...")), (200, true));
+    }
+
+    #[test]
+    fn make_plan_is_offered_only_to_runs_that_plan() {
+        let names = |plan| {
+            generator_registry(plan)
+                .unwrap()
+                .names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(true),
+            [
+                "end_process",
+                "execute_code",
+                "get_better_assets",
+                "get_scene_info",
+                "make_plan"
+            ]
+        );
+        assert!(!names(false).contains(&"make_plan".to_owned()));
+    }
+}
