@@ -165,14 +165,13 @@ async fn a_killed_contained_worker_comes_back_contained() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let worker = contained_worker(run.path()).await;
-        worker
-            .execute(
-                "import bpy\nbpy.ops.mesh.primitive_cube_add()\n",
-                None,
-                None,
-            )
-            .await
-            .unwrap();
+        // A program leaves a process behind, as a program that starts a server would.
+        let left_behind = outcome(
+            &worker,
+            "import bpy, json, subprocess\nbpy.ops.mesh.primitive_cube_add()\nprint(json.dumps(subprocess.Popen(['sleep', '600']).pid))\n",
+        )
+        .await;
+        let left_behind = left_behind.as_u64().unwrap().to_string();
         worker.checkpoint().await.unwrap();
         let pid = worker.hello().pid;
         std::process::Command::new("kill")
@@ -200,6 +199,12 @@ except OSError as err:
         assert!(listener.accept().is_err());
         assert!(worker.containment().is_complete());
         assert_eq!(worker.restarts(), 1);
+        // Killed with its Blender's process group, not left to run on.
+        let gone = (0..50).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            !Path::new("/proc").join(&left_behind).exists()
+        });
+        assert!(gone, "process {left_behind} outlived its Blender");
         worker.shutdown().await;
     })
     .await;

@@ -67,6 +67,9 @@ CAPABILITIES = [
 # where the scene belongs to the user and is never reloaded, replaced or closed by viga.
 USER_SCENE_REPLACING = ("load_blend", "restore")
 ENGINES = {"WORKBENCH": "BLENDER_WORKBENCH", "CYCLES": "CYCLES", "EEVEE": "BLENDER_EEVEE"}
+# Cycles' GPU backends, the fastest first.
+GPU_BACKENDS = ("OPTIX", "CUDA", "HIP", "ONEAPI", "METAL")
+_cycles_gpu = None
 VIEW_CAMERA_NAME = "viga_view_camera"
 
 
@@ -688,7 +691,7 @@ def render_with(args):
     render.image_settings.color_mode = "RGB"
     if engine_name == "CYCLES":
         scene.cycles.samples = int(args.get("samples", 16))
-        scene.cycles.device = args.get("device", "CPU")
+        scene.cycles.device = args.get("device") or ("GPU" if cycles_gpu() else "CPU")
         # Denoised (OpenImageDenoise on the CPU) whatever the scene or a program set: at the
         # low sample counts renders are made with, noise would otherwise swamp what a light
         # or a material changed, and make scores vary from render to render.
@@ -1171,6 +1174,37 @@ def token_matches(offered, token):
     if not isinstance(offered, str):
         return False
     return hmac.compare_digest(offered.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
+
+
+def cycles_gpu():
+    """Whether Cycles renders on a GPU here; decided once per process. viga's own Blender
+    (factory settings) turns on the fastest GPU backend with a device; a person's Blender is
+    asked only what its own preferences chose, and they are never changed."""
+    global _cycles_gpu
+    if _cycles_gpu is not None:
+        return _cycles_gpu
+    _cycles_gpu = False
+    try:
+        prefs = bpy.context.preferences.addons["cycles"].preferences
+        if _serving_user_scene:
+            _cycles_gpu = prefs.compute_device_type != "NONE" and any(d.use and d.type != "CPU" for d in prefs.devices)
+            return _cycles_gpu
+        for backend in GPU_BACKENDS:
+            try:
+                prefs.compute_device_type = backend
+            except TypeError:
+                continue  # not built into this Blender
+            prefs.get_devices_for_type(backend)
+            gpus = [device for device in prefs.devices if device.type == backend]
+            if gpus:
+                for device in gpus:
+                    device.use = True
+                _cycles_gpu = True
+                return True
+        prefs.compute_device_type = "NONE"
+    except Exception:  # no Cycles add-on, or a driver that fails to enumerate: the CPU it is
+        _cycles_gpu = False
+    return _cycles_gpu
 
 
 def send_quietly(conn, value):

@@ -69,7 +69,32 @@ struct Running {
     client: FramedClient,
     stderr_tail: Arc<SyncMutex<VecDeque<String>>>,
     containment: ContainmentStatus,
+    /// A contained Blender leads a session and process group of its own (its pid), which
+    /// is killed whole with it: a program's leftover processes do not outlive their Blender.
+    own_group: Option<u32>,
 }
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(group) = self.own_group {
+            kill_group(group);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn kill_group(group: u32) {
+    if let Ok(group) = i32::try_from(group) {
+        // Already gone is fine: the group died with its Blender.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(group),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kill_group(_group: u32) {}
 
 #[derive(Debug)]
 struct State {
@@ -350,11 +375,13 @@ async fn spawn(
             (client, ContainmentStatus::off())
         }
     };
+    let own_group = config.containment.as_ref().and_then(|_| child.id());
     Ok(Running {
         child,
         client: client.sharing_busy_counter(Arc::clone(busy_us)),
         stderr_tail,
         containment,
+        own_group,
     })
 }
 
