@@ -303,6 +303,13 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
     assert_eq!(status["policy"], "auto");
     assert_eq!(status["network"]["active"], true, "{status}");
     assert_eq!(status["filesystem"]["active"], true, "{status}");
+    // The report says it too.
+    let report = find_file(&out, "report.html").expect("the run writes its report");
+    let report = std::fs::read_to_string(report).unwrap();
+    assert!(
+        report.contains("<th>containment</th><td colspan=\"3\">auto: network contained"),
+        "{report}"
+    );
 }
 
 fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {

@@ -57,7 +57,8 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
          <tr><th>iterations</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
          <tr><th>verifier renders</th><td>{}</td><th>memory window</th><td>{}</td></tr>\
-         <tr><th>generator</th><td colspan=\"3\">{}</td></tr></table>",
+         <tr><th>generator</th><td colspan=\"3\">{}</td></tr>\
+         <tr><th>containment</th><td colspan=\"3\">{}</td></tr></table>",
         escape(&config.provider),
         escape(&config.model),
         records.len(),
@@ -72,7 +73,8 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
             )
         } else {
             "one fenced program per answer".to_owned()
-        }
+        },
+        escape(&containment_of(&folder))
     );
     if log.truncated_tail {
         html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
@@ -295,6 +297,18 @@ fn render_agent_html(run_folder: &Path) -> Result<String, CoreError> {
     let _ = write!(html, "<section><h2>Answer</h2>{answer}</section>");
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// What containment the run's programs ran under, as its folder records it.
+fn containment_of(folder: &RunFolder) -> String {
+    let recorded = std::fs::read_to_string(folder.root().join(crate::folder::CONTAINMENT_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str::<viga_blender::ContainmentStatus>(&text).ok());
+    match recorded {
+        Some(status) => format!("{}: {}", status.policy, status.summary()),
+        None => "not recorded (started by a program that does not record it, or before viga did)"
+            .to_owned(),
+    }
 }
 
 /// Provider, steps, how the run stopped, whose scene it worked on, and the tools it had.
