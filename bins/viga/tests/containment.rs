@@ -254,7 +254,7 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let program = format!(
-        "import socket\ntry:\n    open({planted:?}, 'w').write('x')\nexcept OSError as err:\n    print('write refused:', err)\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\nexcept OSError as err:\n    print('connect refused:', err)\n",
+        "import bpy, socket\nbpy.ops.mesh.primitive_cube_add()\ntry:\n    open({planted:?}, 'w').write('x')\nexcept OSError as err:\n    print('write refused:', err)\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\nexcept OSError as err:\n    print('connect refused:', err)\n",
         planted = planted.display().to_string(),
         port = listener.local_addr().unwrap().port(),
     );
@@ -299,6 +299,13 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
     );
     let record = find_file(&out, "containment.json")
         .unwrap_or_else(|| panic!("no containment.json below {}", out.display()));
+    // Renders and the final scene reach the run folder all the same: viga writes them.
+    let run_folder = record.parent().unwrap();
+    assert!(run_folder.join("final.blend").is_file(), "no final.blend");
+    assert!(
+        pngs_below(&run_folder.join("renders")) > 0,
+        "no render kept"
+    );
     let status: Value = serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
     assert_eq!(status["policy"], "auto");
     assert_eq!(status["network"]["active"], true, "{status}");
@@ -321,4 +328,20 @@ fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
             (entry.file_name() == name).then_some(path)
         }
     })
+}
+
+fn pngs_below(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                pngs_below(&path)
+            } else {
+                usize::from(path.extension().is_some_and(|e| e == "png"))
+            }
+        })
+        .sum()
 }
