@@ -60,8 +60,11 @@ fn a_program_that_never_finishes_is_answered_by_a_fast_retry_within_seconds() {
         dir.path(),
         vec![
             turn("1. a cube"),
-            code_turn("while True:\n    pass\n"),
-            json!({"expect": {"last_message_contains": "did not finish within 5 s"},
+            code_turn(
+                "print('building the cube')\ni = 0\nwhile True:\n    i += 1\n    if i % 2000000 == 0:\n        print('still going', i)\n",
+            ),
+            // The model is told what the program printed before it was stopped.
+            json!({"expect": {"last_message_contains": "still going"},
                    "response": {"text": format!("```python\n{GOOD_CODE}```"), "finish_reason": "stop"}}),
             json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
                 {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
@@ -105,6 +108,11 @@ fn a_program_that_never_finishes_is_answered_by_a_fast_retry_within_seconds() {
         "{retry}"
     );
     let stopped = at("execution_finished");
+    let kept = stopped["result"]["stdout"].as_str().unwrap();
+    assert!(
+        kept.starts_with("building the cube\nstill going"),
+        "{stopped}"
+    );
     assert_eq!(
         (
             &stopped["failure"],

@@ -218,7 +218,9 @@ def user_error_line(tb_entries):
 
 def run_program(code):
     """Runs a user program; returns the ExecutionResult shape of viga-protocol."""
-    stdout, stderr = BoundedCapture(), BoundedCapture()
+    if _program_log is not None:
+        _program_log.start()
+    stdout, stderr = BoundedCapture(_program_log), BoundedCapture(_program_log)
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
     started = time.perf_counter()
     error = None
@@ -252,6 +254,8 @@ def run_program(code):
         if line is not None:
             error["line"] = line
     duration_ms = (time.perf_counter() - started) * 1000.0
+    if _program_log is not None:
+        _program_log.stop()
     result = {
         "stdout": stdout.getvalue(),
         "stderr": stderr.getvalue(),
@@ -268,16 +272,71 @@ def bounded(text):
     return text[:MAX_CAPTURE_CHARS] + "\n[viga: output truncated after %d characters]\n" % MAX_CAPTURE_CHARS
 
 
+class OutputLog:
+    """The end of what the running program printed (stdout and stderr as they interleave),
+    kept in a file viga can read after Blender is gone: a program stopped at its time limit
+    has no reply to carry its output. Two files take turns, so the newest PROGRAM_LOG_CHARS
+    to twice that are always there, however much the program prints."""
+
+    def __init__(self, path):
+        self.path = path
+        self.previous = path + ".1"
+        self.handle = None
+        self.written = 0
+
+    def start(self):
+        for name in (self.path, self.previous):
+            with contextlib.suppress(OSError):
+                os.remove(name)
+        self.open()
+
+    def open(self):
+        try:
+            self.handle = open(self.path, "w", encoding="utf-8", errors="replace")
+        except OSError:
+            self.handle = None
+        self.written = 0
+
+    def write(self, text):
+        if self.handle is None:
+            return
+        try:
+            if self.written >= PROGRAM_LOG_CHARS:
+                self.handle.close()
+                os.replace(self.path, self.previous)
+                self.open()
+                if self.handle is None:
+                    return
+            self.handle.write(text)
+            self.handle.flush()
+            self.written += len(text)
+        except (OSError, ValueError):
+            self.handle = None  # a full disk stops the log, never the program
+
+    def stop(self):
+        if self.handle is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.handle.close()
+        self.handle = None
+
+
+PROGRAM_LOG_CHARS = 32 * 1024
+# Set by viga for its own workers (a file in the worker's scratch folder); unset in a
+# person's Blender, whose programs are never stopped by a kill.
+_program_log = OutputLog(os.environ["VIGA_PROGRAM_LOG"]) if os.environ.get("VIGA_PROGRAM_LOG") else None
+
+
 class BoundedCapture(io.TextIOBase):
     """A program's stdout or stderr, kept up to MAX_CAPTURE_CHARS while it is written: a
     program printing in a loop must not fill Blender's memory before the reply is cut. What
-    does not fit is counted, not kept."""
+    does not fit is counted, not kept. Everything also goes to the program log, if any."""
 
-    def __init__(self):
+    def __init__(self, log=None):
         super().__init__()
         self.parts = []
         self.kept = 0
         self.dropped = 0
+        self.log = log
 
     def writable(self):
         return True
@@ -285,6 +344,8 @@ class BoundedCapture(io.TextIOBase):
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        if self.log is not None:
+            self.log.write(text)
         room = max(MAX_CAPTURE_CHARS - self.kept, 0)
         if room:
             piece = text[:room]

@@ -131,6 +131,13 @@ pub trait BlenderTransport: Send + Sync {
     fn shared_folder(&self) -> Option<&Path> {
         None
     }
+
+    /// The end of what the last program printed (stdout and stderr as they interleaved),
+    /// when the transport keeps it where it outlives Blender: a program stopped at its time
+    /// limit has no reply to carry its output.
+    fn last_program_output(&self) -> Option<String> {
+        None
+    }
 }
 
 fn decode<T: DeserializeOwned>(command: &'static str, value: Value) -> Result<T, TransportError> {

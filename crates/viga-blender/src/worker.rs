@@ -18,7 +18,9 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::Mutex;
-use viga_protocol::bridge::{BridgeCommand, HelloInfo, PARENT_PID_ENV, READY_MARKER, TOKEN_ENV};
+use viga_protocol::bridge::{
+    BridgeCommand, HelloInfo, PARENT_PID_ENV, PROGRAM_LOG_ENV, READY_MARKER, TOKEN_ENV,
+};
 
 use crate::bridge::{BridgeMode, write_bridge_script};
 use crate::client::{CallError, FramedClient, transport_error};
@@ -28,6 +30,11 @@ use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
 
 /// The bridge's socket in a contained worker's scratch folder.
 const SOCKET_NAME: &str = "bridge.sock";
+/// Where the bridge keeps the end of the running program's output (`VIGA_PROGRAM_LOG`), in
+/// the worker's scratch folder; the file before it is this name with `.1` added.
+const PROGRAM_LOG: &str = "program-output.log";
+/// The most of a program's last output viga reads back.
+const PROGRAM_LOG_TAIL_BYTES: usize = 64 * 1024;
 /// Lines of Blender's error output kept for crash reports.
 const STDERR_TAIL_LINES: usize = 40;
 /// The longest line of Blender's output viga keeps. A program can write to the process's
@@ -215,7 +222,12 @@ impl Worker {
             }
             Err(err) => {
                 state.running = None;
-                return Recovery::RestartFailed(err.to_string());
+                // The reason alone: it is said again as a start failure, with that prefix.
+                let why = match err {
+                    TransportError::Start(why) => why,
+                    other => other.to_string(),
+                };
+                return Recovery::RestartFailed(why);
             }
         };
         let mut restored_checkpoint = None;
@@ -292,6 +304,15 @@ impl BlenderTransport for Worker {
 
     fn shared_folder(&self) -> Option<&std::path::Path> {
         Some(self.state_dir.path())
+    }
+
+    fn last_program_output(&self) -> Option<String> {
+        let log = self.state_dir.path().join(PROGRAM_LOG);
+        let mut bytes = std::fs::read(log.with_extension("log.1")).unwrap_or_default();
+        bytes.extend(std::fs::read(&log).ok()?);
+        let start = bytes.len().saturating_sub(PROGRAM_LOG_TAIL_BYTES);
+        let text = String::from_utf8_lossy(&bytes[start..]).into_owned();
+        (!text.is_empty()).then_some(text)
     }
 
     fn describe(&self) -> String {
@@ -450,6 +471,7 @@ fn start_blender(
         // Its temporary files go where it may write.
         command.env("TMPDIR", scratch);
     }
+    command.env(PROGRAM_LOG_ENV, scratch.join(PROGRAM_LOG));
     command
         .args(&args)
         .env(TOKEN_ENV, token)

@@ -2,10 +2,11 @@
 //! run's program timeout, with seed 002's fast retry for what the model can fix (an
 //! exception, no code, a program that never finishes or that takes Blender down with it).
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use viga_blender::{BlenderCommands as _, LostReason, TransportError};
+use viga_blender::{BlenderCommands as _, BlenderTransport as _, LostReason, TransportError};
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionError, ExecutionResult, FailureClass, GeneratorToolCall};
 use viga_protocol::message::{ChatMessage, ContentPart};
@@ -13,7 +14,7 @@ use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
 
 use crate::CoreError;
-use crate::excerpt::execution_for_prompt;
+use crate::excerpt::{PROMPT_OUTPUT_BYTES, execution_for_prompt};
 use crate::extract::first_python_block;
 use crate::prompts::fill;
 use crate::run::{Run, Tally};
@@ -42,8 +43,9 @@ pub(crate) struct Attempt {
 
 enum Executed {
     Ran(ExecutionResult),
-    /// Stopped at the program timeout; Blender was restarted.
-    TimedOut(Duration),
+    /// Stopped at the program timeout; Blender was restarted. The end of what it printed,
+    /// when the transport kept it.
+    TimedOut(Duration, Option<String>),
     /// Blender died twice in a row while running it; it was restarted each time.
     Crashed(String),
 }
@@ -138,9 +140,7 @@ impl Run {
                         result,
                         left_a_scene: true,
                     },
-                    Executed::TimedOut(limit) => {
-                        stopped(PROGRAM_TIMEOUT_ERROR, timed_out_message(limit), limit)
-                    }
+                    Executed::TimedOut(limit, last_output) => timed_out(limit, last_output),
                     Executed::Crashed(loss) => {
                         stopped(BLENDER_CRASH_ERROR, crashed_message(&loss), Duration::ZERO)
                     }
@@ -210,7 +210,10 @@ impl Run {
                 self.emit(RunEvent::WorkerRestarted {
                     reason: format!("{err} (the program ran past the program timeout)"),
                 })?;
-                return Ok(Executed::TimedOut(*limit));
+                return Ok(Executed::TimedOut(
+                    *limit,
+                    self.blender.last_program_output(),
+                ));
             }
             match self.blender.since(mark) {
                 SinceMark::Lost(loss) => {
@@ -265,14 +268,48 @@ fn stopped(error_type: &str, error_message: String, duration: Duration) -> Tried
     }
 }
 
+/// A program stopped at `limit`: E1, told with the end of what it printed (kept in full as
+/// the attempt's stdout in the run folder).
+fn timed_out(limit: Duration, last_output: Option<String>) -> Tried {
+    let mut tried = stopped(PROGRAM_TIMEOUT_ERROR, timed_out_message(limit), limit);
+    match last_output {
+        Some(output) => {
+            let _ = write!(
+                tried.error_message,
+                "\nThe end of what it printed before it was stopped:\n{}",
+                tail(&output, PROMPT_OUTPUT_BYTES)
+            );
+            tried.result.stdout = output;
+        }
+        None => tried.error_message.push_str("\nIt printed nothing."),
+    }
+    tried
+}
+
 fn timed_out_message(limit: Duration) -> String {
     format!(
-        "The program did not finish within {} s and was stopped (Blender was restarted, and \
-         whatever it printed was lost with it).\nLook for a loop that never ends, or work that \
-         grows too fast (subdivision levels, array counts, particle numbers, nested loops over \
-         vertices), and write a program that finishes well within {} s.",
+        "The program did not finish within {} s and was stopped (Blender was restarted).\nLook \
+         for a loop that never ends, or work that grows too fast (subdivision levels, array \
+         counts, particle numbers, nested loops over vertices), and write a program that \
+         finishes well within {} s.",
         seconds(limit),
         seconds(limit)
+    )
+}
+
+/// The last `budget` bytes of `text` (at a character boundary), with a note when cut.
+fn tail(text: &str, budget: usize) -> String {
+    if text.len() <= budget {
+        return text.to_owned();
+    }
+    let mut start = text.len() - budget;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!(
+        "[... {} earlier bytes not shown ...]\n{}",
+        start,
+        &text[start..]
     )
 }
 

@@ -155,6 +155,10 @@ impl BlenderTransport for WatchedBlender {
         self.inner.describe()
     }
 
+    fn last_program_output(&self) -> Option<String> {
+        self.inner.last_program_output()
+    }
+
     fn shared_folder(&self) -> Option<&std::path::Path> {
         self.inner.shared_folder()
     }

@@ -22,6 +22,9 @@ pub const READY_MARKER: &str = "VIGA_BRIDGE_READY ";
 pub const TOKEN_ENV: &str = "VIGA_BRIDGE_TOKEN";
 /// The environment variable naming the process the bridge must not outlive.
 pub const PARENT_PID_ENV: &str = "VIGA_PARENT_PID";
+/// The environment variable naming the file the bridge keeps the end of the running
+/// program's output in, for viga to read when it had to stop the program.
+pub const PROGRAM_LOG_ENV: &str = "VIGA_PROGRAM_LOG";
 /// The largest request frame the bridge accepts.
 pub const MAX_REQUEST_BYTES: u32 = 16 * 1024 * 1024;
 /// The largest reply frame viga accepts (renders travel inline as base64 PNG).
