@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use viga_blender::{
-    BlenderCommands as _, Containment, ContainmentPolicy, TransportError, Worker, WorkerConfig,
-    locate,
+    BlenderCommands as _, BlenderTransport as _, Containment, ContainmentPolicy, TransportError,
+    Worker, WorkerConfig, locate,
 };
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
@@ -344,4 +344,37 @@ fn pngs_below(dir: &Path) -> usize {
             }
         })
         .sum()
+}
+
+/// What a program leaves in the scratch folder is read as untrusted: a program that swaps its
+/// output log for a link to a file of viga's, or for a FIFO, and then runs out of time gets
+/// neither the file's content into its reported output nor viga stuck reading it.
+#[tokio::test]
+async fn a_program_cannot_make_viga_read_its_files_through_the_scratch_folder() {
+    within(BLENDER_TEST_LIMIT, "the contained worker", async {
+        let run = tempfile::tempdir().unwrap();
+        let private = tempfile::tempdir().unwrap();
+        let secret = private.path().join("keys.txt");
+        std::fs::write(&secret, "sk-canary-scratch-7f3e").unwrap();
+        let worker = contained_worker(run.path()).await;
+        for trap in [
+            format!("os.symlink({:?}, log + '.1')", secret.display().to_string()),
+            "os.remove(log)\nos.mkfifo(log)".to_owned(),
+        ] {
+            let code = format!(
+                "import os\nlog = os.environ['VIGA_PROGRAM_LOG']\nprint('before the trap')\n{trap}\nwhile True:\n    pass\n"
+            );
+            let stopped = worker
+                .execute(&code, None, Some(Duration::from_secs(3)))
+                .await;
+            assert!(
+                matches!(stopped, Err(TransportError::Lost { .. })),
+                "{stopped:?}"
+            );
+            let output = worker.last_program_output().unwrap_or_default();
+            assert!(!output.contains("sk-canary"), "{trap}: {output}");
+        }
+        worker.shutdown().await;
+    })
+    .await;
 }

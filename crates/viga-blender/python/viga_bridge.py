@@ -218,8 +218,6 @@ def user_error_line(tb_entries):
 
 def run_program(code):
     """Runs a user program; returns the ExecutionResult shape of viga-protocol."""
-    if _program_log is not None:
-        _program_log.start()
     stdout, stderr = BoundedCapture(_program_log), BoundedCapture(_program_log)
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
     started = time.perf_counter()
@@ -276,48 +274,58 @@ class OutputLog:
     """The end of what the running program printed (stdout and stderr as they interleave),
     kept in a file viga can read after Blender is gone: a program stopped at its time limit
     has no reply to carry its output. Two files take turns, so the newest PROGRAM_LOG_CHARS
-    to twice that are always there, however much the program prints."""
+    to twice that are always there, however much the program prints; lines reach the file as
+    they end. A program's threads may print at once, hence the lock."""
 
     def __init__(self, path):
         self.path = path
         self.previous = path + ".1"
+        self.lock = threading.Lock()
         self.handle = None
         self.written = 0
 
     def start(self):
-        for name in (self.path, self.previous):
-            with contextlib.suppress(OSError):
-                os.remove(name)
-        self.open()
+        with self.lock:
+            self._close()
+            for name in (self.path, self.previous):
+                with contextlib.suppress(OSError):
+                    os.remove(name)
+            self._open()
 
-    def open(self):
+    def _open(self):
         try:
-            self.handle = open(self.path, "w", encoding="utf-8", errors="replace")
+            # Line-buffered: a program that prints a line and then hangs has that line kept.
+            self.handle = open(self.path, "w", encoding="utf-8", errors="replace", newline="", buffering=1)
         except OSError:
             self.handle = None
         self.written = 0
 
-    def write(self, text):
-        if self.handle is None:
-            return
-        try:
-            if self.written >= PROGRAM_LOG_CHARS:
-                self.handle.close()
-                os.replace(self.path, self.previous)
-                self.open()
-                if self.handle is None:
-                    return
-            self.handle.write(text)
-            self.handle.flush()
-            self.written += len(text)
-        except (OSError, ValueError):
-            self.handle = None  # a full disk stops the log, never the program
-
-    def stop(self):
+    def _close(self):
         if self.handle is not None:
             with contextlib.suppress(OSError, ValueError):
                 self.handle.close()
         self.handle = None
+
+    def write(self, text):
+        text = text[-PROGRAM_LOG_CHARS:]  # one huge write keeps its end only
+        with self.lock:
+            if self.handle is None:
+                return
+            try:
+                if self.written >= PROGRAM_LOG_CHARS:
+                    self._close()
+                    os.replace(self.path, self.previous)
+                    self._open()
+                    if self.handle is None:
+                        return
+                self.handle.write(text)
+                self.written += len(text)
+            except (OSError, ValueError):
+                self._close()  # a full disk stops the log, never the program
+
+    def stop(self):
+        with self.lock:
+            self._close()
 
 
 PROGRAM_LOG_CHARS = 32 * 1024
@@ -384,6 +392,10 @@ def cmd_execute(args):
     code = args.get("code")
     if not isinstance(code, str):
         raise BridgeError("bad_request", "execute needs a string field \"code\"")
+    if _program_log is not None:
+        # Emptied before the scene is reloaded: if that is what runs out of time, the
+        # previous program's output must not be taken for this one's.
+        _program_log.start()
     reset_scene(args.get("reset"))
     return run_program(code)
 
@@ -753,7 +765,7 @@ def render_with(args):
     if engine_name == "CYCLES":
         scene.cycles.samples = int(args.get("samples", 16))
         scene.cycles.device = args.get("device") or ("GPU" if cycles_gpu() else "CPU")
-        # Denoised (OpenImageDenoise on the CPU) whatever the scene or a program set: at the
+        # Denoised (OpenImageDenoise) whatever the scene or a program set: at the
         # low sample counts renders are made with, noise would otherwise swamp what a light
         # or a material changed, and make scores vary from render to render.
         scene.cycles.use_denoising = True

@@ -158,10 +158,11 @@ pub struct Containment {
 
 impl Containment {
     /// The launcher's command line around `program args`: Blender may write in
-    /// [`Self::writable`] and in `scratch`.
+    /// [`Self::writable`] and in `also_writable` (the worker's scratch folder, a GPU kernel
+    /// cache).
     pub fn command_line(
         &self,
-        scratch: &Path,
+        also_writable: &[&Path],
         program: PathBuf,
         args: Vec<OsString>,
     ) -> Result<(PathBuf, Vec<OsString>), ContainError> {
@@ -173,7 +174,12 @@ impl Containment {
         let mut line: Vec<OsString> = launcher_args.to_vec();
         line.push("--policy".into());
         line.push(self.policy.as_str().into());
-        for folder in self.writable.iter().map(PathBuf::as_path).chain([scratch]) {
+        for folder in self
+            .writable
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(also_writable.iter().copied())
+        {
             line.push("--write".into());
             line.push(folder.into());
         }
@@ -536,7 +542,7 @@ mod tests {
         };
         let (program, line) = containment
             .command_line(
-                Path::new("/tmp/scratch"),
+                &[Path::new("/tmp/scratch")],
                 PathBuf::from("/venv/python"),
                 args(&["-P", "bridge.py", "--", "--mode", "serve"]),
             )

@@ -26,6 +26,7 @@ pub mod locate;
 pub mod oneshot;
 pub mod pool;
 pub mod private_dir;
+pub mod scratch;
 pub mod transport;
 pub mod worker;
 

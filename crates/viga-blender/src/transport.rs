@@ -337,7 +337,12 @@ fn render_output(
     let image = match (reply.image, reply.path) {
         (Some(image), _) => image,
         (None, Some(path)) => {
-            let data = std::fs::read(&path).map_err(|err| TransportError::MalformedReply {
+            // Not followed if a program swapped the file for a link to one of viga's.
+            let data = crate::scratch::read_regular(
+                Path::new(&path),
+                u64::from(viga_protocol::bridge::MAX_REPLY_BYTES),
+            )
+            .map_err(|err| TransportError::MalformedReply {
                 command,
                 message: format!("the render file {path} cannot be read: {err}"),
             })?;

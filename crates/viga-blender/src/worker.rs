@@ -34,7 +34,7 @@ const SOCKET_NAME: &str = "bridge.sock";
 /// the worker's scratch folder; the file before it is this name with `.1` added.
 const PROGRAM_LOG: &str = "program-output.log";
 /// The most of a program's last output viga reads back.
-const PROGRAM_LOG_TAIL_BYTES: usize = 64 * 1024;
+const PROGRAM_LOG_TAIL_BYTES: u64 = 64 * 1024;
 /// Lines of Blender's error output kept for crash reports.
 const STDERR_TAIL_LINES: usize = 40;
 /// The longest line of Blender's output viga keeps. A program can write to the process's
@@ -81,11 +81,19 @@ struct Running {
     own_group: Option<u32>,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(group) = self.own_group {
+impl Running {
+    /// SIGKILLs a contained Blender's process group, leader included, once. Called while the
+    /// leader is not yet reaped where possible, so the group id cannot have been reused.
+    fn kill_own_group(&mut self) {
+        if let Some(group) = self.own_group.take() {
             kill_group(group);
         }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill_own_group();
     }
 }
 
@@ -198,6 +206,9 @@ impl Worker {
     pub async fn shutdown(self) {
         let mut state = self.state.lock().await;
         if let Some(mut running) = state.running.take() {
+            // A contained Blender's scene is thrown away with it: its group is killed at
+            // once, before anything reaps the leader.
+            running.kill_own_group();
             let _ = running
                 .client
                 .request(BridgeCommand::Shutdown, Some(Duration::from_secs(5)))
@@ -290,6 +301,8 @@ impl BlenderTransport for Worker {
             }
             Err(err) => {
                 let reason = lost_reason(running, &err).await;
+                // Before the restart: a process the program left must not outlive it.
+                running.kill_own_group();
                 let _ = running.child.kill().await;
                 let recovery = self.restart(&mut state).await;
                 tracing::warn!(worker = %self.config.name, command = name, %reason, %recovery, "Blender worker lost (E0)");
@@ -307,12 +320,14 @@ impl BlenderTransport for Worker {
     }
 
     fn last_program_output(&self) -> Option<String> {
+        use crate::scratch::read_tail;
         let log = self.state_dir.path().join(PROGRAM_LOG);
-        let mut bytes = std::fs::read(log.with_extension("log.1")).unwrap_or_default();
-        bytes.extend(std::fs::read(&log).ok()?);
-        let start = bytes.len().saturating_sub(PROGRAM_LOG_TAIL_BYTES);
-        let text = String::from_utf8_lossy(&bytes[start..]).into_owned();
-        (!text.is_empty()).then_some(text)
+        // Written by the program's Blender: read as untrusted (no links, bounded).
+        let mut bytes =
+            read_tail(&log.with_extension("log.1"), PROGRAM_LOG_TAIL_BYTES).unwrap_or_default();
+        bytes.extend(read_tail(&log, PROGRAM_LOG_TAIL_BYTES).ok()?);
+        let start = bytes.len().saturating_sub(PROGRAM_LOG_TAIL_BYTES as usize);
+        Some(String::from_utf8_lossy(&bytes[start..]).into_owned())
     }
 
     fn describe(&self) -> String {
@@ -427,6 +442,22 @@ async fn connect_unix(
     )))
 }
 
+/// A folder for the GPU driver's compiled kernels where an NVIDIA GPU is present
+/// (`$XDG_CACHE_HOME/viga/gpu-kernels`, else `~/.cache/viga/gpu-kernels`); `None` without
+/// one, or when it cannot be made.
+fn gpu_kernel_cache() -> Option<PathBuf> {
+    if !Path::new("/dev/nvidiactl").exists() {
+        return None;
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|path| path.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    let cache = base.join("viga").join("gpu-kernels");
+    std::fs::create_dir_all(&cache).ok()?;
+    Some(cache)
+}
+
 /// The bridge's socket in a contained worker's scratch folder. A socket left by a Blender
 /// that died is removed first, or the new bridge could not bind it.
 fn contained_socket(scratch: &Path) -> Result<PathBuf, TransportError> {
@@ -458,10 +489,15 @@ fn start_blender(
         args.push(contained_socket(scratch)?.into());
     }
     let (program, args) = config.launcher.command_line(script, &args);
+    let gpu_cache = config.containment.as_ref().and_then(|_| gpu_kernel_cache());
     let (program, args) = match &config.containment {
-        Some(containment) => containment
-            .command_line(scratch, program, args)
-            .map_err(|err| TransportError::Start(err.to_string()))?,
+        Some(containment) => {
+            let mut writable = vec![scratch];
+            writable.extend(gpu_cache.as_deref());
+            containment
+                .command_line(&writable, program, args)
+                .map_err(|err| TransportError::Start(err.to_string()))?
+        }
         None => (program, args),
     };
     let mut command = Command::new(&program);
@@ -470,6 +506,13 @@ fn start_blender(
     if config.containment.is_some() {
         // Its temporary files go where it may write.
         command.env("TMPDIR", scratch);
+    }
+    if let Some(cache) = &gpu_cache {
+        // OptiX and CUDA keep compiled kernels where a contained Blender may write, shared by
+        // every worker, instead of compiling them again at each start.
+        command
+            .env("OPTIX_CACHE_PATH", cache.join("optix"))
+            .env("CUDA_CACHE_PATH", cache.join("cuda"));
     }
     command.env(PROGRAM_LOG_ENV, scratch.join(PROGRAM_LOG));
     command

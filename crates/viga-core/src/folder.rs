@@ -86,23 +86,14 @@ pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Resul
         .save_blend(&staged.to_string_lossy())
         .await
         .map_err(saving)?;
-    move_into_place(&staged, path).map_err(|err| io(path, err))
-}
-
-/// Moves `from` to `to`: a rename, or where they are on different filesystems a copy under a
-/// temporary name beside `to`, renamed into place, so `to` is never half written.
-fn move_into_place(from: &Path, to: &Path) -> std::io::Result<()> {
-    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
+    // Copied, not renamed: the staged name is in a folder programs write, so it is opened
+    // as untrusted (a link swapped in for it is refused).
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|err| io(parent, err))?;
     }
-    if std::fs::rename(from, to).is_ok() {
-        return Ok(());
-    }
-    let mut partial = to.as_os_str().to_owned();
-    partial.push(format!(".partial-{}", std::process::id()));
-    std::fs::copy(from, &partial)?;
-    std::fs::rename(&partial, to)?;
-    std::fs::remove_file(from)
+    let copied = viga_blender::scratch::copy_regular(&staged, path).map_err(|err| io(path, err));
+    let _ = std::fs::remove_file(&staged);
+    copied
 }
 
 fn io(path: &Path, err: std::io::Error) -> CoreError {

@@ -268,11 +268,13 @@ fn stopped(error_type: &str, error_message: String, duration: Duration) -> Tried
     }
 }
 
-/// A program stopped at `limit`: E1, told with the end of what it printed (kept in full as
+/// A program stopped at `limit`: E1, told with the end of what it printed when the
+/// transport kept it (the last 64 KiB of stdout and stderr as they interleaved, recorded as
 /// the attempt's stdout in the run folder).
 fn timed_out(limit: Duration, last_output: Option<String>) -> Tried {
     let mut tried = stopped(PROGRAM_TIMEOUT_ERROR, timed_out_message(limit), limit);
     match last_output {
+        Some(output) if output.is_empty() => tried.error_message.push_str("\nIt printed nothing."),
         Some(output) => {
             let _ = write!(
                 tried.error_message,
@@ -281,7 +283,8 @@ fn timed_out(limit: Duration, last_output: Option<String>) -> Tried {
             );
             tried.result.stdout = output;
         }
-        None => tried.error_message.push_str("\nIt printed nothing."),
+        // This Blender keeps no record of it (one viga does not run itself).
+        None => {}
     }
     tried
 }

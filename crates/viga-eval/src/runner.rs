@@ -193,6 +193,10 @@ impl BlenderTransport for Lent {
     fn shared_folder(&self) -> Option<&Path> {
         self.0.shared_folder()
     }
+
+    fn last_program_output(&self) -> Option<String> {
+        self.0.last_program_output()
+    }
 }
 
 /// The settings recorded in `<out>/eval.json`; an existing file must agree, so results made
