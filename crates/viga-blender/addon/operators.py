@@ -280,7 +280,7 @@ class VIGA_OT_apply_result(bpy.types.Operator):
                 code = handle.read()
         except (OSError, UnicodeDecodeError) as exc:
             return _refuse(self, "Cannot read the final program %s: %s" % (status.final_program, exc))
-        result = viga_bridge.apply_program(code, "viga: " + status.task)
+        result = viga_bridge.apply_program(code, viga_bridge.undo_name(status.task))
         error = result.get("error")
         if error:
             message = runner.describe_error(error)

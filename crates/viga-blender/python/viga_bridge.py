@@ -441,6 +441,19 @@ def ensure_undo_base():
             push_undo_step("viga: original")
 
 
+# Undo history entries stay readable: a task is cut to this many characters (as viga's own
+# `undo_name` does for the steps it asks for).
+UNDO_NAME_CHARS = 60
+
+
+def undo_name(task):
+    """The undo step a run's result is applied as: "viga: " and the task, cut short."""
+    name = task[:UNDO_NAME_CHARS]
+    if len(task) > UNDO_NAME_CHARS:
+        name += "\u2026"
+    return "viga: " + name
+
+
 def apply_program(code, message):
     """Runs a program on the open scene as ONE undo step named `message`, so one undo gives
     the scene back as it was. A program that fails is taken back at once (`reverted` in the

@@ -1060,6 +1060,13 @@ def finished_scene_run(code):
 
 
 @check
+def undo_steps_are_named_after_the_task_cut_short():
+    assert viga_bridge.undo_name("a torus") == "viga: a torus"
+    long_task = "a very long task " * 10
+    assert viga_bridge.undo_name(long_task) == "viga: " + long_task[:60] + "\u2026"
+
+
+@check
 def apply_result_is_one_undo_step():
     bpy.ops.ed.undo_push(message="before viga")
     before = scene_summary()
