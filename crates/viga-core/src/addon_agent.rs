@@ -43,7 +43,7 @@ use viga_skills::addons::{AddonRegistry, AddonSetChange, discover};
 use viga_skills::context::InstructionTranslator;
 use viga_skills::scene::summarize;
 
-use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder, timestamp};
+use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder};
 use crate::prompts::fill;
 use crate::{CoreError, Prompts, ProviderTranslator, RunHandle, RunLink, slug};
 
@@ -285,16 +285,7 @@ fn create_folder(
     output_root: &Path,
     config: &AgentConfig,
 ) -> Result<(RunFolder, RunLog), CoreError> {
-    let root = output_root
-        .join(AGENT_MODE)
-        .join(timestamp())
-        .join(&config.task_name);
-    if root.exists() {
-        return Err(CoreError::Config(format!(
-            "run folder {} already exists; wait a second or choose another --output",
-            root.display()
-        )));
-    }
+    let root = crate::folder::new_run_root(output_root, AGENT_MODE, &config.task_name)?;
     let io_error = |path: &Path, err: std::io::Error| CoreError::io(path, err);
     std::fs::create_dir_all(&root).map_err(|err| io_error(&root, err))?;
     let args =
@@ -553,8 +544,7 @@ impl AgentRun {
         Ok((record, result))
     }
 
-    /// Keeps a look's renders in the run folder (Blender wrote them there itself when it
-    /// could) and announces them; returns their ids.
+    /// Keeps a look's renders in the run folder and announces them; returns their ids.
     fn save_renders(
         &mut self,
         step: u32,
@@ -562,27 +552,14 @@ impl AgentRun {
     ) -> Result<Vec<String>, CoreError> {
         let mut ids = Vec::with_capacity(renders.len());
         for render in renders {
-            let kept = render
-                .file
-                .as_deref()
-                .and_then(|file| self.folder.id_of(file));
-            let render_id = match kept {
-                Some(id) => id,
-                None => {
-                    self.renders_saved += 1;
-                    let view = format!("{}-{}", render.view, self.renders_saved);
-                    self.folder
-                        .write_render(step, &view, &render.output.image.data)?
-                }
-            };
-            self.emit(RunEvent::RenderProduced {
-                index: step,
-                render_id: render_id.clone(),
-                view: render.view.clone(),
-                width: render.output.width,
-                height: render.output.height,
-                render_ms: render.output.render_ms,
+            // Only renders written here take a number.
+            let mut saved = self.renders_saved;
+            let (render_id, announced) = self.folder.keep_render(step, render, || {
+                saved += 1;
+                saved as usize
             })?;
+            self.renders_saved = saved;
+            self.emit(announced)?;
             ids.push(render_id);
         }
         Ok(ids)

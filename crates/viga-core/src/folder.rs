@@ -15,6 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_protocol::event::RunEvent;
+use viga_skills::CapturedRender;
 use viga_skills::context::safe_file_stem;
 
 use crate::CoreError;
@@ -45,6 +47,22 @@ const SUBFOLDERS: [&str; 4] = [
 #[derive(Debug, Clone)]
 pub struct RunFolder {
     root: PathBuf,
+}
+
+/// `<output>/<mode>/<timestamp>/<task>/` for a new run, refused when it exists already.
+pub(crate) fn new_run_root(
+    output_root: &Path,
+    mode: &str,
+    task_name: &str,
+) -> Result<PathBuf, CoreError> {
+    let root = output_root.join(mode).join(timestamp()).join(task_name);
+    if root.exists() {
+        return Err(CoreError::Config(format!(
+            "run folder {} already exists; wait a second or choose another --output",
+            root.display()
+        )));
+    }
+    Ok(root)
 }
 
 /// Records in `folder` (a run's, or a Geometry Nodes run's) what containment its programs
@@ -103,16 +121,7 @@ fn io(path: &Path, err: std::io::Error) -> CoreError {
 impl RunFolder {
     /// Creates a new run folder under `output_root`.
     pub fn create(output_root: &Path, config: &RunConfig) -> Result<Self, CoreError> {
-        let root = output_root
-            .join(&config.mode)
-            .join(timestamp())
-            .join(&config.task_name);
-        if root.exists() {
-            return Err(CoreError::Config(format!(
-                "run folder {} already exists; wait a second or choose another --output",
-                root.display()
-            )));
-        }
+        let root = new_run_root(output_root, &config.mode, &config.task_name)?;
         for sub in SUBFOLDERS {
             let path = root.join(sub);
             std::fs::create_dir_all(&path).map_err(|err| io(&path, err))?;
@@ -211,6 +220,34 @@ impl RunFolder {
         let dir = self.root.join(format!("renders/{index}"));
         std::fs::create_dir_all(&dir).map_err(|err| io(&dir, err))?;
         std::path::absolute(&dir).map_err(|err| io(&dir, err))
+    }
+
+    /// Keeps a tool's render in the run folder: where the tool context already wrote it, or
+    /// else written now as `<view>-<number>`, `number` asked for only then. Returns its id
+    /// and the event announcing it.
+    pub(crate) fn keep_render(
+        &self,
+        index: u32,
+        render: &CapturedRender,
+        number: impl FnOnce() -> usize,
+    ) -> Result<(String, RunEvent), CoreError> {
+        let kept = render.file.as_deref().and_then(|file| self.id_of(file));
+        let render_id = match kept {
+            Some(id) => id,
+            None => {
+                let view = format!("{}-{}", render.view, number());
+                self.write_render(index, &view, &render.output.image.data)?
+            }
+        };
+        let event = RunEvent::RenderProduced {
+            index,
+            render_id: render_id.clone(),
+            view: render.view.clone(),
+            width: render.output.width,
+            height: render.output.height,
+            render_ms: render.output.render_ms,
+        };
+        Ok((render_id, event))
     }
 
     /// The id (path relative to the run folder, `/`-separated) of a file inside it, given

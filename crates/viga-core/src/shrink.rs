@@ -76,19 +76,6 @@ mod tests {
         }
     }
 
-    fn images_in(request: &ModelRequest) -> usize {
-        request
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .map(|part| match part {
-                ContentPart::Image { .. } => 1,
-                ContentPart::ToolResult(result) => result.images.len(),
-                _ => 0,
-            })
-            .sum()
-    }
-
     #[test]
     fn the_memory_keeps_its_newest_iteration_and_old_images_go() {
         let request = ModelRequest::new(
@@ -113,7 +100,7 @@ mod tests {
         );
         let smaller = shrink_request(&request, "MEMORY 1 2 3", "MEMORY 3").unwrap();
         assert_eq!(
-            images_in(&smaller),
+            smaller.image_count(),
             2,
             "the target and the last message's image"
         );

@@ -36,27 +36,8 @@ fn save_renders(
 ) -> Result<(), CoreError> {
     for render in renders {
         tally.timings.render_ms += render.output.render_ms;
-        // Renders the tool context already kept in the run folder stay where they are.
-        let kept = render
-            .file
-            .as_deref()
-            .and_then(|file| run.folder.id_of(file));
-        let render_id = match kept {
-            Some(id) => id,
-            None => {
-                let view = format!("{}-{}", render.view, ids.len() + 1);
-                run.folder
-                    .write_render(index, &view, &render.output.image.data)?
-            }
-        };
-        run.emit(RunEvent::RenderProduced {
-            index,
-            render_id: render_id.clone(),
-            view: render.view.clone(),
-            width: render.output.width,
-            height: render.output.height,
-            render_ms: render.output.render_ms,
-        })?;
+        let (render_id, announced) = run.folder.keep_render(index, render, || ids.len() + 1)?;
+        run.emit(announced)?;
         ids.push(render_id);
     }
     Ok(())

@@ -3,7 +3,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use viga_protocol::event::ModelRole;
-use viga_protocol::message::{ChatMessage, TokenUsage, ToolCall, ToolChoice, ToolSpec};
+use viga_protocol::message::{
+    ChatMessage, ContentPart, TokenUsage, ToolCall, ToolChoice, ToolSpec,
+};
 
 /// Ask the model to answer with JSON matching a schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,6 +41,19 @@ pub struct ModelRequest {
 }
 
 impl ModelRequest {
+    /// The images the request carries, in messages and in tool results.
+    pub fn image_count(&self) -> usize {
+        self.messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .map(|part| match part {
+                ContentPart::Image { .. } => 1,
+                ContentPart::ToolResult(result) => result.images.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// A request with no role, no tools, 4096 output tokens and the provider's default
     /// temperature.
     pub fn new(system: impl Into<String>, messages: Vec<ChatMessage>) -> Self {

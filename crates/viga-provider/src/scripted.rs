@@ -140,19 +140,6 @@ fn message_text(message: &ChatMessage) -> String {
     text
 }
 
-fn image_count(request: &ModelRequest) -> usize {
-    request
-        .messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .map(|part| match part {
-            ContentPart::Image { .. } => 1,
-            ContentPart::ToolResult(result) => result.images.len(),
-            _ => 0,
-        })
-        .sum()
-}
-
 fn mismatch(turn: usize, what: String) -> ProviderError {
     ProviderError::Script(format!("turn {turn} does not match the request: {what}"))
 }
@@ -194,7 +181,7 @@ fn check(turn: usize, expect: &Expectation, request: &ModelRequest) -> Result<()
         }
     }
     if let Some(least) = expect.min_images {
-        let found = image_count(request);
+        let found = request.image_count();
         if found < least {
             return Err(mismatch(
                 turn,

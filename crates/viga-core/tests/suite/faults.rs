@@ -375,19 +375,6 @@ impl SmallContext {
     }
 }
 
-fn images_in(request: &ModelRequest) -> usize {
-    request
-        .messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .map(|part| match part {
-            ContentPart::Image { .. } => 1,
-            ContentPart::ToolResult(result) => result.images.len(),
-            _ => 0,
-        })
-        .sum()
-}
-
 fn memory_iterations_in(request: &ModelRequest) -> usize {
     request
         .messages
@@ -452,7 +439,7 @@ async fn a_request_too_long_for_the_model_is_sent_once_more_smaller() {
             ], "finish_reason": "tool_calls"}}),
         ];
         let model = SmallContext::new(turns, |request| {
-            memory_iterations_in(request) > 1 || images_in(request) > 2
+            memory_iterations_in(request) > 1 || request.image_count() > 2
         });
         let mut settings = config(3);
         settings.verifier_max_tokens = 700;
