@@ -40,7 +40,7 @@ fn main() -> std::process::ExitCode {
     match contain::chosen_policy(cli.containment) {
         Ok(policy) => contain::set_policy(policy),
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", describe(&err));
             return std::process::ExitCode::from(2);
         }
     }

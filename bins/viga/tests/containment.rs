@@ -378,3 +378,24 @@ async fn a_program_cannot_make_viga_read_its_files_through_the_scratch_folder() 
     })
     .await;
 }
+
+/// A policy that is not one of off, auto and require is refused before anything starts,
+/// from the flag and from the environment alike.
+#[test]
+fn an_unknown_containment_policy_is_refused_with_what_to_use() {
+    let viga = env!("CARGO_BIN_EXE_viga");
+    let flag = std::process::Command::new(viga)
+        .args(["--containment", "maybe", "doctor"])
+        .output()
+        .unwrap();
+    let env = std::process::Command::new(viga)
+        .arg("doctor")
+        .env("VIGA_CONTAINMENT", "maybe")
+        .output()
+        .unwrap();
+    for output in [flag, env] {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("not off, auto or require"), "{stderr}");
+    }
+}
