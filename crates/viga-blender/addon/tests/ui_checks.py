@@ -186,8 +186,9 @@ SCENARIO = json.loads({scenario!r})
 args = sys.argv[1:]
 with open(SCENARIO["argv_file"], "w") as handle:
     json.dump({{"argv": args, "pid": os.getpid()}}, handle)
-if SCENARIO.get("ignore_sigint"):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# Like viga, which installs its own SIGINT handler: a fake started from a shell that ignores
+# SIGINT (a background job, nohup, CI) would otherwise inherit the ignored signal.
+signal.signal(signal.SIGINT, signal.SIG_IGN if SCENARIO.get("ignore_sigint") else signal.default_int_handler)
 
 
 def png(width, height):
