@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use viga_core::RunConfig;
+use viga_core::scene::SceneSettings;
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
 
@@ -164,9 +165,11 @@ pub struct RunArgs {
     /// What the scene should be.
     #[arg(long)]
     pub task: String,
-    /// A picture of the wanted scene (PNG or JPEG).
-    #[arg(long)]
-    pub target: Option<PathBuf>,
+    /// A picture of the wanted scene (PNG or JPEG): PICTURE (seen from --camera, else the
+    /// scene's active camera), CAMERA=PICTURE, or a folder of <Camera>.png pictures; repeat
+    /// it for several views.
+    #[arg(long, value_name = "[CAMERA=]PICTURE|FOLDER")]
+    pub target: Vec<String>,
     /// The .blend every program starts from (default: an empty scene).
     #[arg(long = "base")]
     pub base: Option<PathBuf>,
@@ -217,7 +220,8 @@ pub struct RunArgs {
     /// and the model is asked for a fix.
     #[arg(long, value_name = "SECONDS", default_value_t = viga_core::DEFAULT_PROGRAM_TIMEOUT.as_secs_f64())]
     pub program_timeout: f64,
-    /// The camera whose view the target shows (default: the scene's active camera).
+    /// The camera whose view a target given as a bare PICTURE shows (default: the scene's
+    /// active camera).
     #[arg(long)]
     pub camera: Option<String>,
     /// `model` (the VIGA loop) or `search` (no model: search the numeric literals of --start
@@ -256,15 +260,21 @@ pub enum Generator {
 }
 
 impl RunArgs {
-    pub fn run_config(&self) -> Result<RunConfig> {
+    /// The loop's settings and the scene's.
+    pub fn run_config(&self) -> Result<(RunConfig, SceneSettings)> {
         let mut config = RunConfig::new(self.task.clone());
-        config.target.clone_from(&self.target);
-        config.base_blend.clone_from(&self.base);
+        for argument in &self.target {
+            config
+                .targets
+                .extend(viga_core::targets::parse_target_argument(argument)?);
+        }
+        for target in config.targets.iter_mut().filter(|t| t.view.is_none()) {
+            target.view.clone_from(&self.camera);
+        }
         config.max_iterations = self.max_iterations;
         config.memory_window = self.memory;
         config.prompts_dir.clone_from(&self.prompts);
         config.plan_each_iteration = !self.no_plan;
-        config.target_camera.clone_from(&self.camera);
         config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
             .map_err(|_| {
                 anyhow::anyhow!(
@@ -272,18 +282,22 @@ impl RunArgs {
                     self.program_timeout
                 )
             })?;
-        let (width, height) = parse_resolution(&self.resolution)?;
-        config.render = RenderSpec {
-            width,
-            height,
-            ..config.render
-        };
-        config.verifier_engine = self.verifier_engine;
-        config.verifier_samples = self.verifier_samples;
         config.generator_max_turns = self.generator_max_turns;
-        config.assets.clone_from(&self.assets);
-        config.polyhaven = self.polyhaven;
-        Ok(config)
+        let (width, height) = parse_resolution(&self.resolution)?;
+        let defaults = SceneSettings::default();
+        let scene = SceneSettings {
+            base_blend: self.base.clone(),
+            render: RenderSpec {
+                width,
+                height,
+                ..defaults.render
+            },
+            verifier_engine: self.verifier_engine,
+            verifier_samples: self.verifier_samples,
+            assets: self.assets.clone(),
+            polyhaven: self.polyhaven,
+        };
+        Ok((config, scene))
     }
 }
 

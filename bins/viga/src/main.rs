@@ -20,6 +20,7 @@ use clap::Parser as _;
 use std::io::IsTerminal as _;
 use viga_blender::{BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunHandle;
+use viga_core::scene::SceneDomain;
 use viga_protocol::event::{FailureKind, StopReason};
 use viga_provider::{ProviderConfig, ProviderError, ProviderKind, build_provider};
 
@@ -250,7 +251,7 @@ fn say_containment(worker: &Worker) {
 async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let mut out = Output::new(args.events, args.max_iterations);
     let provider_settings = provider_config(&args.provider, None)?;
-    let mut config = args.run_config()?;
+    let (mut config, scene) = args.run_config()?;
     config.provider = provider_settings.kind.name().to_owned();
     let provider = build_provider(&provider_settings)?;
     config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
@@ -270,6 +271,7 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
         let containment = worker.containment();
         let handle = viga_core::attached::start_on_user_scene(
             config,
+            scene,
             provider,
             worker,
             user.transport.as_ref(),
@@ -280,7 +282,10 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     } else {
         let worker = start_blender(&[]).await?;
         let containment = worker.containment();
-        let handle = viga_core::start(config, provider, worker, &args.output)?;
+        let has_target = !config.targets.is_empty();
+        let domain = SceneDomain::new(scene, worker, has_target)?
+            .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
+        let handle = viga_core::start(config, provider, Arc::new(domain), &args.output)?;
         (handle, containment)
     };
     viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
@@ -331,7 +336,8 @@ async fn resume(
     let provider = build_provider(&provider_settings)?;
     let blender = start_blender(&[]).await?;
     viga_core::folder::write_containment(folder, &blender.containment())?;
-    let handle = viga_core::resume(folder, provider, blender, max_iterations)?;
+    let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
+    let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
 }

@@ -7,32 +7,27 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use viga_blender::{Worker, WorkerConfig, locate};
 use viga_eval::scene_search::{SceneSearch, run_scene_search};
-use viga_protocol::bridge::SceneReset;
 
 use crate::args::RunArgs;
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    let config = args.run_config()?;
+    let (config, scene) = args.run_config()?;
     let Some(start_path) = &args.start else {
         bail!("--generator search needs --start PROGRAM.py: the program whose numbers it searches");
     };
-    let Some(target_path) = &config.target else {
-        bail!("--generator search needs --target IMAGE: the picture the render should match");
+    let [target] = config.targets.as_slice() else {
+        bail!("--generator search needs one --target IMAGE: the picture the render should match");
     };
+    let target_path = &target.path;
     let spec = SceneSearch {
         start: std::fs::read_to_string(start_path)
             .with_context(|| format!("cannot read {}", start_path.display()))?,
         target: std::fs::read(target_path)
             .with_context(|| format!("cannot read {}", target_path.display()))?,
-        base: match &config.base_blend {
-            Some(path) => SceneReset::Blend {
-                path: path.to_string_lossy().into_owned(),
-            },
-            None => SceneReset::Factory,
-        },
-        camera: config.target_camera.clone(),
+        base: scene.base_scene(),
+        camera: target.view.clone(),
         // Scored like the loop's renders: --verifier-engine, else Cycles (a target is given).
-        render: config.verifier_render(),
+        render: scene.verifier_render(true),
         budget: args.search_budget,
     };
     let folder = args

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunConfig;
+use viga_core::scene::{SceneDomain, SceneSettings};
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{ModelRole, RunEvent};
@@ -81,16 +82,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let output = tempfile::tempdir()?;
     let mut config = RunConfig::new("five boxes on a floor");
     config.max_iterations = iterations;
-    config.render = RenderSpec {
-        engine: RenderEngine::Workbench,
-        width: side,
-        height: side,
-        samples: None,
-    };
     config.provider = "instant".into();
+    let scene = SceneSettings {
+        render: RenderSpec {
+            engine: RenderEngine::Workbench,
+            width: side,
+            height: side,
+            samples: None,
+        },
+        ..SceneSettings::default()
+    };
+    let domain = Arc::new(SceneDomain::new(scene, blender, false)?);
     let busy_before = worker.blender_busy();
     let started = Instant::now();
-    let mut handle = viga_core::start(config, Arc::new(Instant_), blender, output.path())?;
+    let mut handle = viga_core::start(config, Arc::new(Instant_), domain, output.path())?;
     let mut model = Duration::ZERO;
     while let Some(event) = handle.next_event().await {
         if let RunEvent::ModelCalled { latency_ms, .. } = event.event {

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use viga_protocol::bridge::{RenderEngine, RenderSpec};
 use viga_protocol::event::ModelRole;
 use viga_provider::{ProviderConfig, ProviderKind};
 
@@ -16,10 +15,6 @@ pub const DEFAULT_PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
 /// Model turns the generator may take per iteration when it has tools, unless the run says
 /// otherwise.
 pub const DEFAULT_GENERATOR_MAX_TURNS: u32 = 6;
-/// Cycles samples of the scoring render and the verifier's renders when the run names none:
-/// with denoising (the bridge turns it on for every Cycles render), enough for lights and
-/// materials to read clearly at a fraction of a second per small view.
-pub const VERIFIER_CYCLES_SAMPLES: u32 = 16;
 /// Limits a run's program timeout is checked against: below a second nothing real runs,
 /// and a day is long past anything a scene program needs.
 const PROGRAM_TIMEOUT_RANGE: (Duration, Duration) =
@@ -34,15 +29,10 @@ pub struct RunConfig {
     pub task_name: String,
     /// Folder level above the timestamp (`output/<mode>/<timestamp>/<task>/`).
     pub mode: String,
-    /// Target image; copied into the run folder as `target.png`.
+    /// Target pictures, each with the view of the result it shows; copied into the run
+    /// folder (`targets/`, and the first also as `target.png`). Empty: the task alone.
     #[serde(default)]
-    pub target: Option<PathBuf>,
-    /// The camera whose view the target shows; the scene's active camera when absent.
-    #[serde(default)]
-    pub target_camera: Option<String>,
-    /// Base scene every program runs on; an empty factory scene when absent.
-    #[serde(default)]
-    pub base_blend: Option<PathBuf>,
+    pub targets: Vec<TargetSpec>,
     pub max_iterations: u32,
     /// L: iterations the memory keeps.
     pub memory_window: usize,
@@ -53,19 +43,6 @@ pub struct RunConfig {
     pub verifier_max_turns: u32,
     /// Ask for a plan before the code every iteration (seed 000 step 2).
     pub plan_each_iteration: bool,
-    /// The size of the verifier's renders (the scoring render takes the target's size), and
-    /// the engine and samples of a run without a target that names no `verifier_engine`.
-    pub render: RenderSpec,
-    /// The engine of the scoring render and the verifier's renders. Unset: Cycles when the
-    /// run has a target picture (Workbench shows neither the scene's lights nor its
-    /// materials), else `render.engine`. See [`RunConfig::verifier_render`].
-    #[serde(default)]
-    pub verifier_engine: Option<RenderEngine>,
-    /// Their samples (Cycles, EEVEE). Unset: `render.samples` when the engine is
-    /// `render.engine`, else [`VERIFIER_CYCLES_SAMPLES`] for Cycles and the engine's own
-    /// default for EEVEE.
-    #[serde(default)]
-    pub verifier_samples: Option<u32>,
     /// Whether the generator calls its tools (seed 001: `get_scene_info`,
     /// `get_better_assets`, `execute_code`, `make_plan`, `end_process`) instead of answering
     /// with one fenced program. Decided before the run from the provider
@@ -75,14 +52,6 @@ pub struct RunConfig {
     /// Model turns the generator may take per iteration when it has tools.
     #[serde(default = "default_generator_max_turns")]
     pub generator_max_turns: u32,
-    /// A folder of assets (`.blend`, `.glb`, `.gltf`, ... with `.txt` descriptions) that
-    /// `get_better_assets` searches.
-    #[serde(default)]
-    pub assets: Option<PathBuf>,
-    /// Whether `get_better_assets` also searches Poly Haven's models (downloaded into a
-    /// cache folder on first use).
-    #[serde(default)]
-    pub polyhaven: bool,
     /// Recorded for the run folder; the provider itself is passed in.
     pub provider: String,
     pub model: String,
@@ -101,10 +70,34 @@ pub struct RunConfig {
     /// tokens.
     #[serde(default = "default_verifier_max_tokens")]
     pub verifier_max_tokens: u32,
-    /// How long one program may run in Blender before it is stopped (and Blender
-    /// restarted); the model hears it as a failure it can fix. Seconds in `args.json`.
+    /// How long one program may run before it is stopped (and its worker restarted); the
+    /// model hears it as a failure it can fix. Seconds in `args.json`.
     #[serde(with = "seconds", default = "default_program_timeout")]
     pub program_timeout: Duration,
+}
+
+/// A target picture and the view of the result it shows (see [`crate::domain::TargetView`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    pub path: PathBuf,
+    /// A camera's name, a slide's number, a viewport; absent: the domain's default view.
+    #[serde(default)]
+    pub view: Option<String>,
+    /// The animation frame the picture shows (4D scenes).
+    #[serde(default)]
+    pub frame: Option<i32>,
+}
+
+impl TargetSpec {
+    /// A picture of the default view.
+    pub fn picture(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            view: None,
+            frame: None,
+        }
+    }
 }
 
 fn default_planner_max_tokens() -> u32 {
@@ -225,29 +218,15 @@ impl RunConfig {
             task_name: slug(&task),
             task,
             mode: "scene".to_owned(),
-            target: None,
-            target_camera: None,
-            base_blend: None,
+            targets: Vec::new(),
             max_iterations: 10,
             memory_window: 3,
             memory_budget_bytes: 12_000,
             max_fast_retries: 3,
             verifier_max_turns: 6,
             plan_each_iteration: true,
-            // Workbench at 512x512: about a second per view on a CPU. With a target the
-            // verifier renders with Cycles instead (`verifier_render`).
-            render: RenderSpec {
-                engine: RenderEngine::Workbench,
-                width: 512,
-                height: 512,
-                samples: None,
-            },
-            verifier_engine: None,
-            verifier_samples: None,
             generator_tools: false,
             generator_max_turns: DEFAULT_GENERATOR_MAX_TURNS,
-            assets: None,
-            polyhaven: false,
             provider: String::new(),
             model: String::new(),
             prompts_dir: None,
@@ -267,30 +246,6 @@ impl RunConfig {
         }
     }
 
-    /// How the scoring render and the verifier's renders are made: `render`'s size with
-    /// `verifier_engine` and `verifier_samples`, or what they default to. With a target
-    /// picture the default is Cycles at [`VERIFIER_CYCLES_SAMPLES`] samples, denoised:
-    /// Workbench shades with a studio light and object colours, so a light made brighter or
-    /// a material made rougher renders the same there, and the verifier (and the score)
-    /// could not tell. EEVEE is used only when asked for: without a GPU it falls back to
-    /// software rendering, which takes about a minute per view.
-    pub fn verifier_render(&self) -> RenderSpec {
-        let engine = self.verifier_engine.unwrap_or(if self.target.is_some() {
-            RenderEngine::Cycles
-        } else {
-            self.render.engine
-        });
-        let samples = self
-            .verifier_samples
-            .or(self.render.samples.filter(|_| engine == self.render.engine))
-            .or((engine == RenderEngine::Cycles).then_some(VERIFIER_CYCLES_SAMPLES));
-        RenderSpec {
-            engine,
-            samples,
-            ..self.render
-        }
-    }
-
     /// What is wrong with the settings, in words a user can act on.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -302,13 +257,6 @@ impl RunConfig {
         }
         if self.memory_window == 0 {
             problems.push("the memory window (--memory) must be at least 1 iteration".to_owned());
-        }
-        if self.render.width == 0
-            || self.render.height == 0
-            || self.render.width > 8192
-            || self.render.height > 8192
-        {
-            problems.push("render width and height must be between 1 and 8192".to_owned());
         }
         let (shortest, longest) = PROGRAM_TIMEOUT_RANGE;
         if !(shortest..=longest).contains(&self.program_timeout) {
@@ -330,38 +278,20 @@ impl RunConfig {
         if self.verifier_max_turns == 0 {
             problems.push("verifier_max_turns must be at least 1".to_owned());
         }
-        if (self.assets.is_some() || self.polyhaven) && !self.generator_tools {
-            problems.push(
-                "assets (--assets, --polyhaven) are found by the generator's get_better_assets tool, which runs without tools (--generator-tools off, or a provider without tool calling) never offer: use --generator-tools on with a provider that calls tools, or drop the assets"
-                    .to_owned(),
-            );
-        }
         if self.generator_max_turns == 0 {
             problems.push(
                 "the generator's turns per iteration (--generator-max-turns) must be at least 1"
                     .to_owned(),
             );
         }
-        if self.verifier_samples == Some(0) {
-            problems.push("--verifier-samples must be at least 1".to_owned());
-        }
-        if let Some(folder) = &self.assets
-            && !folder.is_dir()
-        {
-            problems.push(format!(
-                "asset folder {} does not exist; pass a folder of .blend, .glb, .gltf, .fbx or .obj files (--assets)",
-                folder.display()
-            ));
-        }
-        if let Some(target) = &self.target
-            && !target.is_file()
-        {
-            problems.push(format!("target image {} does not exist", target.display()));
-        }
-        if let Some(blend) = &self.base_blend
-            && !blend.is_file()
-        {
-            problems.push(format!("base scene {} does not exist", blend.display()));
+        problems.extend(crate::targets::target_problems(&self.targets));
+        for target in &self.targets {
+            if !target.path.is_file() {
+                problems.push(format!(
+                    "target image {} does not exist",
+                    target.path.display()
+                ));
+            }
         }
         problems
     }
@@ -402,12 +332,8 @@ mod tests {
             "planner_max_tokens",
             "verifier_max_tokens",
             "program_timeout",
-            "verifier_engine",
-            "verifier_samples",
             "generator_tools",
             "generator_max_turns",
-            "assets",
-            "polyhaven",
         ] {
             settings.remove(newer);
         }
@@ -424,65 +350,10 @@ mod tests {
             (2048, 2048, 1024, 1024, DEFAULT_PROGRAM_TIMEOUT)
         );
         assert_eq!(
-            (
-                read.generator_tools,
-                read.generator_max_turns,
-                read.polyhaven
-            ),
-            (false, DEFAULT_GENERATOR_MAX_TURNS, false),
+            (read.generator_tools, read.generator_max_turns),
+            (false, DEFAULT_GENERATOR_MAX_TURNS),
             "older runs keep the fenced program"
         );
-    }
-
-    #[test]
-    fn with_a_target_the_verifier_renders_with_cycles_unless_told_otherwise() {
-        let mut config = RunConfig::new("a lamp");
-        assert_eq!(
-            config.verifier_render(),
-            config.render,
-            "no target: the run's render settings"
-        );
-        config.target = Some(PathBuf::from("goal.png"));
-        let default = config.verifier_render();
-        assert_eq!(
-            (
-                default.engine,
-                default.samples,
-                default.width,
-                default.height
-            ),
-            (
-                RenderEngine::Cycles,
-                Some(VERIFIER_CYCLES_SAMPLES),
-                512,
-                512
-            )
-        );
-        config.verifier_samples = Some(64);
-        assert_eq!(config.verifier_render().samples, Some(64));
-        config.verifier_engine = Some(RenderEngine::Workbench);
-        config.verifier_samples = None;
-        assert_eq!(
-            (
-                config.verifier_render().engine,
-                config.verifier_render().samples
-            ),
-            (RenderEngine::Workbench, None)
-        );
-        // The run's own samples go with the run's own engine only.
-        config.render.samples = Some(8);
-        config.verifier_engine = Some(RenderEngine::Eevee);
-        assert_eq!(config.verifier_render().samples, None);
-        config.verifier_engine = None;
-        config.render.engine = RenderEngine::Cycles;
-        assert_eq!(config.verifier_render().samples, Some(8));
-        config.verifier_samples = Some(0);
-        config.assets = Some(PathBuf::from("/nonexistent-assets"));
-        config.generator_max_turns = 0;
-        let problems = config.problems().join("\n");
-        for flag in ["--verifier-samples", "--assets", "--generator-max-turns"] {
-            assert!(problems.contains(flag), "{flag}: {problems}");
-        }
     }
 
     fn provider(json: serde_json::Value) -> ProviderConfig {

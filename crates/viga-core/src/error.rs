@@ -1,15 +1,15 @@
 //! The one error type of the core, typed all the way through: every failure keeps the error
 //! that caused it (`source()`) and says which [`FailureKind`] it is, so a front end can tell
-//! a wrong API key from a model server that is down, Blender that cannot start, a full disk
-//! or a cancel, and say what to do about each.
+//! a wrong API key from a model server that is down, a worker (Blender) that cannot start, a
+//! full disk or a cancel, and say what to do about each.
 
 use std::path::PathBuf;
 
-use viga_blender::{Recovery, TransportError};
 use viga_memory::MemoryError;
 use viga_protocol::event::FailureKind;
 use viga_provider::{ErrorKind, ProviderError};
 
+use crate::domain::{FaultKind, WorkerFault};
 use crate::handle::Cancelled;
 
 #[derive(Debug, thiserror::Error)]
@@ -30,13 +30,13 @@ pub enum CoreError {
     /// A model call failed after the provider's own retries.
     #[error("model call failed: {0}")]
     Provider(#[source] ProviderError),
-    /// Blender failed in a way the loop cannot recover from; `context` says what the loop
-    /// was doing.
+    /// The domain's worker (Blender, for a scene) failed in a way the loop cannot recover
+    /// from; `context` says what the loop was doing.
     #[error("{context}: {source}")]
-    Blender {
+    Worker {
         context: String,
         #[source]
-        source: TransportError,
+        source: WorkerFault,
     },
     /// A tool failed in a way no answer of the model can fix (a malformed reply, an image
     /// that does not decode).
@@ -57,7 +57,7 @@ impl CoreError {
             Self::Config(_) => FailureKind::Config,
             Self::Io { .. } | Self::Log(_) => FailureKind::Io,
             Self::Provider(err) => provider_failure_kind(err),
-            Self::Blender { source, .. } => blender_failure_kind(source),
+            Self::Worker { source, .. } => worker_failure_kind(source),
             Self::Tool(_) | Self::Task(_) => FailureKind::Other,
             Self::Cancelled => FailureKind::Cancelled,
         }
@@ -70,8 +70,8 @@ impl CoreError {
         }
     }
 
-    pub(crate) fn blender(context: impl Into<String>, source: TransportError) -> Self {
-        Self::Blender {
+    pub(crate) fn worker(context: impl Into<String>, source: WorkerFault) -> Self {
+        Self::Worker {
             context: context.into(),
             source,
         }
@@ -110,56 +110,19 @@ pub fn provider_failure_kind(err: &ProviderError) -> FailureKind {
     }
 }
 
-/// The kind of a Blender failure: Blender gone (not started, not restarted, lost with
-/// nobody to restart it) is `blender_unavailable`; a refusal or a malformed reply that
-/// reaches the top is a bug somewhere, `other`.
-pub fn blender_failure_kind(err: &TransportError) -> FailureKind {
-    match err {
-        TransportError::Start(_)
-        | TransportError::Handshake(_)
-        | TransportError::HandshakeRefused { .. }
-        | TransportError::Lost { .. } => FailureKind::BlenderUnavailable,
-        TransportError::Refused { .. } | TransportError::MalformedReply { .. } => {
-            FailureKind::Other
-        }
+/// The kind of a worker's failure: a worker gone (not started, not restarted, lost with
+/// nobody to restart it) is `blender_unavailable`; a refusal or anything else that reaches
+/// the top is a bug somewhere, `other`.
+pub fn worker_failure_kind(fault: &WorkerFault) -> FailureKind {
+    match fault.kind {
+        FaultKind::Unavailable | FaultKind::TimedOut(_) => FailureKind::BlenderUnavailable,
+        FaultKind::Refused | FaultKind::Other => FailureKind::Other,
     }
-}
-
-/// A copy of a transport error that says Blender is gone, for the message of a run that
-/// stops because of it (transport errors are not `Clone`).
-pub(crate) fn copy_of_loss(err: &TransportError) -> Option<TransportError> {
-    match err {
-        TransportError::Lost {
-            command,
-            reason,
-            recovery,
-        } => Some(TransportError::Lost {
-            command,
-            reason: reason.clone(),
-            recovery: recovery.clone(),
-        }),
-        TransportError::Start(why) => Some(TransportError::Start(why.clone())),
-        _ => None,
-    }
-}
-
-/// Whether `err` means the supervisor tried to start a new Blender and could not.
-pub(crate) fn is_failed_restart(err: &TransportError) -> bool {
-    matches!(
-        err,
-        TransportError::Start(_)
-            | TransportError::Lost {
-                recovery: Recovery::RestartFailed(_),
-                ..
-            }
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
-
-    use viga_blender::LostReason;
 
     use super::*;
 
@@ -179,18 +142,23 @@ mod tests {
             provider: "openai".into(),
             message: "too long".into(),
         };
-        let restart_failed = TransportError::Lost {
-            command: "render",
-            reason: LostReason::Timeout(Duration::from_secs(1)),
-            recovery: Recovery::RestartFailed("no python".into()),
-        };
+        let restart_failed = WorkerFault::new(FaultKind::Unavailable, "no python");
+        let timed_out = WorkerFault::new(FaultKind::TimedOut(Duration::from_secs(1)), "slow");
         let cases = [
             (CoreError::from(auth), FailureKind::ProviderAuth),
             (CoreError::from(down), FailureKind::ProviderUnavailable),
             (CoreError::from(long), FailureKind::ContextOverflow),
             (
-                CoreError::blender("restarting Blender", restart_failed),
+                CoreError::worker("restarting Blender", restart_failed),
                 FailureKind::BlenderUnavailable,
+            ),
+            (
+                CoreError::worker("rendering", timed_out),
+                FailureKind::BlenderUnavailable,
+            ),
+            (
+                CoreError::worker("rendering", WorkerFault::new(FaultKind::Refused, "no")),
+                FailureKind::Other,
             ),
             (
                 CoreError::io("/x/y", std::io::Error::other("disk full")),

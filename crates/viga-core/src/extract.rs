@@ -1,8 +1,14 @@
-//! Pulling the program out of a model's answer: the first fenced Python block wins (seed 000);
-//! an answer without one is a format failure (E2).
+//! Pulling the program out of a model's answer: the first fenced block of the domain's
+//! language wins (seed 000); an answer without one is a format failure (E2).
 
 /// The first fenced code block tagged `python`/`py` or untagged; `None` when there is none.
 pub fn first_python_block(text: &str) -> Option<String> {
+    first_block(text, &["python", "py", "python3"])
+}
+
+/// The first fenced code block tagged with one of `tags` (compared without case) or
+/// untagged; `None` when there is none or it is empty.
+pub(crate) fn first_block(text: &str, tags: &[&str]) -> Option<String> {
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
@@ -11,7 +17,8 @@ pub fn first_python_block(text: &str) -> Option<String> {
         };
         let fence_indent = line.len() - trimmed.len();
         let language = info.trim().to_ascii_lowercase();
-        let wanted = matches!(language.as_str(), "" | "python" | "py" | "python3");
+        let wanted =
+            language.is_empty() || tags.iter().any(|tag| tag.eq_ignore_ascii_case(&language));
         let mut body = Vec::new();
         let mut closed = false;
         for inner in lines.by_ref() {
@@ -41,7 +48,7 @@ pub fn first_python_block(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::first_python_block;
+    use super::{first_block, first_python_block};
 
     #[test]
     fn cases() {
@@ -67,5 +74,12 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(first_python_block(text).as_deref(), *expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn other_languages() {
+        let page = "```css\nbody {}\n```\n```HTML\n<p>hi</p>\n```";
+        assert_eq!(first_block(page, &["html"]).as_deref(), Some("<p>hi</p>\n"));
+        assert_eq!(first_block(page, &["python"]), None);
     }
 }

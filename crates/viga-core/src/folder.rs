@@ -1,37 +1,39 @@
 //! The run folder, `output/<mode>/<timestamp>/<task>/`, written as the run goes:
-//! `args.json`, `events.jsonl`, `target.png`, `codes/<n>.py`, `generator_thoughts/<n>.md`,
-//! `verifier_thoughts/<n>.md`, `renders/<n>/<view>.png`, `scores.json`, `final.py` and
-//! `final.blend`; attached to a person's Blender, also `base.blend`, the snapshot of their
-//! scene every iteration starts from.
+//! `args.json` (the run's settings and its domain's), `events.jsonl`, `targets/` (the target
+//! pictures; the first also as `target.png`), `codes/<n>.<ext>`, `generator_thoughts/<n>.md`,
+//! `verifier_thoughts/<n>.md`, `renders/<n>/<view>.png`, `scores.json`, `final.<ext>` and
+//! what the domain saves of the result (a scene's `final.blend`); attached to a person's
+//! Blender, also `base.blend`, the snapshot of their scene every iteration starts from.
 //! Files other than the append-only event log are written whole and renamed into place, so a
-//! killed run never leaves a half-written file. viga writes them all, Blender none: a
-//! contained Blender may write only in its own scratch folder, so renders come back as bytes
-//! (`ToolContext::set_render_folder`) and scenes are saved there and moved in
-//! ([`save_scene_as`]).
+//! killed run never leaves a half-written file. viga writes them all, the workers none: a
+//! contained worker may write only in its own scratch folder, so renders come back as bytes
+//! and results are saved there and copied in.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-use viga_blender::{BlenderCommands as _, BlenderTransport};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use viga_protocol::event::RunEvent;
 use viga_skills::CapturedRender;
 use viga_skills::context::safe_file_stem;
 
 use crate::CoreError;
-use crate::config::RunConfig;
+use crate::config::{RunConfig, TargetSpec};
 
 pub const ARGS_FILE: &str = "args.json";
 pub const EVENTS_FILE: &str = "events.jsonl";
 pub const SCORES_FILE: &str = "scores.json";
 pub const TARGET_FILE: &str = "target.png";
+/// The folder the target pictures are copied into, in the order `args.json` lists them.
+pub const TARGETS_DIR: &str = "targets";
 pub const FINAL_BLEND: &str = "final.blend";
 /// The run's HTML report.
 pub const REPORT_FILE: &str = "report.html";
 /// The provider settings a run was started with (never a key), for resume.
 pub const PROVIDER_FILE: &str = "provider.json";
-/// The program of the run's result: what is applied to a person's scene.
+/// The program of a scene run's result: what is applied to a person's scene (other domains
+/// keep theirs as `final.<ext>`, see [`final_program_name`]).
 pub const FINAL_PROGRAM: &str = "final.py";
 /// The snapshot of a person's scene an attached run starts every iteration from.
 pub const BASE_SNAPSHOT: &str = "base.blend";
@@ -67,51 +69,44 @@ pub(crate) fn new_run_root(
 
 /// Records in `folder` (a run's, or a Geometry Nodes run's) what containment its programs
 /// ran under, so the folder says it after the fact.
-pub fn write_containment(
-    folder: &Path,
-    status: &viga_blender::ContainmentStatus,
-) -> Result<(), CoreError> {
+pub fn write_containment(folder: &Path, status: &impl Serialize) -> Result<(), CoreError> {
     let path = folder.join(CONTAINMENT_FILE);
     let json = serde_json::to_vec_pretty(status)
         .map_err(|err| CoreError::Config(format!("containment status not encodable: {err}")))?;
     viga_memory::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
 }
 
-/// Saves the scene in `blender` as `path` on this machine. A Blender that shares a folder
-/// with this process (a worker's scratch folder, the one place a contained Blender may
-/// write) saves there, and the file is moved into place; one without (a person's Blender)
-/// writes `path` itself.
-pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Result<(), CoreError> {
-    let saving = |err| {
-        CoreError::blender(
-            format!("the scene could not be saved as {}", path.display()),
-            err,
-        )
-    };
-    let Some(shared) = blender.shared_folder() else {
-        blender
-            .save_blend(&path.to_string_lossy())
-            .await
-            .map_err(saving)?;
-        return Ok(());
-    };
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let staged = shared.join(format!(
-        "scene-{}.blend",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    blender
-        .save_blend(&staged.to_string_lossy())
-        .await
-        .map_err(saving)?;
-    // Copied, not renamed: the staged name is in a folder programs write, so it is opened
-    // as untrusted (a link swapped in for it is refused).
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|err| io(parent, err))?;
+/// The domain a run folder's programs built, as `args.json` records it under `domain`: its
+/// name and its own settings, so a front end can build the same domain to resume the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedDomain {
+    pub name: String,
+    #[serde(default)]
+    pub settings: Value,
+}
+
+/// What `args.json` holds: the loop's settings, and the domain's beside them.
+#[derive(Serialize)]
+struct ArgsFile<'a> {
+    #[serde(flatten)]
+    config: &'a RunConfig,
+    domain: &'a RecordedDomain,
+}
+
+/// The file name of a run's final program in the language `language` (`final.py`,
+/// `final.html`).
+pub fn final_program_name(language: &str) -> String {
+    format!("final.{}", program_extension(language))
+}
+
+/// The file extension programs of `language` are kept under.
+pub fn program_extension(language: &str) -> &str {
+    match language {
+        "python" | "py" | "python3" => "py",
+        "" => "txt",
+        other => other,
     }
-    let copied = viga_blender::scratch::copy_regular(&staged, path).map_err(|err| io(path, err));
-    let _ = std::fs::remove_file(&staged);
-    copied
 }
 
 fn io(path: &Path, err: std::io::Error) -> CoreError {
@@ -164,8 +159,8 @@ impl RunFolder {
         self.root.join(FINAL_PROGRAM)
     }
 
-    pub fn write_args(&self, config: &RunConfig) -> Result<(), CoreError> {
-        self.write_json(ARGS_FILE, config)
+    pub fn write_args(&self, config: &RunConfig, domain: &RecordedDomain) -> Result<(), CoreError> {
+        self.write_json(ARGS_FILE, &ArgsFile { config, domain })
     }
 
     /// Saves the provider settings the run was started with (they name the key's
@@ -183,19 +178,78 @@ impl RunFolder {
         serde_json::from_str(&text).ok()
     }
 
-    pub fn read_args(&self) -> Result<RunConfig, CoreError> {
+    /// The run's settings and its domain's. Folders written before domains existed were
+    /// all Blender scenes, with the scene's settings among the run's: they are read as such.
+    pub fn read_args(&self) -> Result<(RunConfig, RecordedDomain), CoreError> {
         let path = self.root.join(ARGS_FILE);
         let text = std::fs::read_to_string(&path).map_err(|err| io(&path, err))?;
         let invalid = |err: serde_json::Error| {
             CoreError::Config(format!("{} is not valid: {err}", path.display()))
         };
-        let mut args: serde_json::Value = serde_json::from_str(&text).map_err(invalid)?;
-        keep_the_verifier_engine_of_older_runs(&mut args);
-        serde_json::from_value(args).map_err(invalid)
+        let mut args: Value = serde_json::from_str(&text).map_err(invalid)?;
+        let Some(settings) = args.as_object_mut() else {
+            return Err(CoreError::Config(format!(
+                "{} is not valid: it is not a JSON object",
+                path.display()
+            )));
+        };
+        let domain = match settings.remove("domain") {
+            Some(domain) => serde_json::from_value(domain).map_err(invalid)?,
+            None => legacy_scene_domain(settings),
+        };
+        Ok((serde_json::from_value(args).map_err(invalid)?, domain))
     }
 
-    pub fn write_code(&self, index: u32, code: &str) -> Result<(), CoreError> {
-        self.write_bytes(&format!("codes/{index}.py"), code.as_bytes())
+    /// Keeps the program of iteration `index`, in `language`.
+    pub fn write_code(&self, index: u32, language: &str, code: &str) -> Result<(), CoreError> {
+        self.write_bytes(
+            &format!("codes/{index}.{}", program_extension(language)),
+            code.as_bytes(),
+        )
+    }
+
+    /// Copies the target pictures in: `targets/<n>-<label>.<ext>`, the first also as
+    /// `target.png`. Returns the copies' paths, in order.
+    pub fn write_targets(
+        &self,
+        targets: &[TargetSpec],
+        images: &[viga_protocol::message::ImageData],
+    ) -> Result<Vec<PathBuf>, CoreError> {
+        let mut copies = Vec::with_capacity(targets.len());
+        for (number, (target, image)) in targets.iter().zip(images).enumerate() {
+            let relative = format!("{TARGETS_DIR}/{}", target_file_name(number, target, image));
+            self.write_bytes(&relative, &image.data)?;
+            if number == 0 {
+                self.write_bytes(TARGET_FILE, &image.data)?;
+            }
+            copies.push(self.root.join(relative));
+        }
+        Ok(copies)
+    }
+
+    /// The run folder's copies of `targets`, in order (see [`Self::write_targets`]); a folder
+    /// from before `targets/` existed has its one target as `target.png`.
+    pub fn target_copies(&self, targets: &[TargetSpec]) -> Vec<PathBuf> {
+        let dir = self.root.join(TARGETS_DIR);
+        if !dir.is_dir() {
+            return targets.iter().take(1).map(|_| self.target_path()).collect();
+        }
+        let entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|read| read.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        (0..targets.len())
+            .filter_map(|number| {
+                let prefix = format!("{number:02}-");
+                entries
+                    .iter()
+                    .find(|path| {
+                        path.file_name()
+                            .and_then(|name| name.to_str())
+                            .is_some_and(|name| name.starts_with(&prefix))
+                    })
+                    .cloned()
+            })
+            .collect()
     }
 
     pub fn write_generator_thought(&self, index: u32, text: &str) -> Result<(), CoreError> {
@@ -278,21 +332,63 @@ impl RunFolder {
     }
 }
 
-/// Runs written before `verifier_engine` existed rendered everything with `render.engine`;
-/// they resume with it, not with the engine a target picture picks today.
-fn keep_the_verifier_engine_of_older_runs(args: &mut serde_json::Value) {
-    let Some(settings) = args.as_object_mut() else {
-        return;
-    };
-    if settings.contains_key("verifier_engine") {
-        return;
+/// The file name stem of the render of target `label`'s view (in `renders/<n>/`).
+pub fn target_render_stem(label: &str) -> String {
+    safe_file_stem(&format!("target-{label}"))
+}
+
+/// `<nn>-<label>.<png|jpg>` for a target picture.
+fn target_file_name(
+    number: usize,
+    target: &TargetSpec,
+    image: &viga_protocol::message::ImageData,
+) -> String {
+    let mut label = target.view.clone().unwrap_or_else(|| "default".to_owned());
+    if let Some(frame) = target.frame {
+        label.push_str(&format!("_f{frame}"));
     }
-    if let Some(engine) = settings
-        .get("render")
-        .and_then(|render| render.get("engine"))
-        .cloned()
+    let extension = if image.media_type == "image/jpeg" {
+        "jpg"
+    } else {
+        "png"
+    };
+    format!("{number:02}-{}.{extension}", safe_file_stem(&label))
+}
+
+/// The keys of a Blender scene's settings in `args.json` files written before domains.
+const LEGACY_SCENE_KEYS: [&str; 6] = [
+    "base_blend",
+    "render",
+    "verifier_engine",
+    "verifier_samples",
+    "assets",
+    "polyhaven",
+];
+
+/// Reads a run folder from before domains as the scene run it was: the scene's settings
+/// move under `domain`, the one target (and the camera it showed) into `targets`. Runs
+/// written before `verifier_engine` existed rendered everything with `render.engine`, so
+/// they resume with it, not with the engine a target picture picks today.
+fn legacy_scene_domain(args: &mut serde_json::Map<String, Value>) -> RecordedDomain {
+    let mut scene = serde_json::Map::new();
+    for key in LEGACY_SCENE_KEYS {
+        if let Some(value) = args.remove(key) {
+            scene.insert(key.to_owned(), value);
+        }
+    }
+    if !scene.contains_key("verifier_engine")
+        && let Some(engine) = scene.get("render").and_then(|r| r.get("engine")).cloned()
     {
-        settings.insert("verifier_engine".to_owned(), engine);
+        scene.insert("verifier_engine".to_owned(), engine);
+    }
+    let camera = args.remove("target_camera").filter(|c| !c.is_null());
+    if let Some(path) = args.remove("target").filter(|t| !t.is_null()) {
+        let target = serde_json::json!({"path": path, "view": camera});
+        args.insert("targets".to_owned(), Value::Array(vec![target]));
+    }
+    RecordedDomain {
+        name: "scene".to_owned(),
+        settings: Value::Object(scene),
     }
 }
 
@@ -333,33 +429,37 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use viga_protocol::bridge::RenderEngine;
-
-    use super::{ARGS_FILE, EVENTS_FILE, RunConfig, RunFolder, civil_from_days};
+    use super::{ARGS_FILE, EVENTS_FILE, RecordedDomain, RunFolder, civil_from_days};
 
     #[test]
-    fn runs_written_before_verifier_engine_resume_with_their_own_engine() {
+    fn folders_written_before_domains_read_as_scene_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = RunConfig::new("a lamp");
-        config.target = Some(dir.path().join("goal.png"));
-        let mut old = serde_json::to_value(&config).unwrap();
-        let settings = old.as_object_mut().unwrap();
-        settings.remove("verifier_engine");
-        settings.remove("verifier_samples");
+        let old = serde_json::json!({
+            "task": "a lamp", "task_name": "a-lamp", "mode": "scene",
+            "target": dir.path().join("goal.png"), "target_camera": "Camera2",
+            "base_blend": null,
+            "render": {"engine": "workbench", "width": 64, "height": 64, "samples": null},
+            "max_iterations": 2, "memory_window": 3, "memory_budget_bytes": 12000,
+            "max_fast_retries": 3, "verifier_max_turns": 6, "plan_each_iteration": true,
+            "provider": "scripted", "model": "m", "max_tokens": 1000
+        });
         std::fs::write(dir.path().join(ARGS_FILE), old.to_string()).unwrap();
         std::fs::write(dir.path().join(EVENTS_FILE), "").unwrap();
         let folder = RunFolder::open(dir.path()).unwrap();
+        let (config, domain) = folder.read_args().unwrap();
+        assert_eq!(config.targets.len(), 1);
+        assert_eq!(config.targets[0].view.as_deref(), Some("Camera2"));
+        assert_eq!(domain.name, "scene");
         assert_eq!(
-            folder.read_args().unwrap().verifier_render().engine,
-            RenderEngine::Workbench,
+            domain.settings["verifier_engine"], "workbench",
             "it rendered with render.engine, and goes on so"
         );
-        folder.write_args(&config).unwrap();
-        assert_eq!(
-            folder.read_args().unwrap().verifier_render().engine,
-            RenderEngine::Cycles,
-            "a new run with a target picks Cycles"
-        );
+        let rewritten = RecordedDomain {
+            name: "scene".into(),
+            settings: serde_json::json!({"polyhaven": true}),
+        };
+        folder.write_args(&config, &rewritten).unwrap();
+        assert_eq!(folder.read_args().unwrap(), (config, rewritten));
     }
 
     #[test]

@@ -18,14 +18,19 @@
 //! with its [`FailureKind`](viga_protocol::event::FailureKind)); the run folder, written as
 //! events arrive; resume.
 //!
-//! **Must not:** parse command lines, print to a terminal, or know which provider or Blender
-//! transport it was given: both come in as trait objects.
+//! What the loop builds is a [`domain::Domain`]: the loop's modules know programs, runs,
+//! renders, tools and scores only through it. The Blender scene domain, runs on a person's
+//! open scene and the add-on agent live in [`scene`], the one module that names Blender.
+//!
+//! **Must not:** parse command lines, print to a terminal, or know which provider, domain or
+//! worker it was given: they come in as trait objects.
 //!
 //! ```no_run
 //! # async fn demo(provider: std::sync::Arc<dyn viga_provider::Provider>,
 //! #               blender: std::sync::Arc<dyn viga_blender::BlenderTransport>) -> Result<(), viga_core::CoreError> {
 //! let config = viga_core::RunConfig::new("a red cube on a grey floor");
-//! let mut run = viga_core::start(config, provider, blender, std::path::Path::new("output"))?;
+//! let scene = viga_core::scene::SceneDomain::new(Default::default(), blender, false)?;
+//! let mut run = viga_core::start(config, provider, std::sync::Arc::new(scene), std::path::Path::new("output"))?;
 //! while let Some(event) = run.next_event().await {
 //!     println!("{:?}", event.event);
 //! }
@@ -34,53 +39,57 @@
 //! # Ok(()) }
 //! ```
 
-pub mod addon_agent;
-pub mod attached;
 mod config;
+pub mod domain;
 mod error;
 mod excerpt;
 mod extract;
 pub mod folder;
 mod handle;
+mod offered;
 mod program;
 mod prompts;
 mod recover;
 pub mod report;
 mod run;
+pub mod scene;
 mod scores;
 mod shrink;
+pub mod targets;
+#[cfg(test)]
+mod test_domain;
 mod tool_generator;
 mod translate;
 mod verify;
-mod watch;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use viga_blender::BlenderTransport;
 use viga_memory::{Memory, RunLog, iterations_in, read_run_log};
 use viga_protocol::PROTOCOL_VERSION;
 use viga_protocol::event::{RunEvent, StopReason};
-use viga_protocol::iteration::FailureClass;
+use viga_protocol::iteration::{FailureClass, IterationRecord};
 use viga_protocol::message::ImageData;
 use viga_provider::Provider;
 
 pub use config::{
-    DEFAULT_GENERATOR_MAX_TURNS, DEFAULT_PROGRAM_TIMEOUT, GeneratorTools, RunConfig,
-    VERIFIER_CYCLES_SAMPLES, slug,
+    DEFAULT_GENERATOR_MAX_TURNS, DEFAULT_PROGRAM_TIMEOUT, GeneratorTools, RunConfig, TargetSpec,
+    slug,
 };
-pub use error::{CoreError, blender_failure_kind, provider_failure_kind};
+pub use domain::Domain;
+pub use error::{CoreError, provider_failure_kind, worker_failure_kind};
 pub use extract::first_python_block;
-pub use folder::RunFolder;
+pub use folder::{RecordedDomain, RunFolder};
 pub use handle::{Cancelled, Canceller, RunHandle, RunLink};
 pub use program::{BLENDER_CRASH_ERROR, PROGRAM_TIMEOUT_ERROR};
 pub use prompts::Prompts;
 pub use run::RunOutcome;
+pub use scene::{VERIFIER_CYCLES_SAMPLES, addon_agent, attached, blender_failure_kind};
 pub use scores::{IterationScores, Scores};
 pub use translate::ProviderTranslator;
 
+use crate::domain::TargetView;
 use crate::run::Run;
-use crate::watch::WatchedBlender;
 
 fn read_target(path: &Path) -> Result<ImageData, CoreError> {
     let data = std::fs::read(path).map_err(|err| CoreError::io(path, err))?;
@@ -99,21 +108,47 @@ fn read_target(path: &Path) -> Result<ImageData, CoreError> {
     })
 }
 
-/// Starts a new run in a new folder under `output_root`.
+/// The targets `specs` name, read from `files` (the user's files, or the run folder's
+/// copies when resuming).
+fn read_targets(
+    specs: &[TargetSpec],
+    files: &[std::path::PathBuf],
+) -> Result<Vec<TargetView>, CoreError> {
+    if files.len() != specs.len() {
+        return Err(CoreError::Config(format!(
+            "the run names {} target pictures but {} were found",
+            specs.len(),
+            files.len()
+        )));
+    }
+    specs
+        .iter()
+        .zip(files)
+        .map(|(spec, file)| {
+            Ok(TargetView {
+                view: spec.view.clone(),
+                frame: spec.frame,
+                image: read_target(file)?,
+            })
+        })
+        .collect()
+}
+
+/// Starts a new run of `domain` in a new folder under `output_root`.
 pub fn start(
     config: RunConfig,
     provider: Arc<dyn Provider>,
-    blender: Arc<dyn BlenderTransport>,
+    domain: Arc<dyn Domain>,
     output_root: &Path,
 ) -> Result<RunHandle, CoreError> {
-    check_settings(&config)?;
-    let prompts = Prompts::load(config.prompts_dir.as_deref())?;
+    check_settings(&config, domain.as_ref())?;
     let folder = RunFolder::create(output_root, &config)?;
-    start_in(folder, prompts, config, provider, blender)
+    start_in(folder, config, provider, domain)
 }
 
-fn check_settings(config: &RunConfig) -> Result<(), CoreError> {
-    let problems = config.problems();
+fn check_settings(config: &RunConfig, domain: &dyn Domain) -> Result<(), CoreError> {
+    let mut problems = config.problems();
+    problems.extend(domain.problems(config.generator_tools));
     if problems.is_empty() {
         return Ok(());
     }
@@ -123,36 +158,49 @@ fn check_settings(config: &RunConfig) -> Result<(), CoreError> {
     )))
 }
 
+fn recorded(domain: &dyn Domain) -> RecordedDomain {
+    RecordedDomain {
+        name: domain.name().to_owned(),
+        settings: domain.settings(),
+    }
+}
+
 fn start_in(
     folder: RunFolder,
-    prompts: Prompts,
     config: RunConfig,
     provider: Arc<dyn Provider>,
-    blender: Arc<dyn BlenderTransport>,
+    domain: Arc<dyn Domain>,
 ) -> Result<RunHandle, CoreError> {
-    folder.write_args(&config)?;
-    let target = match &config.target {
-        Some(path) => {
-            let image = read_target(path)?;
-            folder.write_bytes(folder::TARGET_FILE, &image.data)?;
-            Some(image)
-        }
-        None => None,
-    };
+    let prompts = Prompts::load(config.prompts_dir.as_deref(), domain.prompts())?;
+    folder.write_args(&config, &recorded(domain.as_ref()))?;
+    let files: Vec<_> = config.targets.iter().map(|t| t.path.clone()).collect();
+    let targets = read_targets(&config.targets, &files)?;
+    let images: Vec<ImageData> = targets.iter().map(|t| t.image.clone()).collect();
+    folder.write_targets(&config.targets, &images)?;
     let log = RunLog::create(&folder.events_path())?;
     let mut memory = Memory::new(Run::memory_config(&config))?;
-    memory.set_anchor(Run::anchor(&config, target.as_ref()));
-    launch(
-        config, prompts, provider, blender, folder, log, memory, target, 1, None,
-    )
+    memory.set_anchor(Run::anchor(&config, &targets));
+    launch(Launch {
+        config,
+        prompts,
+        provider,
+        domain,
+        folder,
+        log,
+        memory,
+        targets,
+        first_index: 1,
+        records: Vec::new(),
+    })
 }
 
 /// Continues a run from its folder at the iteration after the last one recorded, with the
-/// settings in its `args.json`; `max_iterations` may raise the budget.
+/// settings in its `args.json`; `domain` must be built from the folder's recorded domain
+/// ([`RunFolder::read_args`]); `max_iterations` may raise the budget.
 pub fn resume(
     run_folder: &Path,
     provider: Arc<dyn Provider>,
-    blender: Arc<dyn BlenderTransport>,
+    domain: Arc<dyn Domain>,
     max_iterations: Option<u32>,
 ) -> Result<RunHandle, CoreError> {
     let folder = RunFolder::open(run_folder)?;
@@ -162,7 +210,15 @@ pub fn resume(
             run_folder.display()
         )));
     }
-    let mut config = folder.read_args()?;
+    let (mut config, recorded_domain) = folder.read_args()?;
+    if recorded_domain.name != domain.name() {
+        return Err(CoreError::Config(format!(
+            "{} is a {} run; it cannot be resumed as a {} run",
+            run_folder.display(),
+            recorded_domain.name,
+            domain.name()
+        )));
+    }
     if let Some(max) = max_iterations {
         config.max_iterations = max;
     }
@@ -191,80 +247,79 @@ pub fn resume(
             config.max_iterations
         )));
     }
-    let prompts = Prompts::load(config.prompts_dir.as_deref())?;
-    let target_path = folder.target_path();
-    let target = if target_path.is_file() {
-        Some(read_target(&target_path)?)
-    } else {
-        None
-    };
-    let anchor = Run::anchor(&config, target.as_ref());
+    let prompts = Prompts::load(config.prompts_dir.as_deref(), domain.prompts())?;
+    let targets = read_targets(&config.targets, &folder.target_copies(&config.targets))?;
+    let anchor = Run::anchor(&config, &targets);
     let memory = Memory::rebuild(Run::memory_config(&config), Some(anchor), records.clone())?;
-    // The last program that ran without error, whatever the verifier thought of its scene
-    // (E3; before E3 was recorded, no failure at all).
-    let final_code = records
-        .iter()
-        .rev()
-        .find(|r| matches!(r.failure, None | Some(FailureClass::E3)) && !r.code.is_empty())
-        .map(|r| r.code.clone());
     let log = RunLog::open_append(&folder.events_path())?;
-    folder.write_args(&config)?;
-    launch(
+    folder.write_args(&config, &recorded(domain.as_ref()))?;
+    launch(Launch {
         config,
         prompts,
         provider,
-        blender,
+        domain,
         folder,
         log,
         memory,
-        target,
-        done + 1,
-        final_code,
-    )
+        targets,
+        first_index: done + 1,
+        records,
+    })
 }
 
-#[allow(clippy::too_many_arguments)] // one private constructor shared by start and resume
-fn launch(
+/// What a run starts with, new or resumed.
+struct Launch {
     config: RunConfig,
     prompts: Prompts,
     provider: Arc<dyn Provider>,
-    blender: Arc<dyn BlenderTransport>,
+    domain: Arc<dyn Domain>,
     folder: RunFolder,
-    mut log: RunLog,
+    log: RunLog,
     memory: Memory,
-    target: Option<ImageData>,
+    targets: Vec<TargetView>,
     first_index: u32,
-    final_code: Option<String>,
-) -> Result<RunHandle, CoreError> {
-    let root = folder.root().to_path_buf();
+    /// The iterations recorded before (a resumed run's).
+    records: Vec<IterationRecord>,
+}
+
+fn launch(mut start: Launch) -> Result<RunHandle, CoreError> {
+    let root = start.folder.root().to_path_buf();
     // Logged before anything is spawned, so a run folder that cannot be written is refused
     // here rather than reported by a run that already started.
-    let started = log.append(RunEvent::RunStarted {
+    let started = start.log.append(RunEvent::RunStarted {
         run_id: root.display().to_string(),
-        task: config.task.clone(),
+        task: start.config.task.clone(),
         protocol_version: PROTOCOL_VERSION,
-        resumed_from_iteration: (first_index > 1).then_some(first_index),
+        resumed_from_iteration: (start.first_index > 1).then_some(start.first_index),
     })?;
-    let blender = Arc::new(WatchedBlender::new(blender));
-    let tools = Run::tool_context(&config, &prompts, &provider, blender.clone())?;
-    let scores = existing_scores(&folder);
+    // The programs that ran without error (whatever the verifier thought of their result:
+    // E3; before E3 was recorded, no failure at all), oldest first; the last is the result.
+    let history: Vec<String> = start
+        .records
+        .iter()
+        .filter(|r| matches!(r.failure, None | Some(FailureClass::E3)) && !r.code.is_empty())
+        .map(|r| r.code.clone())
+        .collect();
+    let scores = existing_scores(&start.folder);
+    let format = start.domain.program_format();
     Ok(RunHandle::spawn(root, |link| {
         link.send(started);
         Run {
-            config,
-            prompts,
-            provider,
-            blender,
-            tools,
-            memory,
-            folder,
-            log,
+            config: start.config,
+            prompts: start.prompts,
+            provider: start.provider,
+            domain: start.domain,
+            format,
+            memory: start.memory,
+            folder: start.folder,
+            log: start.log,
             link,
-            target,
+            targets: start.targets,
             scores,
-            first_index,
-            final_code,
+            first_index: start.first_index,
+            final_code: history.last().cloned(),
             scene_program: None,
+            history,
         }
         .run()
     }))

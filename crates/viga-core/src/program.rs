@@ -1,12 +1,12 @@
-//! Running the generator's programs: each on the freshly reloaded base scene, within the
-//! run's program timeout, with seed 002's fast retry for what the model can fix (an
-//! exception, no code, a program that never finishes or that takes Blender down with it).
+//! Running the generator's programs: each from the domain's starting state (a scene's
+//! freshly reloaded base), within the run's program timeout, with seed 002's fast retry for
+//! what the model can fix (an exception, no code, a program that never finishes or that
+//! takes its worker down with it).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use viga_blender::{BlenderCommands as _, BlenderTransport as _, LostReason, TransportError};
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionError, ExecutionResult, FailureClass, GeneratorToolCall};
 use viga_protocol::message::{ChatMessage, ContentPart};
@@ -14,15 +14,15 @@ use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
 
 use crate::CoreError;
+use crate::domain::{FaultKind, SinceMark, WorkerFault};
 use crate::excerpt::{PROMPT_OUTPUT_BYTES, execution_for_prompt};
-use crate::extract::first_python_block;
 use crate::prompts::fill;
+use crate::recover::gone;
 use crate::run::{Run, Tally};
-use crate::watch::SinceMark;
 
 /// `error_type` of a program stopped at the program timeout.
 pub const PROGRAM_TIMEOUT_ERROR: &str = "ProgramTimeout";
-/// `error_type` of a program during which Blender died twice in a row.
+/// `error_type` of a program during which its worker (Blender) died twice in a row.
 pub const BLENDER_CRASH_ERROR: &str = "BlenderCrashed";
 
 /// The program an iteration kept (the last attempt's) and how it went.
@@ -30,8 +30,8 @@ pub(crate) struct Attempt {
     pub code: Option<String>,
     pub result: ExecutionResult,
     pub failure: Option<FailureClass>,
-    /// Whether the program left a scene to look at: it ran to its end or to an exception.
-    /// No code, a timeout or a crash leave none (Blender was restarted).
+    /// Whether the program left a result to look at: it ran to its end or to an exception.
+    /// No code, a timeout or a crash leave none (the worker was restarted).
     pub left_a_scene: bool,
     pub retries: u32,
     pub retry_errors: Vec<String>,
@@ -43,10 +43,10 @@ pub(crate) struct Attempt {
 
 enum Executed {
     Ran(ExecutionResult),
-    /// Stopped at the program timeout; Blender was restarted. The end of what it printed,
-    /// when the transport kept it.
+    /// Stopped at the program timeout; the worker was restarted. The end of what it
+    /// printed, when the worker kept it.
     TimedOut(Duration, Option<String>),
-    /// Blender died twice in a row while running it; it was restarted each time.
+    /// The worker died twice in a row while running it; it was restarted each time.
     Crashed(String),
 }
 
@@ -74,7 +74,7 @@ impl Run {
         let mut retry_errors = Vec::new();
         let mut attempt_number = 0;
         loop {
-            let code = first_python_block(&answer.text);
+            let code = self.format.extract(&answer.text);
             let tried = self
                 .try_program(index, attempt_number, code.as_deref(), tally)
                 .await?;
@@ -124,7 +124,10 @@ impl Run {
             None => Tried {
                 result: ExecutionResult::default(),
                 failure: Some(FailureClass::E2),
-                error_message: "Your answer contained no fenced ```python code block.".to_owned(),
+                error_message: format!(
+                    "Your answer contained no fenced ```{} code block.",
+                    self.format.language
+                ),
                 left_a_scene: false,
             },
             Some(code) => {
@@ -140,10 +143,14 @@ impl Run {
                         result,
                         left_a_scene: true,
                     },
-                    Executed::TimedOut(limit, last_output) => timed_out(limit, last_output),
-                    Executed::Crashed(loss) => {
-                        stopped(BLENDER_CRASH_ERROR, crashed_message(&loss), Duration::ZERO)
+                    Executed::TimedOut(limit, last_output) => {
+                        timed_out(self.domain.worker_name(), limit, last_output)
                     }
+                    Executed::Crashed(loss) => stopped(
+                        BLENDER_CRASH_ERROR,
+                        crashed_message(self.domain.worker_name(), &loss),
+                        Duration::ZERO,
+                    ),
                 }
             }
         };
@@ -182,74 +189,70 @@ impl Run {
         Ok(answer)
     }
 
-    /// Executes a program on the reloaded base scene, within the program timeout. A
-    /// program still running then is stopped (the supervisor restarts Blender). Blender lost
-    /// for another reason is restarted by the supervisor and the same program runs once
-    /// more (an infrastructure hiccup is not the program's fault); lost again, the program
-    /// is taken to be what kills it. Blender that cannot be restarted twice in a row stops
-    /// the run.
+    /// Executes a program from the starting state, within the program timeout. A program
+    /// still running then is stopped (the supervisor restarts the worker). The worker lost
+    /// for another reason is restarted by the supervisor and the same program runs once more
+    /// (an infrastructure hiccup is not the program's fault); lost again, the program is
+    /// taken to be what kills it. A worker that cannot be restarted twice in a row stops the
+    /// run.
     async fn execute(&mut self, code: &str, tally: &mut Tally) -> Result<Executed, CoreError> {
         let mut lost_once = false;
         loop {
-            let mark = self.blender.mark();
+            let mark = self.domain.watch().mark();
             let started = Instant::now();
-            let outcome = self.run_on_base_scene(code).await?;
+            let outcome = self.run_from_start(code).await?;
             tally.timings.execution_ms += started.elapsed().as_secs_f64() * 1000.0;
-            let err = match outcome {
+            let fault = match outcome {
                 Ok(result) => {
                     self.scene_program = Some(code.to_owned());
                     return Ok(Executed::Ran(result));
                 }
-                Err(err) => err,
+                Err(fault) => fault,
             };
-            if let TransportError::Lost {
-                reason: LostReason::Timeout(limit),
-                ..
-            } = &err
-            {
+            if let FaultKind::TimedOut(limit) = fault.kind {
                 self.emit(RunEvent::WorkerRestarted {
-                    reason: format!("{err} (the program ran past the program timeout)"),
+                    reason: format!("{fault} (the program ran past the program timeout)"),
                 })?;
-                return Ok(Executed::TimedOut(
-                    *limit,
-                    self.blender.last_program_output(),
-                ));
+                return Ok(Executed::TimedOut(limit, self.domain.last_program_output()));
             }
-            match self.blender.since(mark) {
+            match self.domain.watch().since(mark) {
                 SinceMark::Lost(loss) => {
                     self.emit(RunEvent::WorkerRestarted {
-                        reason: loss.description.clone(),
+                        reason: loss.clone(),
                     })?;
                     if lost_once {
-                        return Ok(Executed::Crashed(loss.description));
+                        return Ok(Executed::Crashed(loss));
                     }
                     lost_once = true;
                 }
-                SinceMark::Gone(gone) => {
-                    return Err(CoreError::blender(crate::recover::gone(&gone), gone));
-                }
+                SinceMark::Gone {
+                    fault,
+                    nobody_restarts,
+                } => return Err(gone(fault, nobody_restarts)),
                 SinceMark::Steady => {
-                    return Err(CoreError::blender("Blender could not run the program", err));
+                    let worker = self.domain.worker_name().to_owned();
+                    return Err(CoreError::worker(
+                        format!("{worker} could not run the program"),
+                        fault,
+                    ));
                 }
             }
         }
     }
 
-    /// Runs `code` on the freshly reloaded base scene within the program timeout; a cancel
+    /// Runs `code` from the domain's starting state within the program timeout; a cancel
     /// abandons it.
-    pub(crate) async fn run_on_base_scene(
+    pub(crate) async fn run_from_start(
         &self,
         code: &str,
-    ) -> Result<Result<ExecutionResult, TransportError>, CoreError> {
-        let reset = Self::base_scene(&self.config);
+    ) -> Result<Result<ExecutionResult, WorkerFault>, CoreError> {
         let timeout = self.config.program_timeout;
-        let blender = Arc::clone(&self.blender);
-        self.cancellable(blender.execute(code, Some(reset), Some(timeout)))
-            .await
+        let domain = Arc::clone(&self.domain);
+        self.cancellable(domain.execute(code, timeout)).await
     }
 }
 
-/// A program the loop had to stop: E1 (the model can fix it), with no scene left to look at.
+/// A program the loop had to stop: E1 (the model can fix it), with no result left to look at.
 fn stopped(error_type: &str, error_message: String, duration: Duration) -> Tried {
     Tried {
         result: ExecutionResult {
@@ -271,8 +274,12 @@ fn stopped(error_type: &str, error_message: String, duration: Duration) -> Tried
 /// A program stopped at `limit`: E1, told with the end of what it printed when the
 /// transport kept it (the last 64 KiB of stdout and stderr as they interleaved, recorded as
 /// the attempt's stdout in the run folder).
-fn timed_out(limit: Duration, last_output: Option<String>) -> Tried {
-    let mut tried = stopped(PROGRAM_TIMEOUT_ERROR, timed_out_message(limit), limit);
+fn timed_out(worker: &str, limit: Duration, last_output: Option<String>) -> Tried {
+    let mut tried = stopped(
+        PROGRAM_TIMEOUT_ERROR,
+        timed_out_message(worker, limit),
+        limit,
+    );
     match last_output {
         Some(output) if output.is_empty() => tried.error_message.push_str("\nIt printed nothing."),
         Some(output) => {
@@ -283,15 +290,15 @@ fn timed_out(limit: Duration, last_output: Option<String>) -> Tried {
             );
             tried.result.stdout = output;
         }
-        // This Blender keeps no record of it (one viga does not run itself).
+        // This worker keeps no record of it (a Blender viga does not run itself).
         None => {}
     }
     tried
 }
 
-fn timed_out_message(limit: Duration) -> String {
+fn timed_out_message(worker: &str, limit: Duration) -> String {
     format!(
-        "The program did not finish within {} s and was stopped (Blender was restarted).\nLook \
+        "The program did not finish within {} s and was stopped ({worker} was restarted).\nLook \
          for a loop that never ends, or work that grows too fast (subdivision levels, array \
          counts, particle numbers, nested loops over vertices), and write a program that \
          finishes well within {} s.",
@@ -316,10 +323,10 @@ fn tail(text: &str, budget: usize) -> String {
     )
 }
 
-fn crashed_message(loss: &str) -> String {
+fn crashed_message(worker: &str, loss: &str) -> String {
     format!(
-        "Blender died twice in a row while running the program ({loss}).\nThe program probably \
-         makes Blender crash or run out of memory: avoid what it does last before dying \
+        "{worker} died twice in a row while running the program ({loss}).\nThe program probably \
+         makes {worker} crash or run out of memory: avoid what it does last before dying \
          (huge meshes or textures, deleting data still in use, os._exit, infinite recursion)."
     )
 }
@@ -347,7 +354,7 @@ mod tests {
     fn a_stopped_program_says_why_in_its_first_line() {
         let tried = stopped(
             PROGRAM_TIMEOUT_ERROR,
-            timed_out_message(Duration::from_secs(5)),
+            timed_out_message("Blender", Duration::from_secs(5)),
             Duration::from_secs(5),
         );
         let error = tried.result.error.unwrap();

@@ -1,5 +1,6 @@
-//! Prompt templates, loaded at run time: the defaults are compiled in from this crate's
-//! `prompts/`, and a folder given by the user replaces any of them by file name.
+//! Prompt templates, loaded at run time: each domain has its defaults (a Blender scene's are
+//! compiled in from this crate's `prompts/`), and a folder given by the user replaces any of
+//! them by file name.
 
 use std::path::Path;
 
@@ -33,9 +34,10 @@ impl Default for Prompts {
 }
 
 impl Prompts {
-    /// The defaults, with every `<name>.md` found in `folder` replacing its default.
-    pub fn load(folder: Option<&Path>) -> Result<Self, CoreError> {
-        let mut prompts = Self::default();
+    /// `defaults` (a domain's), with every `<name>.md` found in `folder` replacing its
+    /// default.
+    pub fn load(folder: Option<&Path>, defaults: Self) -> Result<Self, CoreError> {
+        let mut prompts = defaults;
         let Some(folder) = folder else {
             return Ok(prompts);
         };

@@ -33,7 +33,7 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         return render_agent_html(run_folder);
     }
     let folder = RunFolder::open(run_folder)?;
-    let config = folder.read_args()?;
+    let (config, domain) = folder.read_args()?;
     let log = read_run_log(&folder.events_path())?;
     let records = iterations_in(&log.events);
     let scores: Option<Scores> = std::fs::read_to_string(folder.root().join(SCORES_FILE))
@@ -43,7 +43,15 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         RunEvent::RunFinished { stop, .. } => Some(format!("{stop:?}")),
         _ => None,
     });
-    let target = image_tag(&folder.target_path(), "target");
+    let targets: Vec<(String, String)> = config
+        .targets
+        .iter()
+        .zip(folder.target_copies(&config.targets))
+        .filter_map(|(spec, copy)| {
+            let label = crate::domain::label_of(spec.view.as_deref(), spec.frame);
+            image_tag(&copy, &format!("target {label}")).map(|tag| (label, tag))
+        })
+        .collect();
     let scripted = config.provider == "scripted";
 
     let mut html = String::with_capacity(64 * 1024);
@@ -56,7 +64,7 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         html,
         "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
          <tr><th>iterations</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
-         <tr><th>verifier renders</th><td>{}</td><th>memory window</th><td>{}</td></tr>\
+         <tr><th>domain</th><td>{}</td><th>memory window</th><td>{}</td></tr>\
          <tr><th>generator</th><td colspan=\"3\">{}</td></tr>\
          <tr><th>containment</th><td colspan=\"3\">{}</td></tr></table>",
         escape(&config.provider),
@@ -64,11 +72,14 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         records.len(),
         config.max_iterations,
         escape(stop.as_deref().unwrap_or("still running or killed")),
-        config.verifier_render(),
+        escape(&crate::scene::describe_recorded(
+            &domain,
+            !config.targets.is_empty()
+        )),
         config.memory_window,
         if config.generator_tools {
             format!(
-                "tools (get_scene_info, get_better_assets, execute_code, make_plan, end_process), at most {} turns per iteration",
+                "tools (execute_code, undo_last_step, make_plan, end_process and the domain's own), at most {} turns per iteration",
                 config.generator_max_turns
             )
         } else {
@@ -86,7 +97,7 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
             &folder,
             record,
             &previous_code,
-            target.as_deref(),
+            &targets,
             scores.as_ref(),
         );
         if !record.code.is_empty() {
@@ -104,12 +115,12 @@ fn iteration_section(
     folder: &RunFolder,
     record: &IterationRecord,
     previous_code: &str,
-    target: Option<&str>,
+    targets: &[(String, String)],
     scores: Option<&Scores>,
 ) {
     let _ = write!(html, "<section><h2>Iteration {}</h2>", record.index);
     status_line(html, record, scores);
-    images_block(html, folder, record, target);
+    images_block(html, folder, record, targets);
     if let Some(plan) = &record.plan {
         let _ = write!(html, "<h3>Plan</h3><pre>{}</pre>", escape(plan));
     }
@@ -153,21 +164,33 @@ fn status_line(html: &mut String, record: &IterationRecord, scores: Option<&Scor
     );
 }
 
-/// The target beside every render of the iteration; a render whose file is gone is left out.
+/// Each target beside the render of its view, then the verifier's other renders; a render
+/// whose file is gone is left out.
 fn images_block(
     html: &mut String,
     folder: &RunFolder,
     record: &IterationRecord,
-    target: Option<&str>,
+    targets: &[(String, String)],
 ) {
     html.push_str("<div class=\"images\">");
-    if let Some(target) = target {
+    let mut shown = Vec::new();
+    for (label, tag) in targets {
         let _ = write!(
             html,
-            "<figure>{target}<figcaption>target</figcaption></figure>"
+            "<figure>{tag}<figcaption>target {}</figcaption></figure>",
+            escape(label)
         );
+        let stem = crate::folder::target_render_stem(label);
+        if let Some(render_id) = record.render_ids.iter().find(|id| {
+            id.rsplit('/')
+                .next()
+                .is_some_and(|name| name.starts_with(&stem))
+        }) {
+            html.push_str(&render_figure(folder, render_id, &format!("{label} now")));
+            shown.push(render_id);
+        }
     }
-    for render_id in &record.render_ids {
+    for render_id in record.render_ids.iter().filter(|id| !shown.contains(id)) {
         let caption = render_id.rsplit('/').next().unwrap_or(render_id);
         html.push_str(&render_figure(folder, render_id, caption));
     }

@@ -1,24 +1,21 @@
-//! One run of the loop: plan → code → execute on the reloaded base scene → fast retry for
-//! E1/E2 → verify → remember → stop or loop. Every step is a typed event, appended to
-//! `events.jsonl` and sent to the front end as it happens.
+//! One run of the loop: plan → code → execute from the domain's starting state → fast retry
+//! for E1/E2 → verify → remember → stop or loop. Every step is a typed event, appended to
+//! `events.jsonl` and sent to the front end as it happens. The loop knows what it builds
+//! only through its [`Domain`].
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_memory::{Memory, MemoryConfig, RunLog};
-use viga_protocol::bridge::{RenderRequest, SceneReset};
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
 use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord, Timings};
 use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
-use viga_skills::assets::open_asset_sources;
 use viga_skills::metrics::{image_size, photometric_loss};
-use viga_skills::polyhaven::PolyHavenConfig;
-use viga_skills::{RenderSettings, ToolContext};
 
 use crate::CoreError;
 use crate::config::RunConfig;
+use crate::domain::{Domain, ProgramFormat, SinceMark, TargetView, ViewRender};
 use crate::folder::RunFolder;
 use crate::handle::RunLink;
 use crate::program::Attempt;
@@ -26,9 +23,7 @@ use crate::prompts::Prompts;
 use crate::recover::PhaseEnd;
 use crate::scores::Scores;
 use crate::shrink::shrink_request;
-use crate::translate::ProviderTranslator;
 use crate::verify::{Verdict, verify};
-use crate::watch::{SinceMark, WatchedBlender};
 
 /// What a finished run reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +34,14 @@ pub struct RunOutcome {
     pub folder: std::path::PathBuf,
     /// The program of the last iteration that ran without error.
     pub final_code: Option<String>,
+}
+
+/// A render of a target's view, scored and kept.
+pub(crate) struct TargetLook {
+    /// The target's label (`Camera1`, `Camera1@f24`, `default`).
+    pub label: String,
+    pub render_id: String,
+    pub image: ImageData,
 }
 
 /// Sums for one iteration.
@@ -52,60 +55,28 @@ pub(crate) struct Run {
     pub config: RunConfig,
     pub prompts: Prompts,
     pub provider: Arc<dyn Provider>,
-    /// Every Blender call of the run, the tools' included, goes through here, so a lost
-    /// worker is noticed whoever was talking to it.
-    pub blender: Arc<WatchedBlender>,
-    pub tools: ToolContext,
+    /// What the run builds: runs its programs, renders, offers the tools.
+    pub domain: Arc<dyn Domain>,
+    /// How the domain's programs are written, asked once.
+    pub format: ProgramFormat,
     pub memory: Memory,
     pub folder: RunFolder,
     pub log: RunLog,
     /// The run's end of its queue pair: events out, cancel in.
     pub link: RunLink,
-    pub target: Option<ImageData>,
+    pub targets: Vec<TargetView>,
     pub scores: Scores,
     pub first_index: u32,
     pub final_code: Option<String>,
-    /// The program the scene in Blender was built by, run again to rebuild the scene when
-    /// Blender is lost; `None` before the first program ran (the base scene alone).
+    /// The program the worker's current state was built by, run again to rebuild it when
+    /// the worker is lost; `None` before the first program ran (the starting state alone).
     pub scene_program: Option<String>,
+    /// Programs that ran without error, oldest first: `undo_last_step` goes back to the one
+    /// before the last.
+    pub history: Vec<String>,
 }
 
 impl Run {
-    pub(crate) fn base_scene(config: &RunConfig) -> SceneReset {
-        match &config.base_blend {
-            Some(path) => SceneReset::Blend {
-                path: path.to_string_lossy().into_owned(),
-            },
-            None => SceneReset::Factory,
-        }
-    }
-
-    /// What the run's tools reach: Blender, the verifier's render settings, the base scene,
-    /// the translator of camera instructions and the asset sources the run names.
-    pub(crate) fn tool_context(
-        config: &RunConfig,
-        prompts: &Prompts,
-        provider: &Arc<dyn Provider>,
-        blender: Arc<dyn BlenderTransport>,
-    ) -> Result<ToolContext, CoreError> {
-        let translator = ProviderTranslator::new(Arc::clone(provider), prompts.investigate.clone());
-        let context = ToolContext::new(
-            blender,
-            RenderSettings::new(config.verifier_render()),
-            Self::base_scene(config),
-        )
-        .with_translator(Arc::new(translator));
-        let assets = open_asset_sources(
-            config.assets.as_deref(),
-            config.polyhaven.then(PolyHavenConfig::default),
-        )
-        .map_err(|err| CoreError::Config(format!("the run's asset sources: {err}")))?;
-        Ok(match assets {
-            Some(assets) => context.with_assets(assets),
-            None => context,
-        })
-    }
-
     pub(crate) fn memory_config(config: &RunConfig) -> MemoryConfig {
         MemoryConfig {
             window: config.memory_window,
@@ -113,16 +84,10 @@ impl Run {
         }
     }
 
-    /// The first user message: task and target, always in the context.
-    pub(crate) fn anchor(config: &RunConfig, target: Option<&ImageData>) -> ChatMessage {
+    /// The first user message: task and targets, always in the context.
+    pub(crate) fn anchor(config: &RunConfig, targets: &[TargetView]) -> ChatMessage {
         let mut content = vec![ContentPart::text(format!("Task: {}", config.task))];
-        if let Some(image) = target {
-            content.push(ContentPart::text("Target image:"));
-            content.push(ContentPart::Image {
-                image: image.clone(),
-                label: Some("target".to_owned()),
-            });
-        }
+        content.extend(target_parts(targets));
         ChatMessage::user(content)
     }
 
@@ -214,7 +179,7 @@ impl Run {
         self.memory
             .anchor()
             .cloned()
-            .unwrap_or_else(|| Self::anchor(&self.config, self.target.as_ref()))
+            .unwrap_or_else(|| Self::anchor(&self.config, &self.targets))
     }
 
     pub(crate) fn memory_text(&self) -> String {
@@ -279,9 +244,8 @@ impl Run {
         let started = Instant::now();
         let mut tally = Tally::default();
         self.emit(RunEvent::IterationStarted { index })?;
-        self.tools.reset_view();
-        self.tools
-            .set_render_folder(Some(self.folder.renders_dir(index)?));
+        self.domain
+            .begin_iteration(&self.folder.renders_dir(index)?);
         let (plan, attempt) = if self.config.generator_tools {
             self.generate_with_tools(index, &mut tally).await?
         } else {
@@ -332,10 +296,11 @@ impl Run {
         let mut conversation = vec![
             self.anchor_message(),
             ChatMessage::user_text(format!(
-                "{}\n\nPlan for iteration {index}:\n{}\n\nWrite the whole scene program.",
+                "{}\n\nPlan for iteration {index}:\n{}\n\nWrite {}.",
                 self.memory_text(),
                 plan.as_deref()
-                    .unwrap_or("(no separate plan: decide the edits yourself)")
+                    .unwrap_or("(no separate plan: decide the edits yourself)"),
+                self.format.noun
             )),
         ];
         let request = ModelRequest::new(self.prompts.generator.clone(), conversation.clone());
@@ -354,7 +319,7 @@ impl Run {
             .await?;
         self.folder.write_generator_thought(index, &thoughts)?;
         if let Some(code) = &attempt.code {
-            self.folder.write_code(index, code)?;
+            self.folder.write_code(index, &self.format.language, code)?;
         }
         Ok((plan, attempt))
     }
@@ -380,6 +345,11 @@ impl Run {
             .write_verifier_thought(index, &verdict.thoughts)?;
         if attempt.failure.is_none() {
             self.final_code = attempt.code.clone();
+            if let Some(code) = &attempt.code
+                && self.history.last() != Some(code)
+            {
+                self.history.push(code.clone());
+            }
         }
         Ok((verdict.feedback, verdict.render_ids))
     }
@@ -401,159 +371,145 @@ impl Run {
             .to_owned())
     }
 
-    /// With a target image: renders the scene camera at the target's size and scores it.
-    /// Blender lost meanwhile is restarted, the scene rebuilt and the scoring done again.
-    pub(crate) async fn score_against_target(
-        &mut self,
-        index: u32,
-    ) -> Result<Option<(String, ImageData)>, CoreError> {
-        let phase = format!("iteration {index}: rendering the scene camera for scoring");
+    /// Renders every target's view at the target's size and scores it against the target;
+    /// a view that cannot be rendered is said in a warning. The worker lost meanwhile is
+    /// restarted, the state rebuilt and the scoring done again.
+    pub(crate) async fn score_targets(&mut self, index: u32) -> Result<Vec<TargetLook>, CoreError> {
+        let phase = format!("iteration {index}: rendering the target views for scoring");
         let mut redos = 0;
         loop {
-            let mark = self.blender.mark();
+            let mark = self.domain.watch().mark();
             let scored = self.score_once(index).await;
-            match self
-                .blender_phase_end(&phase, mark, &mut redos, &scored)
-                .await?
-            {
+            match self.phase_end(&phase, mark, &mut redos, &scored).await? {
                 PhaseEnd::Done => return scored,
                 PhaseEnd::Redo => {}
-                PhaseEnd::GaveUp(_) => return Ok(None),
+                PhaseEnd::GaveUp(_) => return Ok(Vec::new()),
             }
         }
     }
 
-    async fn score_once(&mut self, index: u32) -> Result<Option<(String, ImageData)>, CoreError> {
-        let Some(target) = self.target.clone() else {
-            return Ok(None);
-        };
-        let Some(camera) = self.scoring_camera(index).await? else {
-            return Ok(None);
-        };
-        let (width, height) = image_size(&target.data)
-            .map_err(|err| CoreError::Config(format!("the target image cannot be read: {err}")))?;
-        let request = RenderRequest {
-            camera: Some(camera.clone()),
-            pose: None,
-            output_path: None,
-            // The verifier's engine and samples at the target's size.
-            spec: viga_protocol::bridge::RenderSpec {
-                width,
-                height,
-                ..self.config.verifier_render()
-            },
-        };
-        let blender = Arc::clone(&self.blender);
-        let output = match self.cancellable(blender.render(request, None)).await? {
-            Ok(output) => output,
-            // A program that removed or renamed the target's camera: this iteration cannot be
-            // scored, which the model should hear about, but the run goes on.
-            Err(err @ TransportError::Refused { .. }) => {
-                self.emit(RunEvent::Warning {
-                    message: format!(
-                        "iteration {index}: camera {camera:?} cannot be rendered for scoring: {err}"
-                    ),
-                })?;
-                return Ok(None);
-            }
-            Err(err) => {
-                return Err(CoreError::blender(
-                    "rendering the scene camera for scoring failed",
-                    err,
-                ));
-            }
-        };
-        let render_id = self
-            .folder
-            .write_render(index, "camera", &output.image.data)?;
-        self.emit(RunEvent::RenderProduced {
-            index,
-            render_id: render_id.clone(),
-            view: format!("camera:{camera}"),
-            width: output.width,
-            height: output.height,
-            render_ms: output.render_ms,
-        })?;
-        match photometric_loss(&output.image.data, &target.data) {
-            Ok(loss) => self.scores.record(index, &camera, loss),
-            Err(err) => self.emit(RunEvent::Warning {
-                message: format!("iteration {index}: photometric loss not computed: {err}"),
-            })?,
-        }
-        Ok(Some((render_id, output.image)))
-    }
-
-    /// The camera that sees the scene as the target does: the one the run names, else the
-    /// scene's active camera. A scene without one is said in a warning (`None`).
-    async fn scoring_camera(&mut self, index: u32) -> Result<Option<String>, CoreError> {
-        let camera = match self.config.target_camera.clone() {
-            Some(named) => Some(named),
-            None => {
-                self.blender
-                    .scene_info(0, 1)
-                    .await
-                    .map_err(|err| {
-                        CoreError::blender("reading the scene's active camera failed", err)
-                    })?
-                    .active_camera
-            }
-        };
-        if camera.is_none() {
-            self.emit(RunEvent::Warning {
-                message: format!("iteration {index}: the scene has no camera, so it cannot be scored against the target"),
+    async fn score_once(&mut self, index: u32) -> Result<Vec<TargetLook>, CoreError> {
+        let mut looks = Vec::with_capacity(self.targets.len());
+        for target in self.targets.clone() {
+            let (width, height) = image_size(&target.image.data).map_err(|err| {
+                CoreError::Config(format!("the target image cannot be read: {err}"))
             })?;
+            let domain = Arc::clone(&self.domain);
+            let rendered = self
+                .cancellable(domain.render_view(&target, width, height))
+                .await?
+                .map_err(|err| {
+                    CoreError::worker("rendering a target's view for scoring failed", err)
+                })?;
+            let label = target.label();
+            let (view, output) = match rendered {
+                ViewRender::Rendered { view, output } => (view, output),
+                // A program that removed or renamed the target's camera: this view cannot be
+                // scored, which the model should hear about, but the run goes on.
+                ViewRender::Unavailable(why) => {
+                    self.emit(RunEvent::Warning {
+                        message: format!("iteration {index}: target {label} not scored: {why}"),
+                    })?;
+                    continue;
+                }
+            };
+            let render_id = self.folder.write_render(
+                index,
+                &crate::folder::target_render_stem(&label),
+                &output.image.data,
+            )?;
+            self.emit(RunEvent::RenderProduced {
+                index,
+                render_id: render_id.clone(),
+                view: format!("target:{view}"),
+                width: output.width,
+                height: output.height,
+                render_ms: output.render_ms,
+            })?;
+            match photometric_loss(&output.image.data, &target.image.data) {
+                Ok(loss) => self.scores.record(index, &view, loss),
+                Err(err) => self.emit(RunEvent::Warning {
+                    message: format!(
+                        "iteration {index}: photometric loss of {label} not computed: {err}"
+                    ),
+                })?,
+            }
+            looks.push(TargetLook {
+                label,
+                render_id,
+                image: output.image,
+            });
         }
-        Ok(camera)
+        Ok(looks)
     }
 
     fn write_scores(&mut self) -> Result<(), CoreError> {
-        if self.target.is_some() {
+        if !self.targets.is_empty() {
             self.folder
                 .write_json(crate::folder::SCORES_FILE, &self.scores)?;
         }
         Ok(())
     }
 
-    /// Keeps the last good program as `final.py`, re-runs it on the base scene and saves
-    /// the result as `final.blend`. It runs after a cancel too, so nothing here is raced
-    /// against one; Blender lost meanwhile gets one more try (the program rebuilds the
-    /// scene itself).
+    /// Keeps the last good program as `final.<ext>`, and has the domain build it again from
+    /// its starting state and save the result (a scene's `final.blend`). It runs after a
+    /// cancel too, so nothing here is raced against one; the worker lost meanwhile gets one
+    /// more try (the program rebuilds the result itself).
     async fn save_final_scene(&mut self) -> Result<(), CoreError> {
         let Some(code) = self.final_code.clone() else {
             return Ok(());
         };
-        self.folder
-            .write_bytes(crate::folder::FINAL_PROGRAM, code.as_bytes())?;
-        let mark = self.blender.mark();
-        let saved = self.build_and_save(&code).await;
+        let name = crate::folder::final_program_name(&self.format.language);
+        self.folder.write_bytes(&name, code.as_bytes())?;
+        let mark = self.domain.watch().mark();
+        let saved = self.save_result(&code).await;
         if saved.is_err()
-            && let SinceMark::Lost(loss) = self.blender.since(mark)
+            && let SinceMark::Lost(loss) = self.domain.watch().since(mark)
         {
             self.emit(RunEvent::WorkerRestarted {
-                reason: format!(
-                    "{} (saving the final scene); trying once more",
-                    loss.description
-                ),
+                reason: format!("{loss} (saving the final result); trying once more"),
             })?;
-            return self.build_and_save(&code).await;
+            return self.save_result(&code).await;
         }
         saved
     }
 
-    async fn build_and_save(&self, code: &str) -> Result<(), CoreError> {
-        let reset = Self::base_scene(&self.config);
-        let result = self
-            .blender
-            .execute(code, Some(reset), Some(self.config.program_timeout))
+    async fn save_result(&self, code: &str) -> Result<(), CoreError> {
+        self.domain
+            .save_result(code, self.config.program_timeout, self.folder.root())
             .await
-            .map_err(|err| CoreError::blender("the final program could not be run", err))?;
-        if !result.succeeded() {
-            return Err(CoreError::Tool(
-                "the final program no longer runs".to_owned(),
-            ));
-        }
-        crate::folder::save_scene_as(self.blender.as_ref(), &self.folder.final_blend_path()).await
+            .map(drop)
+            .map_err(|err| CoreError::worker("the final result could not be saved", err))
     }
+}
+
+/// The targets as the model sees them: each picture, labelled with its view.
+pub(crate) fn target_parts(targets: &[TargetView]) -> Vec<ContentPart> {
+    let mut parts = Vec::new();
+    for target in targets {
+        let label = match (&target.view, target.frame) {
+            (None, None) => "Target image:".to_owned(),
+            (view, frame) => format!(
+                "Target image{}{}:",
+                view.as_deref()
+                    .map(|view| format!(" from {view}"))
+                    .unwrap_or_default(),
+                frame
+                    .map(|frame| format!(" at frame {frame}"))
+                    .unwrap_or_default()
+            ),
+        };
+        parts.push(ContentPart::text(label));
+        let label = match (&target.view, target.frame) {
+            (None, None) => "target".to_owned(),
+            _ => format!("target {}", target.label()),
+        };
+        parts.push(ContentPart::Image {
+            image: target.image.clone(),
+            label: Some(label),
+        });
+    }
+    parts
 }
 
 fn memory_text_of(block: &str) -> String {

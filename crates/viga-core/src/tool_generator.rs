@@ -1,9 +1,10 @@
 //! The generator with tools (seed 001): instead of one fenced program per answer, the model
-//! calls `get_scene_info`, `get_better_assets`, `make_plan`, `execute_code` and `end_process`
-//! for up to `generator_max_turns` turns. `execute_code` runs the whole program the way the
-//! fenced path does (on the reloaded base scene, within the program timeout, Blender lost
-//! and restarted handled the same, output cut for the prompt) and its result goes back as
-//! the tool's result, so the model can look, fix and run again within the iteration.
+//! calls `make_plan`, `execute_code`, `undo_last_step`, `end_process` and the domain's own
+//! tools (a scene's `get_scene_info`, `get_better_assets`) for up to `generator_max_turns`
+//! turns. `execute_code` runs the whole program the way the fenced path does (from the
+//! starting state, within the program timeout, a lost worker handled the same, output cut
+//! for the prompt) and its result goes back as the tool's result, so the model can look, fix
+//! and run again within the iteration.
 //!
 //! Fast retry keeps its meaning: at most `1 + max_fast_retries` programs run per iteration;
 //! a failure handed back to the model and answered with another program is a fast retry
@@ -19,12 +20,11 @@ use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionResult, FailureClass, GeneratorToolCall};
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{ModelRequest, ModelResponse};
-use viga_skills::generator::{ExecuteCodeArgs, generator_tools};
 use viga_skills::registry::parse_arguments;
-use viga_skills::{Control, ToolError, ToolRegistry};
+use viga_skills::{Control, ToolError};
 
 use crate::CoreError;
-use crate::extract::first_python_block;
+use crate::offered::{EXECUTE_CODE, OfferedTools, ProgramArgs, UNDO_LAST_STEP};
 use crate::program::{Attempt, Tried, first_line};
 use crate::prompts::fill;
 use crate::recover::PhaseEnd;
@@ -35,16 +35,10 @@ use crate::verify::{invoke, with_tool_call_from_text};
 const CALL_SUMMARY_CHARS: usize = 200;
 
 /// Told when the model answers without a tool call before any program ran.
-const NO_PROGRAM_YET: &str = "No program has run in this iteration yet, so there is nothing to keep. Write the whole scene program and run it with execute_code.";
-
-/// The generator's tools for a run: all of seed 001's; `make_plan` only when the run plans
-/// each iteration.
-pub(crate) fn generator_registry(plan: bool) -> Result<ToolRegistry, CoreError> {
-    let mut tools = generator_tools().map_err(|err| CoreError::Tool(err.to_string()))?;
-    if !plan {
-        tools.unregister("make_plan");
-    }
-    Ok(tools)
+fn no_program_yet(noun: &str) -> String {
+    format!(
+        "No program has run in this iteration yet, so there is nothing to keep. Write {noun} and run it with execute_code."
+    )
 }
 
 /// What one iteration's generator turns have produced so far.
@@ -60,9 +54,12 @@ struct Session {
     retry_errors: Vec<String>,
     end_request: Option<String>,
     calls: Vec<GeneratorToolCall>,
-    /// Whether Blender holds the scene the model should see: the last program's, and not
-    /// changed by anyone since. Until then `get_scene_info` first rebuilds it.
+    /// Whether the worker holds the result the model should see: the last program's, and
+    /// not changed by anyone since. Until then the domain's tools first rebuild it.
     scene_current: bool,
+    /// Programs that ran without error, oldest first, the run's earlier ones included:
+    /// `undo_last_step` goes back along it.
+    good_programs: Vec<String>,
     thoughts: String,
 }
 
@@ -121,11 +118,16 @@ impl Run {
         index: u32,
         tally: &mut Tally,
     ) -> Result<(Option<String>, Attempt), CoreError> {
-        let tools = generator_registry(self.config.plan_each_iteration)?;
+        let tools = OfferedTools::generator(
+            self.domain.as_ref(),
+            &self.format,
+            self.config.plan_each_iteration,
+        )?;
+        let noun = self.format.noun.clone();
         let first_step = if self.config.plan_each_iteration {
-            "Start with make_plan, then write the whole scene program and run it with execute_code."
+            format!("Start with make_plan, then write {noun} and run it with execute_code.")
         } else {
-            "Write the whole scene program and run it with execute_code."
+            format!("Write {noun} and run it with execute_code.")
         };
         let mut messages = vec![
             self.anchor_message(),
@@ -136,6 +138,7 @@ impl Run {
         ];
         let mut session = Session {
             thoughts: format!("# Iteration {index}\n"),
+            good_programs: self.history.clone(),
             ..Session::default()
         };
         let turns = self.config.generator_max_turns;
@@ -153,7 +156,8 @@ impl Run {
                 let _ = write!(session.thoughts, "\n{}\n", response.text.trim());
             }
             // A call written as JSON text (local models do) is read as the call.
-            let response = with_tool_call_from_text(response, &tools, index, turn);
+            let response =
+                with_tool_call_from_text(response, |name| tools.offers(name), index, turn);
             let next = if response.tool_calls.is_empty() {
                 self.final_answer(index, &mut session, &response, tally)
                     .await?
@@ -193,9 +197,10 @@ impl Run {
         }
         self.folder
             .write_generator_thought(index, &session.thoughts)?;
+        self.history = std::mem::take(&mut session.good_programs);
         let (plan, attempt) = session.into_attempt();
         if let Some(code) = &attempt.code {
-            self.folder.write_code(index, code)?;
+            self.folder.write_code(index, &self.format.language, code)?;
         }
         Ok((plan, attempt))
     }
@@ -210,12 +215,13 @@ impl Run {
         response: &ModelResponse,
         tally: &mut Tally,
     ) -> Result<Next, CoreError> {
-        let Some(code) = first_python_block(&response.text) else {
+        let Some(code) = self.format.extract(&response.text) else {
             if session.last.is_some() {
                 return Ok(Next::Done);
             }
-            session.pending = Some((FailureClass::E2, NO_PROGRAM_YET.to_owned()));
-            return Ok(Next::Continue(ChatMessage::user_text(NO_PROGRAM_YET)));
+            let reminder = no_program_yet(&self.format.noun);
+            session.pending = Some((FailureClass::E2, reminder.clone()));
+            return Ok(Next::Continue(ChatMessage::user_text(reminder)));
         };
         let already_ran = session
             .last
@@ -238,7 +244,7 @@ impl Run {
     async fn use_generator_tools(
         &mut self,
         index: u32,
-        tools: &ToolRegistry,
+        tools: &OfferedTools,
         session: &mut Session,
         response: &ModelResponse,
         tally: &mut Tally,
@@ -285,13 +291,13 @@ impl Run {
     async fn generator_call(
         &mut self,
         index: u32,
-        tools: &ToolRegistry,
+        tools: &OfferedTools,
         session: &mut Session,
         call: &ToolCall,
         tally: &mut Tally,
     ) -> Result<(String, bool), CoreError> {
-        if call.name == "execute_code" {
-            let args: ExecuteCodeArgs = match parse_arguments(&call.name, call.arguments.clone()) {
+        if call.name == EXECUTE_CODE {
+            let args: ProgramArgs = match parse_arguments(&call.name, call.arguments.clone()) {
                 Ok(args) => args,
                 Err(err) => return Ok((err.to_string(), false)),
             };
@@ -302,7 +308,10 @@ impl Run {
                 },
             );
         }
-        if call.name == "get_scene_info" && !session.scene_current {
+        if call.name == UNDO_LAST_STEP {
+            return self.undo_last_step(index, session, tally).await;
+        }
+        if tools.is_domain_tool(&call.name) && !session.scene_current {
             if let Some(message) = self.show_the_last_scene(index).await? {
                 return Ok((message, false));
             }
@@ -361,32 +370,83 @@ impl Run {
             .try_program(index, session.runs, Some(code), tally)
             .await?;
         session.runs += 1;
-        // A stopped program (timeout, crash) left a restarted, empty Blender behind.
+        // A stopped program (timeout, crash) left a restarted, empty worker behind.
         session.scene_current = tried.left_a_scene;
         let ok = tried.failure.is_none();
         let text = tried.error_message.clone();
         session.pending = tried
             .failure
             .map(|failure| (failure, first_line(&tried.error_message)));
+        if ok {
+            session.good_programs.push(code.to_owned());
+        }
         session.last = Some((code.to_owned(), tried));
         Ok(Ran::Tried { text, ok })
     }
 
-    /// Before the model has run a program in this iteration, Blender may hold anything the
-    /// verifier left (hidden objects, its camera) or a fresh worker's empty scene: the last
-    /// program is run again on the base scene (the base scene alone before the first), so
-    /// `get_scene_info` shows what that program built. `Some` with the reason when Blender
-    /// was lost every time.
+    /// `undo_last_step`: back to the result of the good program before the current one (the
+    /// last that ran without error; a failed last program is simply left behind), or to the
+    /// starting state when there is none. That program becomes the iteration's program. It
+    /// runs again from the starting state, which is not a new attempt.
+    async fn undo_last_step(
+        &mut self,
+        index: u32,
+        session: &mut Session,
+        tally: &mut Tally,
+    ) -> Result<(String, bool), CoreError> {
+        let current_is_good = match &session.last {
+            Some((_, tried)) => tried.failure.is_none(),
+            // No program ran in this iteration: the current result is the run's last good one.
+            None => true,
+        };
+        if current_is_good {
+            session.good_programs.pop();
+        }
+        let Some(previous) = session.good_programs.last().cloned() else {
+            let _ = self.run_from_start("").await?;
+            self.scene_program = None;
+            session.last = None;
+            session.pending = None;
+            session.scene_current = true;
+            return Ok((
+                "Back to the starting state: no earlier program ran without error.".to_owned(),
+                true,
+            ));
+        };
+        let tried = self
+            .try_program(index, session.runs, Some(&previous), tally)
+            .await?;
+        session.scene_current = tried.left_a_scene;
+        session.pending = None;
+        let ok = tried.failure.is_none();
+        let text = if ok {
+            format!(
+                "Back to the result of the program before ({} lines, starting {:?}); it is the current program now.",
+                previous.lines().count(),
+                first_line(&previous)
+            )
+        } else {
+            format!(
+                "The program before could not be run again: {}",
+                tried.error_message
+            )
+        };
+        session.last = Some((previous, tried));
+        Ok((text, ok))
+    }
+
+    /// Before the model has run a program in this iteration, the worker may hold anything
+    /// the verifier left (hidden objects, its camera) or a fresh worker's empty state: the
+    /// last program is run again from the starting state (the starting state alone before
+    /// the first), so the domain's tools (`get_scene_info`) show what that program built.
+    /// `Some` with the reason when the worker was lost every time.
     async fn show_the_last_scene(&mut self, index: u32) -> Result<Option<String>, CoreError> {
         let code = self.scene_program.clone().unwrap_or_default();
-        let phase = format!("iteration {index}: rebuilding the last scene for the generator");
-        let mark = self.blender.mark();
-        let rebuilt = self.run_on_base_scene(&code).await.map(drop);
-        match self
-            .blender_phase_end(&phase, mark, &mut 0, &rebuilt)
-            .await?
-        {
-            // Blender lost meanwhile: the scene has been rebuilt the same way already.
+        let phase = format!("iteration {index}: rebuilding the last result for the generator");
+        let mark = self.domain.watch().mark();
+        let rebuilt = self.run_from_start(&code).await.map(drop);
+        match self.phase_end(&phase, mark, &mut 0, &rebuilt).await? {
+            // The worker lost meanwhile: the result has been rebuilt the same way already.
             PhaseEnd::Done | PhaseEnd::Redo => rebuilt.map(|()| None),
             PhaseEnd::GaveUp(message) => Ok(Some(message)),
         }
@@ -412,7 +472,7 @@ fn assistant_turn(response: &ModelResponse) -> ChatMessage {
 /// A call's arguments in a line: a program by its size and first line, anything else as
 /// JSON, cut to [`CALL_SUMMARY_CHARS`].
 fn arguments_summary(call: &ToolCall) -> String {
-    let program = (call.name == "execute_code")
+    let program = (call.name == EXECUTE_CODE)
         .then(|| call.arguments.get("code").and_then(Value::as_str))
         .flatten();
     match program {
@@ -460,12 +520,14 @@ mod tests {
 
     #[test]
     fn make_plan_is_offered_only_to_runs_that_plan() {
+        let domain = crate::test_domain::Notes::default();
+        let format = crate::domain::Domain::program_format(&domain);
         let names = |plan| {
-            generator_registry(plan)
+            OfferedTools::generator(&domain, &format, plan)
                 .unwrap()
-                .names()
+                .specs()
                 .into_iter()
-                .map(str::to_owned)
+                .map(|spec| spec.name)
                 .collect::<Vec<_>>()
         };
         assert_eq!(
@@ -473,9 +535,9 @@ mod tests {
             [
                 "end_process",
                 "execute_code",
-                "get_better_assets",
-                "get_scene_info",
-                "make_plan"
+                "make_plan",
+                "read_notes",
+                "undo_last_step"
             ]
         );
         assert!(!names(false).contains(&"make_plan".to_owned()));

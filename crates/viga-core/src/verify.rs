@@ -1,5 +1,8 @@
-//! The verifier's turn: score against the target, render the canonical views, then let the
-//! model look around with its tools until it calls `end_process` with a verdict.
+//! The verifier's turn: score against the targets, show the domain's overview (a scene's
+//! canonical views), then let the model look around with its tools until it calls
+//! `end_process` with a verdict.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
@@ -7,18 +10,22 @@ use viga_protocol::iteration::Feedback;
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
-use viga_skills::verifier::{initialize_viewpoint, verifier_tools};
-use viga_skills::{CapturedRender, Control, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{CapturedRender, Control, ToolError, ToolOutput};
 
 use crate::CoreError;
 use crate::excerpt::execution_for_prompt;
+use crate::offered::OfferedTools;
 use crate::program::Attempt;
 use crate::recover::PhaseEnd;
-use crate::run::{Run, Tally};
+use crate::run::{Run, Tally, target_parts};
 
-/// Told with a tool's result when Blender was lost while the tool ran: the scene was rebuilt
-/// from the program, so what earlier tools changed in it is gone.
-const SCENE_REBUILT_NOTE: &str = "(Blender was restarted meanwhile and the scene rebuilt from the program: objects hidden and frames set earlier in this verification are back as the program left them.)";
+/// Told with a tool's result when the worker was lost while the tool ran: the result was
+/// rebuilt from the program, so what earlier tools changed in it is gone.
+fn rebuilt_note(worker: &str) -> String {
+    format!(
+        "({worker} was restarted meanwhile and the result rebuilt from the program: objects hidden and frames set earlier in this verification are back as the program left them.)"
+    )
+}
 
 pub(crate) struct Verdict {
     pub feedback: Feedback,
@@ -53,7 +60,7 @@ pub(crate) async fn verify(
 ) -> Result<Verdict, CoreError> {
     let mut render_ids = Vec::new();
     let opening = first_look(run, index, attempt, &mut render_ids, tally).await?;
-    let tools = verifier_tools().map_err(|err| CoreError::Tool(err.to_string()))?;
+    let tools = OfferedTools::verifier(run.domain.as_ref())?;
     let mut messages = vec![ChatMessage::user(opening)];
     let mut thoughts = format!("# Verification of iteration {index}\n");
     let mut last_text = String::new();
@@ -67,7 +74,7 @@ pub(crate) async fn verify(
             thoughts.push_str(&format!("\n{}\n", response.text.trim()));
             last_text = response.text.clone();
         }
-        let response = with_tool_call_from_text(response, &tools, index, turn);
+        let response = with_tool_call_from_text(response, |name| tools.offers(name), index, turn);
         if response.tool_calls.is_empty() {
             let feedback = feedback_from_text(&response.text);
             return Ok(Verdict {
@@ -103,9 +110,9 @@ pub(crate) async fn verify(
     })
 }
 
-/// The verifier's first message: the task and target, the scene camera's render scored
-/// against the target (when there is one), the canonical views, how the program ran, and
-/// the generator's request to stop when it made one.
+/// The verifier's first message: the task and targets, each target's view of the result
+/// scored against it, the domain's overview (a scene's canonical views), how the program
+/// ran, and the generator's request to stop when it made one.
 async fn first_look(
     run: &mut Run,
     index: u32,
@@ -114,79 +121,79 @@ async fn first_look(
     tally: &mut Tally,
 ) -> Result<Vec<ContentPart>, CoreError> {
     let mut content = vec![ContentPart::text(format!("Task: {}", run.config.task))];
-    if let Some(target) = &run.target {
-        content.push(ContentPart::text("Target:"));
+    content.extend(target_parts(&run.targets));
+    for look in run.score_targets(index).await? {
+        render_ids.push(look.render_id);
+        let (text, label) = if look.label == "default" {
+            (
+                "The current result from the target's view (same view as the target):".to_owned(),
+                "current, target's view".to_owned(),
+            )
+        } else {
+            (
+                format!("The current result from the view of target {}:", look.label),
+                format!("current {}", look.label),
+            )
+        };
+        content.push(ContentPart::text(text));
         content.push(ContentPart::Image {
-            image: target.clone(),
-            label: Some("target".to_owned()),
+            image: look.image,
+            label: Some(label),
         });
     }
-    if let Some((render_id, image)) = run.score_against_target(index).await? {
-        render_ids.push(render_id);
-        content.push(ContentPart::text(
-            "The current scene from the scene camera (same view as the target):",
-        ));
-        content.push(ContentPart::Image {
-            image,
-            label: Some("current, scene camera".to_owned()),
-        });
-    }
-    content.extend(canonical_views(run, index, render_ids, tally).await?);
+    content.extend(overview(run, index, render_ids, tally).await?);
     let end_request = attempt
         .end_request
         .as_ref()
         .map(|reason| {
             format!(
-                "\nThe generator asks to stop here: {reason}\nAccept only if the scene really matches."
+                "\nThe generator asks to stop here: {reason}\nAccept only if the result really matches."
             )
         })
         .unwrap_or_default();
     content.push(ContentPart::text(format!(
-        "Iteration {index}. {}{end_request}\nCompare the scene with the target and finish with end_process.",
+        "Iteration {index}. {}{end_request}\nCompare the result with the target and finish with end_process.",
         describe_execution(&execution_for_prompt(&attempt.result))
     )));
     Ok(content)
 }
 
-/// The scene from iso, front, right and top as one labelled montage; a scene that cannot
-/// be rendered is said in words, so the verifier still gets its turn.
-async fn canonical_views(
+/// The domain's overview of the result (a scene from iso, front, right and top as one
+/// labelled montage); one that cannot be made is said in words, so the verifier still gets
+/// its turn.
+async fn overview(
     run: &mut Run,
     index: u32,
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
 ) -> Result<Vec<ContentPart>, CoreError> {
-    let phase = format!("iteration {index}: rendering the canonical views");
+    let phase = format!("iteration {index}: rendering the overview");
     let mut redos = 0;
-    let viewpoint = loop {
-        let mark = run.blender.mark();
-        let viewpoint = run
-            .cancellable(initialize_viewpoint(&run.tools, Vec::new(), None))
-            .await;
-        match run
-            .blender_phase_end(&phase, mark, &mut redos, &viewpoint)
-            .await?
-        {
-            PhaseEnd::Done => break viewpoint?,
+    let looked = loop {
+        let mark = run.domain.watch().mark();
+        let domain = Arc::clone(&run.domain);
+        let looked = run.cancellable(domain.overview()).await;
+        match run.phase_end(&phase, mark, &mut redos, &looked).await? {
+            PhaseEnd::Done => break looked?,
             PhaseEnd::Redo => {}
             PhaseEnd::GaveUp(message) => break Err(ToolError::Recoverable(message)),
         }
     };
-    match viewpoint {
+    match looked {
         Ok(output) => {
             save_renders(run, index, &output.renders, render_ids, tally)?;
             let mut content = vec![ContentPart::text(format!(
-                "The current scene, canonical views. {}",
+                "The current result, overview. {}",
                 output.text
             ))];
             content.extend(output.images.into_iter().map(|image| ContentPart::Image {
                 image,
-                label: Some("current: iso, front, right, top".to_owned()),
+                label: Some("current: overview".to_owned()),
             }));
             Ok(content)
         }
         Err(ToolError::Recoverable(message)) => Ok(vec![ContentPart::text(format!(
-            "No canonical views could be rendered: {message}"
+            "No overview could be rendered: {message}"
         ))]),
         Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
     }
@@ -206,7 +213,7 @@ struct ToolTurn {
 /// Runs the tool calls of one verifier answer in order, saving and announcing their renders.
 async fn use_tools(
     run: &mut Run,
-    tools: &ToolRegistry,
+    tools: &OfferedTools,
     index: u32,
     response: &ModelResponse,
     render_ids: &mut Vec<String>,
@@ -239,7 +246,7 @@ async fn use_tools(
             Err(ToolError::Fatal(message)) => return Err(CoreError::Tool(message)),
         };
         if rebuilt {
-            text = format!("{text}\n{SCENE_REBUILT_NOTE}");
+            text = format!("{text}\n{}", rebuilt_note(run.domain.worker_name()));
         }
         run.emit(RunEvent::ToolInvoked {
             index,
@@ -257,12 +264,12 @@ async fn use_tools(
     Ok(turn)
 }
 
-/// Runs one tool call of `role` (the verifier's, the generator's). Blender lost while it ran
-/// is restarted, the scene rebuilt and the call made again; `true` beside the answer when
-/// that happened.
+/// Runs one tool call of `role` (the verifier's, the generator's). The worker lost while it
+/// ran is restarted, the result rebuilt and the call made again; `true` beside the answer
+/// when that happened.
 pub(crate) async fn invoke(
     run: &mut Run,
-    tools: &ToolRegistry,
+    tools: &OfferedTools,
     role: &str,
     index: u32,
     call: &ToolCall,
@@ -270,14 +277,12 @@ pub(crate) async fn invoke(
     let phase = format!("iteration {index}: the {role}'s tool `{}`", call.name);
     let mut redos = 0;
     loop {
-        let mark = run.blender.mark();
+        let mark = run.domain.watch().mark();
+        let domain = Arc::clone(&run.domain);
         let invoked = run
-            .cancellable(tools.invoke(&run.tools, &call.name, call.arguments.clone()))
+            .cancellable(tools.invoke(domain.as_ref(), &call.name, call.arguments.clone()))
             .await;
-        match run
-            .blender_phase_end(&phase, mark, &mut redos, &invoked)
-            .await?
-        {
+        match run.phase_end(&phase, mark, &mut redos, &invoked).await? {
             PhaseEnd::Done => return Ok((invoked?, redos > 0)),
             PhaseEnd::Redo => {}
             PhaseEnd::GaveUp(message) => return Ok((Err(ToolError::Recoverable(message)), true)),
@@ -292,7 +297,7 @@ pub(crate) async fn invoke(
 /// a `name` and `parameters` is not a call.
 pub(crate) fn with_tool_call_from_text(
     mut response: ModelResponse,
-    tools: &ToolRegistry,
+    offered: impl Fn(&str) -> bool,
     index: u32,
     turn: u32,
 ) -> ModelResponse {
@@ -300,7 +305,7 @@ pub(crate) fn with_tool_call_from_text(
         return response;
     }
     if let Some((name, arguments)) =
-        tool_call_in_text(&response.text).filter(|(name, _)| tools.get(name).is_some())
+        tool_call_in_text(&response.text).filter(|(name, _)| offered(name))
     {
         response.tool_calls.push(ToolCall {
             id: format!("text-{index}-{turn}"),
@@ -410,7 +415,7 @@ mod tests {
         let read = |text: &str| {
             let response =
                 viga_provider::ModelResponse::text_only(text, viga_provider::FinishReason::Stop);
-            super::with_tool_call_from_text(response, &tools, 1, 0)
+            super::with_tool_call_from_text(response, |name| tools.get(name).is_some(), 1, 0)
         };
         let untouched = read(program);
         assert!(untouched.tool_calls.is_empty());

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use viga_blender::BlenderTransport;
-use viga_core::RunConfig;
+use viga_core::scene::{SceneDomain, SceneSettings};
+use viga_core::{RunConfig, TargetSpec};
 use viga_protocol::bridge::{RenderEngine, RenderSpec};
 use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::Provider;
@@ -105,23 +106,31 @@ impl Proposer for AgentProposer {
         let mut config = RunConfig::new(task_text(instance, &start));
         config.task_name = instance.name.clone();
         config.mode = "blendergym".to_owned();
-        config.target = Some(target.clone());
-        config.target_camera = Some("Camera1".to_owned());
-        config.base_blend = Some(instance.blend.clone());
+        config.targets = vec![TargetSpec {
+            path: target.clone(),
+            view: Some("Camera1".to_owned()),
+            frame: None,
+        }];
         config.max_iterations = self.max_iterations;
         config.memory_window = self.memory_window;
-        config.render = self.verifier_render;
-        config.verifier_engine = Some(verifier_engine(instance.task));
         config.provider = self.provider.name().to_owned();
         config.model = self.provider.model().to_owned();
         let harness = |message: String| EvalError::Harness {
             instance: instance.name.clone(),
             message,
         };
+        let scene = SceneSettings {
+            base_blend: Some(instance.blend.clone()),
+            render: self.verifier_render,
+            verifier_engine: Some(verifier_engine(instance.task)),
+            ..SceneSettings::default()
+        };
+        let domain = SceneDomain::new(scene, blender, true)
+            .map_err(|err| harness(format!("the agent could not start: {err}")))?;
         let mut handle = viga_core::start(
             config,
             Arc::clone(&self.provider),
-            blender,
+            Arc::new(domain),
             &work_dir.join("agent"),
         )
         .map_err(|err| harness(format!("the agent could not start: {err}")))?;

@@ -346,8 +346,7 @@ impl GnRun {
         let Some(path) = recorder.folder().map(|folder| folder.join(FINAL_BLEND)) else {
             return;
         };
-        let saved =
-            viga_core::folder::save_scene_as(self.blender.transport().as_ref(), &path).await;
+        let saved = viga_core::scene::save_scene_as(self.blender.transport().as_ref(), &path).await;
         if let Err(err) = saved {
             recorder.warn(format!("the final scene was not saved: {err}"));
         }

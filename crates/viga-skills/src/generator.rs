@@ -85,7 +85,7 @@ arguments!(
 pub struct MakePlan;
 
 #[async_trait]
-impl Tool for MakePlan {
+impl<C: Sync + ?Sized> Tool<C> for MakePlan {
     fn name(&self) -> &str {
         "make_plan"
     }
@@ -95,12 +95,8 @@ impl Tool for MakePlan {
     fn parameters(&self) -> Value {
         parameters_of::<MakePlanArgs>()
     }
-    async fn invoke(
-        &self,
-        _context: &ToolContext,
-        arguments: Value,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: MakePlanArgs = parse_arguments(self.name(), arguments)?;
+    async fn invoke(&self, _context: &C, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let args: MakePlanArgs = parse_arguments("make_plan", arguments)?;
         if args.plan.trim().is_empty() {
             return Err(ToolError::Recoverable(
                 "the plan is empty; list the steps you will take".to_owned(),
@@ -284,7 +280,7 @@ impl Tool for GetBetterAssets {
 pub struct EndGeneration;
 
 #[async_trait]
-impl Tool for EndGeneration {
+impl<C: Sync + ?Sized> Tool<C> for EndGeneration {
     fn name(&self) -> &str {
         "end_process"
     }
@@ -294,12 +290,8 @@ impl Tool for EndGeneration {
     fn parameters(&self) -> Value {
         parameters_of::<EndGenerationArgs>()
     }
-    async fn invoke(
-        &self,
-        _context: &ToolContext,
-        arguments: Value,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: EndGenerationArgs = parse_arguments(self.name(), arguments)?;
+    async fn invoke(&self, _context: &C, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let args: EndGenerationArgs = parse_arguments("end_process", arguments)?;
         Ok(ToolOutput {
             text: "Generation ended.".to_owned(),
             control: Control::EndGeneration {

@@ -86,18 +86,16 @@ impl ToolOutput {
     }
 }
 
-/// A tool the model may call.
+/// A tool the model may call, over what its calls reach (`C`): a Blender scene's
+/// [`ToolContext`] by default; a domain that is not a Blender scene brings its own context,
+/// and tools that reach nothing (`make_plan`, `end_process`) work over any.
 #[async_trait]
-pub trait Tool: Send + Sync {
+pub trait Tool<C: Sync + ?Sized = ToolContext>: Send + Sync {
     fn name(&self) -> &str;
     fn description(&self) -> &str;
     /// JSON Schema of the arguments (derived, never hand-written).
     fn parameters(&self) -> Value;
-    async fn invoke(
-        &self,
-        context: &ToolContext,
-        arguments: Value,
-    ) -> Result<ToolOutput, ToolError>;
+    async fn invoke(&self, context: &C, arguments: Value) -> Result<ToolOutput, ToolError>;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -138,24 +136,40 @@ pub enum RegistryError {
     Duplicate(String),
 }
 
-/// The tools offered to one role. Ordered by name, so prompts are deterministic.
-#[derive(Clone, Default)]
-pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+/// The tools offered to one role, over the context `C` their calls reach. Ordered by name,
+/// so prompts are deterministic.
+pub struct ToolRegistry<C: Sync + ?Sized = ToolContext> {
+    tools: BTreeMap<String, Arc<dyn Tool<C>>>,
 }
 
-impl std::fmt::Debug for ToolRegistry {
+impl<C: Sync + ?Sized> Clone for ToolRegistry<C> {
+    fn clone(&self) -> Self {
+        Self {
+            tools: self.tools.clone(),
+        }
+    }
+}
+
+impl<C: Sync + ?Sized> Default for ToolRegistry<C> {
+    fn default() -> Self {
+        Self {
+            tools: BTreeMap::new(),
+        }
+    }
+}
+
+impl<C: Sync + ?Sized> std::fmt::Debug for ToolRegistry<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.tools.keys()).finish()
     }
 }
 
-impl ToolRegistry {
+impl<C: Sync + ?Sized> ToolRegistry<C> {
     pub fn new() -> Self {
         Self::default()
     }
 
-    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+    pub fn register(&mut self, tool: Arc<dyn Tool<C>>) -> Result<(), RegistryError> {
         let name = tool.name().to_owned();
         if self.tools.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
@@ -177,14 +191,14 @@ impl ToolRegistry {
         self.tools.keys().map(String::as_str).collect()
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool<C>>> {
         self.tools.get(name)
     }
 
     /// Runs a tool by name; an unknown name goes back to the model with the known ones.
     pub async fn invoke(
         &self,
-        context: &ToolContext,
+        context: &C,
         name: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {

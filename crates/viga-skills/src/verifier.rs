@@ -359,7 +359,7 @@ impl Tool for SetVisibility {
 pub struct EndVerification;
 
 #[async_trait]
-impl Tool for EndVerification {
+impl<C: Sync + ?Sized> Tool<C> for EndVerification {
     fn name(&self) -> &str {
         "end_process"
     }
@@ -369,12 +369,8 @@ impl Tool for EndVerification {
     fn parameters(&self) -> Value {
         parameters_of::<VerdictArgs>()
     }
-    async fn invoke(
-        &self,
-        _context: &ToolContext,
-        arguments: Value,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: VerdictArgs = parse_arguments(self.name(), arguments)?;
+    async fn invoke(&self, _context: &C, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let args: VerdictArgs = parse_arguments("end_process", arguments)?;
         Ok(ToolOutput {
             text: "Verification ended.".to_owned(),
             control: Control::EndVerification(Feedback {

@@ -16,7 +16,9 @@ use viga_provider::ScriptedProvider;
 use viga_testkit::within;
 
 use super::fake_blender::{FakeBlender, Fault, REFUSAL, START_FAILURE};
-use super::{GOOD_CODE, code, config, provider, text, verdict};
+use viga_core::scene::SceneSettings;
+
+use super::{GOOD_CODE, code, config, provider, scene, scene_settings, scene_with, text, verdict};
 
 /// A run on the fake takes milliseconds; the limit is there only so a run that would hang
 /// (a cancel that is not heard) fails its test instead of holding the suite.
@@ -93,11 +95,21 @@ async fn drain(mut handle: RunHandle) -> (Vec<RunEvent>, RunOutcome) {
 
 /// Runs `settings` to its end on `blender`, the model answering with `turns`.
 async fn run(settings: RunConfig, turns: Vec<Value>, blender: &Arc<FakeBlender>) -> Ran {
+    run_in(settings, scene_settings(), turns, blender).await
+}
+
+/// [`run`] with the scene settings `scene`.
+async fn run_in(
+    settings: RunConfig,
+    scene: SceneSettings,
+    turns: Vec<Value>,
+    blender: &Arc<FakeBlender>,
+) -> Ran {
     within(FAST_TEST_LIMIT, "a run on the fake Blender", async {
         let output = tempfile::tempdir().unwrap();
         let model = provider(turns);
-        let handle =
-            viga_core::start(settings, model.clone(), blender.clone(), output.path()).unwrap();
+        let domain = scene_with(blender.clone(), scene, false);
+        let handle = viga_core::start(settings, model.clone(), domain, output.path()).unwrap();
         let (events, outcome) = drain(handle).await;
         Ran {
             events,
@@ -299,15 +311,18 @@ async fn after_a_loss_the_program_runs_again_on_the_base_scene_and_the_call_is_m
     let base = tempfile::tempdir().unwrap();
     let base_blend = base.path().join("base.blend");
     std::fs::write(&base_blend, b"").unwrap();
-    let mut settings = config(1);
-    settings.base_blend = Some(base_blend.clone());
+    let settings = config(1);
+    let with_base = SceneSettings {
+        base_blend: Some(base_blend.clone()),
+        ..scene_settings()
+    };
     // Lost while the verifier's set_camera renders its view.
     let blender = Arc::new(FakeBlender::new().on("render", 1, Fault::Lost));
     let turns = then_verifier([
         look("Let me look from the front.", [0.0, -6.0, 2.0]),
         verdict_after("Blender was restarted meanwhile", true),
     ]);
-    let ran = run(settings, turns, &blender).await;
+    let ran = run_in(settings, with_base, turns, &blender).await;
     assert_eq!(ran.outcome.stop, StopReason::Accepted, "{:#?}", ran.events);
     assert_eq!(ran.tools(), [("set_camera", true), ("end_process", true)]);
 
@@ -342,7 +357,7 @@ async fn after_a_loss_the_program_runs_again_on_the_base_scene_and_the_call_is_m
     assert_eq!(restarts.len(), 1);
     assert!(
         restarts[0].contains("the verifier's tool `set_camera`")
-            && restarts[0].contains("the scene is rebuilt by running its program again"),
+            && restarts[0].contains("the result is rebuilt by running its program again"),
         "{restarts:?}"
     );
 }
@@ -565,8 +580,13 @@ async fn cancel_while_hanging(blender: &Arc<FakeBlender>, turns: Vec<Value>) -> 
         async {
             let output = tempfile::tempdir().unwrap();
             let model = provider(turns);
-            let handle =
-                viga_core::start(config(2), model.clone(), blender.clone(), output.path()).unwrap();
+            let handle = viga_core::start(
+                config(2),
+                model.clone(),
+                scene(blender.clone()),
+                output.path(),
+            )
+            .unwrap();
             blender.hanging().await;
             let cancelled_at = Instant::now();
             handle.cancel();

@@ -4,7 +4,7 @@ use viga_protocol::event::{RunEvent, StopReason};
 use viga_protocol::iteration::{FailureClass, IterationRecord};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-use super::{GOOD_CODE, blender, code, config, provider, text, verdict};
+use super::{GOOD_CODE, blender, code, config, provider, scene, text, verdict};
 
 async fn run_one_iteration(
     turns: Vec<serde_json::Value>,
@@ -13,8 +13,13 @@ async fn run_one_iteration(
     within(BLENDER_TEST_LIMIT, "the one-iteration run", async {
         let output = tempfile::tempdir().unwrap();
         let provider = provider(turns);
-        let mut handle =
-            viga_core::start(config(1), provider.clone(), blender().await, output.path()).unwrap();
+        let mut handle = viga_core::start(
+            config(1),
+            provider.clone(),
+            scene(blender().await),
+            output.path(),
+        )
+        .unwrap();
         let mut events = Vec::new();
         while let Some(event) = handle.next_event().await {
             events.push(event.event);

@@ -21,7 +21,7 @@ use viga_protocol::message::ContentPart;
 use viga_provider::{ModelRequest, ModelResponse, Provider, ProviderError};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-use super::{config, provider, text, verdict};
+use super::{config, provider, scene, scene_with, text, verdict};
 
 const SCENE: &str = "import bpy
 bpy.ops.mesh.primitive_cube_add(size=2, location=(0, 0, 1))
@@ -263,11 +263,18 @@ async fn blender_killed_in_every_phase_costs_nothing_but_time() {
         let saboteur = Arc::new(in_every_phase(Arc::clone(&worker), flag));
         let model = provider(three_iterations());
         let mut settings = config(3);
-        settings.target = Some(target);
+        settings.targets = vec![viga_core::TargetSpec::picture(target)];
         let output = dir.path().join("output");
-        let (events, outcome) =
-            drain(viga_core::start(settings, model.clone(), saboteur.clone(), &output).unwrap())
-                .await;
+        let (events, outcome) = drain(
+            viga_core::start(
+                settings,
+                model.clone(),
+                scene_with(saboteur.clone(), super::scene_settings(), true),
+                &output,
+            )
+            .unwrap(),
+        )
+        .await;
         assert_eq!(
             (outcome.stop.clone(), outcome.iterations),
             (StopReason::Accepted, 3),
@@ -302,7 +309,7 @@ async fn blender_killed_in_every_phase_costs_nothing_but_time() {
                 record
                     .render_ids
                     .iter()
-                    .any(|id| id.ends_with("camera.png")),
+                    .any(|id| id.ends_with("target-default.png")),
                 "iteration {} was scored: {:?}",
                 record.index,
                 record.render_ids
@@ -332,7 +339,7 @@ async fn a_restart_that_fails_twice_in_a_row_stops_the_run_saying_so() {
         let model = provider(vec![text("plan"), super::code(super::GOOD_CODE)]);
         let output = dir.path().join("output");
         let (events, outcome) =
-            drain(viga_core::start(config(2), model, saboteur, &output).unwrap()).await;
+            drain(viga_core::start(config(2), model, scene(saboteur), &output).unwrap()).await;
         let StopReason::Failed { message, kind } = &outcome.stop else {
             panic!("{:?}", outcome.stop);
         };
@@ -444,7 +451,7 @@ async fn a_request_too_long_for_the_model_is_sent_once_more_smaller() {
         let mut settings = config(3);
         settings.verifier_max_tokens = 700;
         let (events, outcome) = drain(
-            viga_core::start(settings, model.clone(), super::blender().await, output.path())
+            viga_core::start(settings, model.clone(), scene(super::blender().await), output.path())
                 .unwrap(),
         )
         .await;
@@ -493,7 +500,7 @@ async fn a_request_still_too_long_when_smaller_stops_the_run_as_a_context_overfl
             viga_core::start(
                 config(1),
                 model.clone(),
-                super::blender().await,
+                scene(super::blender().await),
                 output.path(),
             )
             .unwrap(),

@@ -8,7 +8,9 @@ use viga_protocol::event::{RunEvent, StopReason};
 use viga_protocol::iteration::{FailureClass, IterationRecord};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-use super::{GOOD_CODE, blender, config, provider, verdict};
+use viga_core::scene::SceneSettings;
+
+use super::{GOOD_CODE, blender, config, provider, scene_settings, scene_with, verdict};
 
 const BROKEN_CODE: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=2, location=(0, 0, 1))\ncrate = undefined_crate\n";
 const BIGGER_CODE: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=3, location=(0, 0, 1.5))\nbpy.context.object.name = 'Crate'\n";
@@ -45,11 +47,16 @@ struct Finished {
 }
 
 async fn run(settings: RunConfig, turns: Vec<Value>) -> Finished {
+    run_in(settings, scene_settings(), turns).await
+}
+
+/// [`run`] with the scene settings `scene`.
+async fn run_in(settings: RunConfig, scene: SceneSettings, turns: Vec<Value>) -> Finished {
     within(BLENDER_TEST_LIMIT, "the run", async {
         let output = tempfile::tempdir().unwrap();
         let model = provider(turns);
-        let mut handle =
-            viga_core::start(settings, model.clone(), blender().await, output.path()).unwrap();
+        let domain = scene_with(blender().await, scene, false);
+        let mut handle = viga_core::start(settings, model.clone(), domain, output.path()).unwrap();
         let mut events = Vec::new();
         while let Some(event) = handle.next_event().await {
             events.push(event.event);
@@ -302,10 +309,14 @@ async fn get_better_assets_searches_the_runs_asset_folder() {
         "a wooden dining chair",
     )
     .unwrap();
-    let mut settings = with_tools(1);
-    settings.assets = Some(assets.path().to_path_buf());
-    let finished = run(
+    let settings = with_tools(1);
+    let scene = SceneSettings {
+        assets: Some(assets.path().to_path_buf()),
+        ..scene_settings()
+    };
+    let finished = run_in(
         settings,
+        scene,
         vec![
             tools_turn(
                 json!({}),

@@ -11,7 +11,7 @@ use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-use super::{blender, code, config, provider, text, verdict};
+use super::{blender, code, config, provider, scene, scene_settings, scene_with, text, verdict};
 
 const SCENE_WITH_CAMERA: &str = "import bpy
 bpy.ops.mesh.primitive_cube_add(size=2, location=(0, 0, 1))
@@ -62,7 +62,8 @@ async fn a_run_writes_its_whole_folder_and_resumes_where_it_stopped() {
         std::fs::write(&target, &goal.image.data).unwrap();
 
         let mut settings = config(1);
-        settings.target = Some(target);
+        settings.targets = vec![viga_core::TargetSpec::picture(target)];
+        let domain = scene_with(blender.clone(), scene_settings(), true);
         let first = provider(vec![
             text("1. a crate\n2. a camera"),
             code(SCENE_WITH_CAMERA),
@@ -73,7 +74,7 @@ async fn a_run_writes_its_whole_folder_and_resumes_where_it_stopped() {
         ]);
         let output = work.path().join("output");
         let (events, outcome) =
-            drain(viga_core::start(settings, first, blender.clone(), &output).unwrap()).await;
+            drain(viga_core::start(settings, first, domain.clone(), &output).unwrap()).await;
         assert_eq!(
             (outcome.stop.clone(), outcome.iterations),
             (StopReason::MaxIterations, 1)
@@ -95,7 +96,7 @@ async fn a_run_writes_its_whole_folder_and_resumes_where_it_stopped() {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert!(renders.contains(&"camera.png".to_owned()), "{renders:?}");
+        assert!(renders.contains(&"target-default.png".to_owned()), "{renders:?}");
         assert_eq!(
             renders.len(),
             1 + 4 + 1,
@@ -124,7 +125,7 @@ async fn a_run_writes_its_whole_folder_and_resumes_where_it_stopped() {
             verdict(true),
         ]);
         let (events, outcome) =
-            drain(viga_core::resume(&folder, second, blender.clone(), Some(3)).unwrap()).await;
+            drain(viga_core::resume(&folder, second, domain.clone(), Some(3)).unwrap()).await;
         assert_eq!(
             (outcome.stop, outcome.iterations),
             (StopReason::Accepted, 2)
@@ -146,7 +147,7 @@ async fn a_run_writes_its_whole_folder_and_resumes_where_it_stopped() {
             [1, 2]
         );
 
-        let err = viga_core::resume(&folder, provider(vec![]), blender, None).unwrap_err();
+        let err = viga_core::resume(&folder, provider(vec![]), domain, None).unwrap_err();
         assert!(err.to_string().contains("already finished"), "{err}");
     })
     .await;
@@ -175,10 +176,9 @@ impl Provider for StallsAfterFirst {
 async fn cancelling_leaves_a_complete_folder_that_can_be_resumed() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let output = tempfile::tempdir().unwrap();
-        let blender = blender().await;
+        let domain = scene(blender().await);
         let stall = Arc::new(StallsAfterFirst(AtomicUsize::new(0)));
-        let mut handle =
-            viga_core::start(config(2), stall, blender.clone(), output.path()).unwrap();
+        let mut handle = viga_core::start(config(2), stall, domain.clone(), output.path()).unwrap();
         while let Some(event) = handle.next_event().await {
             if matches!(event.event, RunEvent::PlanProduced { .. }) {
                 handle.cancel();
@@ -201,7 +201,7 @@ async fn cancelling_leaves_a_complete_folder_that_can_be_resumed() {
 
         let resumed = provider(vec![text("plan"), code(super::GOOD_CODE), verdict(true)]);
         let (_, outcome) =
-            drain(viga_core::resume(&outcome.folder, resumed, blender, None).unwrap()).await;
+            drain(viga_core::resume(&outcome.folder, resumed, domain, None).unwrap()).await;
         assert_eq!(
             (outcome.stop, outcome.iterations),
             (StopReason::Accepted, 1)
@@ -216,9 +216,16 @@ async fn bad_settings_are_refused_before_anything_is_written() {
         let output = tempfile::tempdir().unwrap();
         let mut settings = config(0);
         settings.memory_window = 0;
-        settings.target = Some(output.path().join("missing.png"));
-        let err = viga_core::start(settings, provider(vec![]), blender().await, output.path())
-            .unwrap_err();
+        settings.targets = vec![viga_core::TargetSpec::picture(
+            output.path().join("missing.png"),
+        )];
+        let err = viga_core::start(
+            settings,
+            provider(vec![]),
+            scene(blender().await),
+            output.path(),
+        )
+        .unwrap_err();
         let message = err.to_string();
         for expected in [
             "max_iterations must be at least 1",

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunConfig;
+use viga_core::domain::Domain;
+use viga_core::scene::{SceneDomain, SceneSettings};
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
 use viga_provider::ScriptedProvider;
@@ -31,18 +33,37 @@ pub(crate) fn config(max_iterations: u32) -> RunConfig {
     let mut config = RunConfig::new("a crate on the floor");
     config.max_iterations = max_iterations;
     config.plan_each_iteration = true;
-    config.render = RenderSpec {
-        engine: RenderEngine::Workbench,
-        width: 48,
-        height: 48,
-        samples: None,
-    };
-    // Workbench even with a target: these tests compare shapes, and stay fast. The Cycles
-    // default a target picks has its own test (verifier_render.rs).
-    config.verifier_engine = Some(RenderEngine::Workbench);
     config.provider = "scripted".into();
     config.model = "test".into();
     config
+}
+
+/// Small Workbench renders, even with a target: these tests compare shapes, and stay fast.
+/// The Cycles default a target picks has its own test (verifier_render.rs).
+pub(crate) fn scene_settings() -> SceneSettings {
+    SceneSettings {
+        render: RenderSpec {
+            engine: RenderEngine::Workbench,
+            width: 48,
+            height: 48,
+            samples: None,
+        },
+        verifier_engine: Some(RenderEngine::Workbench),
+        ..SceneSettings::default()
+    }
+}
+
+/// The scene domain over `blender` with [`scene_settings`].
+pub(crate) fn scene(blender: Arc<dyn BlenderTransport>) -> Arc<dyn Domain> {
+    scene_with(blender, scene_settings(), false)
+}
+
+pub(crate) fn scene_with(
+    blender: Arc<dyn BlenderTransport>,
+    settings: SceneSettings,
+    has_target: bool,
+) -> Arc<dyn Domain> {
+    Arc::new(SceneDomain::new(settings, blender, has_target).unwrap())
 }
 
 pub(crate) fn text(text: &str) -> Value {

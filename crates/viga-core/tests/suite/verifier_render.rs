@@ -1,12 +1,11 @@
-//! The verifier's render settings as `RunConfig::verifier_render` resolves them: with a target
-//! picture the default (Cycles, few samples, denoised) sees what Workbench hides.
+//! The verifier's render settings as `SceneSettings::verifier_render` resolves them: with a
+//! target picture the default (Cycles, few samples, denoised) sees what Workbench hides.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_core::RunConfig;
+use viga_core::scene::SceneSettings;
 use viga_protocol::bridge::{RenderEngine, RenderRequest, RenderSpec, SceneReset};
 use viga_skills::metrics::photometric_loss;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
@@ -53,11 +52,10 @@ async fn render(
 #[tokio::test]
 async fn the_default_verifier_render_sees_a_light_change_that_workbench_hides() {
     within(BLENDER_TEST_LIMIT, "the renders", async {
-        let mut config = RunConfig::new("a cube lit by a lamp");
-        config.render.width = 64;
-        config.render.height = 64;
-        config.target = Some(PathBuf::from("goal.png"));
-        let default = config.verifier_render();
+        let mut settings = SceneSettings::default();
+        settings.render.width = 64;
+        settings.render.height = 64;
+        let default = settings.verifier_render(true);
         assert_eq!(default.engine, RenderEngine::Cycles);
         let workbench = RenderSpec {
             engine: RenderEngine::Workbench,

@@ -188,7 +188,7 @@ impl ToolBelt {
 }
 
 fn undo_failed(what: &str, err: TransportError) -> CoreError {
-    CoreError::blender(
+    crate::scene::blender_error(
         format!(
             "Blender could not {what}, so the run stopped and no change is left that cannot be undone (is undo turned off in Preferences > System > Undo Steps?)"
         ),

@@ -54,7 +54,7 @@ pub use self::transcript::{
 
 /// The `mode` of an agent run: its folder level and the mark in its `args.json`.
 pub const AGENT_MODE: &str = "agent";
-const SYSTEM_PROMPT: &str = include_str!("../prompts/agent.md");
+const SYSTEM_PROMPT: &str = include_str!("../../prompts/agent.md");
 /// Objects of the scene the model is shown before its first step; it can page on with
 /// `get_scene_info`.
 const OPENING_SCENE_OBJECTS: u32 = 40;
@@ -417,7 +417,9 @@ impl AgentRun {
             .blender
             .scene_info(0, OPENING_SCENE_OBJECTS)
             .await
-            .map_err(|err| CoreError::blender("Blender could not describe the scene", err))?;
+            .map_err(|err| {
+                crate::scene::blender_error("Blender could not describe the scene", err)
+            })?;
         self.transcript.opening_scene = summarize(&scene);
         self.write_transcript()?;
         Ok(format!(
@@ -568,7 +570,7 @@ impl AgentRun {
     /// viga's own Blender goes away with the run: its scene is kept as `final.blend`.
     async fn save_final_scene(&self) -> Result<(), String> {
         let path = absolute(&self.folder.final_blend_path()).map_err(|err| err.to_string())?;
-        crate::folder::save_scene_as(self.blender.as_ref(), &path)
+        crate::scene::save_scene_as(self.blender.as_ref(), &path)
             .await
             .map_err(|err| err.to_string())
     }

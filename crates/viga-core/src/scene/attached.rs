@@ -13,36 +13,43 @@ use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_protocol::bridge::AppliedProgram;
 use viga_provider::Provider;
 
+use super::{SceneDomain, SceneSettings, blender_error};
 use crate::folder::{BASE_SNAPSHOT, RunFolder};
-use crate::{CoreError, Prompts, RunConfig, RunHandle, check_settings, start_in};
+use crate::{CoreError, RunConfig, RunHandle, check_settings, start_in};
 
 /// The longest task text an undo step's name carries.
 const UNDO_NAME_CHARS: usize = 60;
 
 /// Starts a run whose base scene is the open scene of `user` (a person's Blender). The
-/// run's programs, renders and verification all happen in `worker`.
+/// run's programs, renders and verification all happen in `worker`, with the scene settings
+/// `scene` (whose base scene must be unset: it is the snapshot).
 pub async fn start_on_user_scene(
-    mut config: RunConfig,
+    config: RunConfig,
+    mut scene: SceneSettings,
     provider: Arc<dyn Provider>,
     worker: Arc<dyn BlenderTransport>,
     user: &dyn BlenderTransport,
     output_root: &Path,
 ) -> Result<RunHandle, CoreError> {
-    if let Some(base) = &config.base_blend {
+    if let Some(base) = &scene.base_blend {
         return Err(CoreError::Config(format!(
             "an attached run starts from the open scene in Blender; drop the base scene {} or run without --attach",
             base.display()
         )));
     }
-    check_settings(&config)?;
-    let prompts = Prompts::load(config.prompts_dir.as_deref())?;
+    let has_target = !config.targets.is_empty();
+    // Checked before the snapshot, with the base scene it does not have yet.
+    check_settings(
+        &config,
+        &SceneDomain::new(scene.clone(), Arc::clone(&worker), has_target)?,
+    )?;
     let folder = RunFolder::create(output_root, &config)?;
     let snapshot = std::path::absolute(folder.root().join(BASE_SNAPSHOT))
         .map_err(|err| CoreError::io(folder.root().join(BASE_SNAPSHOT), err))?;
     user.save_blend(&snapshot.to_string_lossy())
         .await
         .map_err(|err| {
-            CoreError::blender(
+            blender_error(
                 format!(
                     "Blender could not save a copy of the open scene to {}",
                     snapshot.display()
@@ -50,8 +57,10 @@ pub async fn start_on_user_scene(
                 err,
             )
         })?;
-    config.base_blend = Some(snapshot);
-    start_in(folder, prompts, config, provider, worker)
+    scene.base_blend = Some(snapshot);
+    let domain = SceneDomain::new(scene, worker, has_target)?
+        .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
+    start_in(folder, config, provider, Arc::new(domain))
 }
 
 /// Runs the finished run's program (`final.py`) on the open scene of `user` as one undo
@@ -62,7 +71,14 @@ pub async fn apply_to_user_scene(
     user: &dyn BlenderTransport,
 ) -> Result<AppliedProgram, CoreError> {
     let folder = RunFolder::open(run_folder)?;
-    let config = folder.read_args()?;
+    let (config, domain) = folder.read_args()?;
+    if domain.name != super::SCENE_DOMAIN {
+        return Err(CoreError::Config(format!(
+            "{} is a {} run; only a scene run's result can be applied to a Blender scene",
+            run_folder.display(),
+            domain.name
+        )));
+    }
     let path = folder.final_program_path();
     if !path.exists() {
         return Err(CoreError::Config(format!(
@@ -74,7 +90,7 @@ pub async fn apply_to_user_scene(
     let code = std::fs::read_to_string(&path).map_err(|err| CoreError::io(&path, err))?;
     user.apply_program(&code, &undo_name(&config.task), None)
         .await
-        .map_err(|err| CoreError::blender("Blender could not apply the result", err))
+        .map_err(|err| blender_error("Blender could not apply the result", err))
 }
 
 /// `viga: <task>`, cut to a length Blender's undo history shows whole.

@@ -1,0 +1,438 @@
+//! What the loop builds, behind one trait: a *domain*.
+//!
+//! The loop (plan, program, run, look, verify, remember, fast retry, E0-E3, resume, report)
+//! never names what its programs build. A [`Domain`] says what a program is (its language and
+//! how it is found in an answer), runs it in the domain's worker from the same starting state
+//! every time, renders the views a target picture shows, gives the verifier its first look
+//! and its tools, and saves the result. A Blender scene is one domain
+//! ([`crate::scene::SceneDomain`]); a downstream crate adds another by implementing the trait:
+//!
+//! ```
+//! use std::path::Path;
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//!
+//! use viga_core::domain::{
+//!     Domain, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
+//! };
+//! use viga_protocol::iteration::ExecutionResult;
+//! use viga_protocol::message::ToolSpec;
+//! use viga_skills::{ToolError, ToolOutput};
+//!
+//! /// A "domain" whose programs are lines of text and whose result is the last one.
+//! #[derive(Default)]
+//! struct Notes {
+//!     watch: WorkerWatch,
+//!     text: Mutex<String>,
+//! }
+//!
+//! #[async_trait::async_trait]
+//! impl Domain for Notes {
+//!     fn name(&self) -> &str {
+//!         "notes"
+//!     }
+//!     fn program_format(&self) -> ProgramFormat {
+//!         ProgramFormat::new("text", "the whole note")
+//!     }
+//!     fn watch(&self) -> &WorkerWatch {
+//!         &self.watch
+//!     }
+//!     async fn execute(&self, program: &str, _limit: Duration) -> Result<ExecutionResult, WorkerFault> {
+//!         *self.text.lock().unwrap() = program.to_owned();
+//!         Ok(ExecutionResult { stdout: format!("{} lines", program.lines().count()), ..Default::default() })
+//!     }
+//!     async fn render_view(&self, _target: &TargetView, _width: u32, _height: u32) -> Result<ViewRender, WorkerFault> {
+//!         Ok(ViewRender::Unavailable("notes have no pictures".to_owned()))
+//!     }
+//!     async fn overview(&self) -> Result<ToolOutput, ToolError> {
+//!         Ok(ToolOutput::text(format!("The note reads: {}", self.text.lock().unwrap())))
+//!     }
+//!     fn tools(&self, _role: ToolRole) -> Vec<ToolSpec> {
+//!         Vec::new()
+//!     }
+//!     async fn call_tool(&self, _role: ToolRole, name: &str, _arguments: serde_json::Value) -> Result<ToolOutput, ToolError> {
+//!         Err(ToolError::Recoverable(format!("no tool {name}")))
+//!     }
+//!     async fn save_result(&self, program: &str, _limit: Duration, folder: &Path) -> Result<Vec<std::path::PathBuf>, WorkerFault> {
+//!         let path = folder.join("final.txt");
+//!         std::fs::write(&path, program).map_err(|err| WorkerFault::other(err.to_string()))?;
+//!         Ok(vec![path])
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let script = serde_json::json!({"turns": [
+//!     {"response": {"text": "```text\nhello\n```", "finish_reason": "stop"}},
+//!     {"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [{"id": "1",
+//!         "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [],
+//!         "accepted": true}}]}}
+//! ]});
+//! let provider = Arc::new(viga_provider::ScriptedProvider::new(
+//!     "scripted:notes", serde_json::from_value(script)?));
+//! let mut config = viga_core::RunConfig::new("write hello");
+//! config.plan_each_iteration = false;
+//! let output = tempfile::tempdir()?;
+//! let run = viga_core::start(config, provider, Arc::new(Notes::default()), output.path())?;
+//! let outcome = run.wait().await?;
+//! assert_eq!(outcome.stop, viga_protocol::event::StopReason::Accepted);
+//! assert_eq!(outcome.final_code.as_deref(), Some("hello\n"));
+//! assert!(outcome.folder.join("final.txt").is_file());
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use viga_protocol::bridge::RenderOutput;
+use viga_protocol::iteration::ExecutionResult;
+use viga_protocol::message::{ImageData, ToolSpec};
+use viga_skills::{ToolError, ToolOutput};
+
+use crate::prompts::Prompts;
+
+/// How a domain's programs are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramFormat {
+    /// The language tag of the fenced block a program is written in (`python`, `html`).
+    pub language: String,
+    /// What one program is, in the words the model is asked with ("the whole scene
+    /// program", "the whole page").
+    pub noun: String,
+    /// Other tags a fenced block of this language may carry (`py` for `python`, `htm` for
+    /// `html`): models do not always write the canonical one.
+    pub aliases: Vec<String>,
+}
+
+impl ProgramFormat {
+    pub fn new(language: impl Into<String>, noun: impl Into<String>) -> Self {
+        Self {
+            language: language.into(),
+            noun: noun.into(),
+            aliases: Vec::new(),
+        }
+    }
+
+    pub fn with_aliases(mut self, aliases: &[&str]) -> Self {
+        self.aliases = aliases.iter().map(|a| (*a).to_owned()).collect();
+        self
+    }
+
+    /// The first fenced block of this language in `answer` (seed 000: the first block
+    /// wins); `None` when there is none or it is empty.
+    pub fn extract(&self, answer: &str) -> Option<String> {
+        let tags: Vec<&str> = std::iter::once(self.language.as_str())
+            .chain(self.aliases.iter().map(String::as_str))
+            .collect();
+        crate::extract::first_block(answer, &tags)
+    }
+}
+
+/// Whose tools: the generator's (besides the loop's own `execute_code`, `make_plan`,
+/// `undo_last_step` and `end_process`) or the verifier's (besides `end_process`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolRole {
+    Generator,
+    Verifier,
+}
+
+impl ToolRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Generator => "generator",
+            Self::Verifier => "verifier",
+        }
+    }
+}
+
+/// A target picture and the view of the result it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetView {
+    /// Which view, in the domain's words: a camera's name (`Camera1`), a slide's number, a
+    /// viewport; `None` for the domain's default view (a scene's active camera, the first
+    /// slide, the page at its viewport).
+    pub view: Option<String>,
+    /// The frame of an animation the picture shows (4D scenes); `None` for a still.
+    pub frame: Option<i32>,
+    pub image: ImageData,
+}
+
+impl TargetView {
+    /// The view's label in scores, renders and the report: `Camera1`, `Camera1@f24`,
+    /// `default`.
+    pub fn label(&self) -> String {
+        label_of(self.view.as_deref(), self.frame)
+    }
+}
+
+/// A target's label from its view and frame (see [`TargetView::label`]).
+pub fn label_of(view: Option<&str>, frame: Option<i32>) -> String {
+    let view = view.unwrap_or("default");
+    match frame {
+        Some(frame) => format!("{view}@f{frame}"),
+        None => view.to_owned(),
+    }
+}
+
+/// The result seen as a target sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViewRender {
+    /// `view` names the view that was rendered, as scores record it: the target's label
+    /// with a default view resolved (`Camera1`, `Camera1@f24`, `2`).
+    Rendered { view: String, output: RenderOutput },
+    /// The view cannot be rendered for this result (a program removed the camera, the deck
+    /// has fewer slides): said to the model, and the run goes on without that score.
+    Unavailable(String),
+}
+
+/// What kind of failure a [`WorkerFault`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The worker is gone or could not start; the supervisor may be restarting it (which the
+    /// domain also reports to its [`WorkerWatch`]).
+    Unavailable,
+    /// The program ran past its time limit and was stopped; the worker was restarted.
+    TimedOut(Duration),
+    /// The worker refused the request or answered something unreadable; it is still there.
+    Refused,
+    /// Anything else (a file that could not be written, a bug).
+    Other,
+}
+
+/// A domain worker's failure, as the loop needs to know it. The domain keeps the error
+/// behind it as `source`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct WorkerFault {
+    pub kind: FaultKind,
+    pub message: String,
+    #[source]
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl WorkerFault {
+    pub fn new(kind: FaultKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::new(FaultKind::Other, message)
+    }
+
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+}
+
+/// Where a domain reports what happened to its worker, so the loop can notice a loss after
+/// any phase, whoever was talking to the worker (a program, a render, a verifier's tool),
+/// rebuild the result by running its program again, and redo the phase.
+#[derive(Debug, Default)]
+pub struct WorkerWatch {
+    record: Mutex<WatchRecord>,
+}
+
+#[derive(Debug, Default)]
+struct WatchRecord {
+    /// Every loss so far; a mark is a position in this count.
+    losses: u64,
+    last_loss: Option<String>,
+    /// Restarts that failed since the worker last answered.
+    failed_restarts_in_a_row: u32,
+    last_failed_restart: Option<WorkerFault>,
+    /// A loss nobody recovers from: the run cannot go on.
+    unrecoverable: Option<WorkerFault>,
+}
+
+/// How many restarts may fail one after the other before the run gives up on its worker.
+const RESTART_FAILURES_TOLERATED: u32 = 1;
+
+/// A point in a [`WorkerWatch`]'s history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark(u64);
+
+/// What happened to the worker since a [`Mark`].
+#[derive(Debug)]
+pub(crate) enum SinceMark {
+    /// Nothing: every call was answered, or failed without losing the worker.
+    Steady,
+    /// The worker was lost (and restarted, or will be by the next call): its state is gone.
+    /// The words say how.
+    Lost(String),
+    /// The worker is gone for good: restarts failed too often, or nobody restarts it
+    /// (`nobody_restarts`).
+    Gone {
+        fault: WorkerFault,
+        nobody_restarts: bool,
+    },
+}
+
+impl WorkerWatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The worker answered a call: restarts that failed before no longer count.
+    pub fn answered(&self) {
+        if let Ok(mut record) = self.record.lock() {
+            record.failed_restarts_in_a_row = 0;
+        }
+    }
+
+    /// The worker was lost (`how`, in words); `restarted` when a new one already runs.
+    pub fn lost(&self, how: impl Into<String>, restarted: bool) {
+        if let Ok(mut record) = self.record.lock() {
+            if restarted {
+                record.failed_restarts_in_a_row = 0;
+            }
+            record.losses += 1;
+            record.last_loss = Some(how.into());
+        }
+    }
+
+    /// A new worker could not be started (after a loss, or for a call): the state is gone
+    /// as surely as after a loss, and two in a row stop the run.
+    pub fn restart_failed(&self, fault: WorkerFault) {
+        if let Ok(mut record) = self.record.lock() {
+            record.losses += 1;
+            record.last_loss = Some(fault.message.clone());
+            record.failed_restarts_in_a_row += 1;
+            record.last_failed_restart = Some(fault);
+        }
+    }
+
+    /// The worker is lost and nothing will restart it.
+    pub fn gone(&self, fault: WorkerFault) {
+        if let Ok(mut record) = self.record.lock() {
+            record.unrecoverable = Some(fault);
+        }
+    }
+
+    pub(crate) fn mark(&self) -> Mark {
+        Mark(self.record.lock().map(|r| r.losses).unwrap_or_default())
+    }
+
+    pub(crate) fn since(&self, mark: Mark) -> SinceMark {
+        let Ok(record) = self.record.lock() else {
+            return SinceMark::Steady;
+        };
+        if let Some(fault) = &record.unrecoverable {
+            return SinceMark::Gone {
+                fault: fault.clone(),
+                nobody_restarts: true,
+            };
+        }
+        if record.failed_restarts_in_a_row > RESTART_FAILURES_TOLERATED
+            && let Some(fault) = &record.last_failed_restart
+        {
+            return SinceMark::Gone {
+                fault: fault.clone(),
+                nobody_restarts: false,
+            };
+        }
+        match &record.last_loss {
+            Some(how) if record.losses > mark.0 => SinceMark::Lost(how.clone()),
+            _ => SinceMark::Steady,
+        }
+    }
+}
+
+/// What the loop builds: see the [module documentation](self).
+#[async_trait]
+pub trait Domain: Send + Sync {
+    /// A short name: `scene`, `slides`, `page`. Recorded in the run folder, and a resumed
+    /// run must be given a domain of the same name.
+    fn name(&self) -> &str;
+
+    /// How programs are written and found in an answer.
+    fn program_format(&self) -> ProgramFormat;
+
+    /// The prompts a run of this domain starts from (a prompt folder given by the user
+    /// replaces any of them by file name). The default is the Blender scene's.
+    fn prompts(&self) -> Prompts {
+        Prompts::default()
+    }
+
+    /// Where the domain reports its worker's losses and restarts.
+    fn watch(&self) -> &WorkerWatch;
+
+    /// One line about the worker, for logs.
+    fn describe(&self) -> String {
+        self.name().to_owned()
+    }
+
+    /// What runs the programs, in the words the model is told about it ("Blender").
+    fn worker_name(&self) -> &str {
+        "the worker"
+    }
+
+    /// The domain's own settings, recorded in the run folder (`args.json`'s `domain`) so a
+    /// front end can build the same domain to resume the run.
+    fn settings(&self) -> Value {
+        Value::Null
+    }
+
+    /// What is wrong with the domain's settings for a run whose generator has its tools
+    /// (`generator_tools`) or not, in words a person can act on; any problem stops the run
+    /// before it starts.
+    fn problems(&self, _generator_tools: bool) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A new iteration begins; the domain's renders from now on belong in `renders`.
+    fn begin_iteration(&self, _renders: &Path) {}
+
+    /// Runs `program` from the domain's starting state (a Blender scene reloaded from its
+    /// base), stopping it at `limit`. A program that raises is `Ok` with the error in the
+    /// result; `Err` is the worker's own failure.
+    async fn execute(&self, program: &str, limit: Duration)
+    -> Result<ExecutionResult, WorkerFault>;
+
+    /// The end of what the last program printed before it was stopped at its time limit,
+    /// when the worker kept it.
+    fn last_program_output(&self) -> Option<String> {
+        None
+    }
+
+    /// Renders the view `target` shows at `width` x `height`, for scoring and for the
+    /// verifier's first look.
+    async fn render_view(
+        &self,
+        target: &TargetView,
+        width: u32,
+        height: u32,
+    ) -> Result<ViewRender, WorkerFault>;
+
+    /// What the verifier is shown of the result besides the target views (a scene's
+    /// canonical views): text, images and the renders behind them.
+    async fn overview(&self) -> Result<ToolOutput, ToolError>;
+
+    /// The domain's own tools for `role` (the loop adds its own: see [`ToolRole`]).
+    fn tools(&self, role: ToolRole) -> Vec<ToolSpec>;
+
+    /// Runs one of the domain's tools.
+    async fn call_tool(
+        &self,
+        role: ToolRole,
+        name: &str,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError>;
+
+    /// Builds the result of `program` again from the starting state (stopping it at
+    /// `limit`) and saves it into `folder` (`final.blend`, the deck, the page); returns the
+    /// files written.
+    async fn save_result(
+        &self,
+        program: &str,
+        limit: Duration,
+        folder: &Path,
+    ) -> Result<Vec<PathBuf>, WorkerFault>;
+}

@@ -1,0 +1,392 @@
+//! The Blender scene domain: programs are Blender Python, run in a warm (contained) Blender
+//! on the reloaded base scene; the verifier looks at camera renders and canonical views and
+//! moves around with its camera tools. This module is the one place in viga-core that names
+//! Blender: besides the domain itself, runs on a person's open scene ([`attached`]) and the
+//! add-on agent ([`addon_agent`]), which drives a live scene through add-on tools.
+
+pub mod addon_agent;
+pub mod attached;
+mod settings;
+pub(crate) mod watched;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
+use viga_protocol::bridge::{RenderRequest, RenderSpec};
+use viga_protocol::iteration::ExecutionResult;
+use viga_protocol::message::ToolSpec;
+use viga_skills::assets::open_asset_sources;
+use viga_skills::context::InstructionTranslator;
+use viga_skills::generator::generator_tools;
+use viga_skills::polyhaven::PolyHavenConfig;
+use viga_skills::verifier::{initialize_viewpoint, verifier_tools};
+use viga_skills::{RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry};
+
+pub use self::settings::{SceneSettings, VERIFIER_CYCLES_SAMPLES};
+use self::watched::{WatchedBlender, into_fault};
+use crate::domain::{
+    Domain, FaultKind, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
+};
+use crate::folder::FINAL_BLEND;
+use crate::{CoreError, Prompts, ProviderTranslator};
+use viga_provider::Provider;
+
+/// The domain's name, in run folders and args.json.
+pub const SCENE_DOMAIN: &str = "scene";
+
+/// Tools the loop offers itself, so a domain's registry must not hold them.
+const LOOP_TOOLS: [&str; 3] = ["execute_code", "make_plan", "end_process"];
+
+/// A Blender scene built by whole programs, each run on the reloaded base scene.
+pub struct SceneDomain {
+    settings: SceneSettings,
+    /// Every Blender call of the domain, its tools' included, goes through here, so a lost
+    /// worker is noticed whoever was talking to it.
+    blender: Arc<WatchedBlender>,
+    watch: Arc<WorkerWatch>,
+    tools: ToolContext,
+    generator: ToolRegistry,
+    verifier: ToolRegistry,
+}
+
+impl std::fmt::Debug for SceneDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SceneDomain")
+            .field("settings", &self.settings)
+            .field("blender", &self.blender)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SceneDomain {
+    /// The scene domain over `blender`. `has_target` says whether the run compares with
+    /// target pictures, which decides the verifier's default engine
+    /// ([`SceneSettings::verifier_render`]).
+    pub fn new(
+        settings: SceneSettings,
+        blender: Arc<dyn BlenderTransport>,
+        has_target: bool,
+    ) -> Result<Self, CoreError> {
+        let watch = Arc::new(WorkerWatch::new());
+        let blender = Arc::new(WatchedBlender::new(blender, Arc::clone(&watch)));
+        let tools = ToolContext::new(
+            Arc::clone(&blender) as Arc<dyn BlenderTransport>,
+            RenderSettings::new(settings.verifier_render(has_target)),
+            settings.base_scene(),
+        );
+        let assets = open_asset_sources(
+            settings.assets.as_deref(),
+            settings.polyhaven.then(PolyHavenConfig::default),
+        )
+        .map_err(|err| CoreError::Config(format!("the run's asset sources: {err}")))?;
+        let tools = match assets {
+            Some(assets) => tools.with_assets(assets),
+            None => tools,
+        };
+        Ok(Self {
+            settings,
+            blender,
+            watch,
+            tools,
+            generator: without_loop_tools(generator_tools())?,
+            verifier: without_loop_tools(verifier_tools())?,
+        })
+    }
+
+    /// Lets `investigate` turn free-form camera instructions into poses with a model (the
+    /// loop's [`crate::ProviderTranslator`]); without one, only its fast path works.
+    pub fn with_translator(mut self, translator: Arc<dyn InstructionTranslator>) -> Self {
+        self.tools = self.tools.with_translator(translator);
+        self
+    }
+
+    /// [`Self::with_translator`] asking `provider` with the scene's `investigate` prompt (or
+    /// the one in `prompts_dir`, as the run's other prompts).
+    pub fn with_model(
+        self,
+        provider: Arc<dyn Provider>,
+        prompts_dir: Option<&Path>,
+    ) -> Result<Self, CoreError> {
+        let prompts = Prompts::load(prompts_dir, Prompts::default())?;
+        Ok(self.with_translator(Arc::new(ProviderTranslator::new(
+            provider,
+            prompts.investigate,
+        ))))
+    }
+
+    /// The scene domain of the run in `run_folder`, built again from what its `args.json`
+    /// records, over `blender`, to resume it.
+    pub fn for_resume(
+        run_folder: &Path,
+        blender: Arc<dyn BlenderTransport>,
+        provider: Arc<dyn Provider>,
+    ) -> Result<Self, CoreError> {
+        let (config, domain) = crate::RunFolder::open(run_folder)?.read_args()?;
+        if domain.name != SCENE_DOMAIN {
+            return Err(CoreError::Config(format!(
+                "{} is a {} run, not a Blender scene run",
+                run_folder.display(),
+                domain.name
+            )));
+        }
+        let settings: SceneSettings = serde_json::from_value(domain.settings).map_err(|err| {
+            CoreError::Config(format!(
+                "{}: the scene settings in args.json are not valid: {err}",
+                run_folder.display()
+            ))
+        })?;
+        Self::new(settings, blender, !config.targets.is_empty())?
+            .with_model(provider, config.prompts_dir.as_deref())
+    }
+
+    pub fn settings(&self) -> &SceneSettings {
+        &self.settings
+    }
+
+    fn verifier_render(&self) -> RenderSpec {
+        self.tools.render.spec
+    }
+
+    /// The camera a target shows: the one it names, else the scene's active camera;
+    /// `Err` with words for the model when the scene has none.
+    async fn target_camera(
+        &self,
+        target: &TargetView,
+    ) -> Result<Result<String, String>, WorkerFault> {
+        if let Some(named) = &target.view {
+            return Ok(Ok(named.clone()));
+        }
+        let info = self.blender.scene_info(0, 1).await.map_err(into_fault)?;
+        Ok(info.active_camera.ok_or_else(|| {
+            "the scene has no camera, so it cannot be compared with the target".to_owned()
+        }))
+    }
+}
+
+fn without_loop_tools(
+    registry: Result<ToolRegistry, viga_skills::registry::RegistryError>,
+) -> Result<ToolRegistry, CoreError> {
+    let mut registry = registry.map_err(|err| CoreError::Tool(err.to_string()))?;
+    for name in LOOP_TOOLS {
+        registry.unregister(name);
+    }
+    Ok(registry)
+}
+
+/// A refusal the model should hear about (the camera was removed or renamed, the frame is
+/// out of range) as the reason a view cannot be rendered; anything else is the worker's
+/// failure.
+fn unavailable_or_fault(err: TransportError, what: &str) -> Result<ViewRender, WorkerFault> {
+    match err {
+        TransportError::Refused { .. } => Ok(ViewRender::Unavailable(format!("{what}: {err}"))),
+        err => Err(into_fault(err)),
+    }
+}
+
+#[async_trait]
+impl Domain for SceneDomain {
+    fn name(&self) -> &str {
+        SCENE_DOMAIN
+    }
+
+    fn program_format(&self) -> ProgramFormat {
+        ProgramFormat::new("python", "the whole scene program").with_aliases(&["py", "python3"])
+    }
+
+    fn watch(&self) -> &WorkerWatch {
+        &self.watch
+    }
+
+    fn describe(&self) -> String {
+        self.blender.describe()
+    }
+
+    fn worker_name(&self) -> &str {
+        "Blender"
+    }
+
+    fn settings(&self) -> Value {
+        serde_json::to_value(&self.settings).unwrap_or(Value::Null)
+    }
+
+    fn problems(&self, generator_tools: bool) -> Vec<String> {
+        self.settings.problems(generator_tools)
+    }
+
+    fn begin_iteration(&self, renders: &Path) {
+        self.tools.reset_view();
+        self.tools.set_render_folder(Some(renders.to_path_buf()));
+    }
+
+    async fn execute(
+        &self,
+        program: &str,
+        limit: Duration,
+    ) -> Result<ExecutionResult, WorkerFault> {
+        self.blender
+            .execute(program, Some(self.settings.base_scene()), Some(limit))
+            .await
+            .map_err(into_fault)
+    }
+
+    fn last_program_output(&self) -> Option<String> {
+        self.blender.last_program_output()
+    }
+
+    async fn render_view(
+        &self,
+        target: &TargetView,
+        width: u32,
+        height: u32,
+    ) -> Result<ViewRender, WorkerFault> {
+        let camera = match self.target_camera(target).await? {
+            Ok(camera) => camera,
+            Err(why) => return Ok(ViewRender::Unavailable(why)),
+        };
+        if let Some(frame) = target.frame
+            && let Err(err) = self.blender.set_frame(frame).await
+        {
+            return unavailable_or_fault(err, &format!("frame {frame} cannot be shown"));
+        }
+        let request = RenderRequest {
+            camera: Some(camera.clone()),
+            pose: None,
+            output_path: None,
+            // The verifier's engine and samples at the target's size.
+            spec: RenderSpec {
+                width,
+                height,
+                ..self.verifier_render()
+            },
+        };
+        match self.blender.render(request, None).await {
+            Ok(output) => Ok(ViewRender::Rendered {
+                view: crate::domain::label_of(Some(&camera), target.frame),
+                output,
+            }),
+            Err(err) => unavailable_or_fault(err, &format!("camera {camera:?} cannot be rendered")),
+        }
+    }
+
+    async fn overview(&self) -> Result<ToolOutput, ToolError> {
+        initialize_viewpoint(&self.tools, Vec::new(), None).await
+    }
+
+    fn tools(&self, role: ToolRole) -> Vec<ToolSpec> {
+        match role {
+            ToolRole::Generator => self.generator.specs(),
+            ToolRole::Verifier => self.verifier.specs(),
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        role: ToolRole,
+        name: &str,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let registry = match role {
+            ToolRole::Generator => &self.generator,
+            ToolRole::Verifier => &self.verifier,
+        };
+        registry.invoke(&self.tools, name, arguments).await
+    }
+
+    async fn save_result(
+        &self,
+        program: &str,
+        limit: Duration,
+        folder: &Path,
+    ) -> Result<Vec<PathBuf>, WorkerFault> {
+        let result = self
+            .blender
+            .execute(program, Some(self.settings.base_scene()), Some(limit))
+            .await
+            .map_err(into_fault)?;
+        if !result.succeeded() {
+            return Err(WorkerFault::new(
+                FaultKind::Other,
+                "the final program no longer runs",
+            ));
+        }
+        let path = folder.join(FINAL_BLEND);
+        save_scene_as(self.blender.as_ref(), &path).await?;
+        Ok(vec![path])
+    }
+}
+
+/// Saves the scene in `blender` as `path` on this machine. A Blender that shares a folder
+/// with this process (a worker's scratch folder, the one place a contained Blender may
+/// write) saves there, and the file is moved into place; one without (a person's Blender)
+/// writes `path` itself.
+pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Result<(), WorkerFault> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let saving = |err: TransportError| {
+        let fault = into_fault(err);
+        WorkerFault {
+            message: format!(
+                "the scene could not be saved as {}: {}",
+                path.display(),
+                fault.message
+            ),
+            ..fault
+        }
+    };
+    let Some(shared) = blender.shared_folder() else {
+        blender
+            .save_blend(&path.to_string_lossy())
+            .await
+            .map_err(saving)?;
+        return Ok(());
+    };
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let staged = shared.join(format!(
+        "scene-{}.blend",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    blender
+        .save_blend(&staged.to_string_lossy())
+        .await
+        .map_err(saving)?;
+    let io = |err: std::io::Error| {
+        WorkerFault::other(format!("{}: {err}", path.display())).with_source(err)
+    };
+    // Copied, not renamed: the staged name is in a folder programs write, so it is opened
+    // as untrusted (a link swapped in for it is refused).
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let copied = viga_blender::scratch::copy_regular(&staged, path).map_err(io);
+    let _ = std::fs::remove_file(&staged);
+    copied
+}
+
+/// The recorded domain of a run folder in a line for its report: a scene's verifier renders
+/// (engine, size, samples), or another domain's name.
+pub(crate) fn describe_recorded(domain: &crate::RecordedDomain, has_target: bool) -> String {
+    if domain.name != SCENE_DOMAIN {
+        return domain.name.clone();
+    }
+    match serde_json::from_value::<SceneSettings>(domain.settings.clone()) {
+        Ok(settings) => format!(
+            "Blender scene; verifier renders {}",
+            settings.verifier_render(has_target)
+        ),
+        Err(_) => "Blender scene".to_owned(),
+    }
+}
+
+/// `context` and a Blender transport error as one core error (the error kept as the
+/// source), for the Blender-only parts of the core.
+pub(crate) fn blender_error(context: impl Into<String>, err: TransportError) -> CoreError {
+    CoreError::worker(context, into_fault(err))
+}
+
+/// The failure kind of a Blender transport error, for front ends that meet one outside a run.
+pub fn blender_failure_kind(err: &TransportError) -> viga_protocol::event::FailureKind {
+    crate::error::worker_failure_kind(&watched::blender_fault(err))
+}

@@ -1,0 +1,195 @@
+//! The scene domain's settings: the base scene, how the verifier renders, where assets come
+//! from. Recorded in `args.json` under `domain`, so `viga resume` builds the same domain.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
+
+/// Cycles samples of the scoring render and the verifier's renders when the run names none:
+/// with denoising (the bridge turns it on for every Cycles render), enough for lights and
+/// materials to read clearly at a fraction of a second per small view.
+pub const VERIFIER_CYCLES_SAMPLES: u32 = 16;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SceneSettings {
+    /// Base scene every program runs on; an empty factory scene when absent.
+    #[serde(default)]
+    pub base_blend: Option<PathBuf>,
+    /// The size of the verifier's renders (a scoring render takes its target's size), and
+    /// the engine and samples of a run without a target that names no `verifier_engine`.
+    pub render: RenderSpec,
+    /// The engine of the scoring render and the verifier's renders. Unset: Cycles when the
+    /// run has a target picture (Workbench shows neither the scene's lights nor its
+    /// materials), else `render.engine`. See [`SceneSettings::verifier_render`].
+    #[serde(default)]
+    pub verifier_engine: Option<RenderEngine>,
+    /// Their samples (Cycles, EEVEE). Unset: `render.samples` when the engine is
+    /// `render.engine`, else [`VERIFIER_CYCLES_SAMPLES`] for Cycles and the engine's own
+    /// default for EEVEE.
+    #[serde(default)]
+    pub verifier_samples: Option<u32>,
+    /// A folder of assets (`.blend`, `.glb`, `.gltf`, ... with `.txt` descriptions) that
+    /// `get_better_assets` searches.
+    #[serde(default)]
+    pub assets: Option<PathBuf>,
+    /// Whether `get_better_assets` also searches Poly Haven's models (downloaded into a
+    /// cache folder on first use).
+    #[serde(default)]
+    pub polyhaven: bool,
+}
+
+impl Default for SceneSettings {
+    fn default() -> Self {
+        Self {
+            base_blend: None,
+            // Workbench at 512x512: about a second per view on a CPU. With a target the
+            // verifier renders with Cycles instead (`verifier_render`).
+            render: RenderSpec {
+                engine: RenderEngine::Workbench,
+                width: 512,
+                height: 512,
+                samples: None,
+            },
+            verifier_engine: None,
+            verifier_samples: None,
+            assets: None,
+            polyhaven: false,
+        }
+    }
+}
+
+impl SceneSettings {
+    /// The scene every program starts from.
+    pub fn base_scene(&self) -> SceneReset {
+        match &self.base_blend {
+            Some(path) => SceneReset::Blend {
+                path: path.to_string_lossy().into_owned(),
+            },
+            None => SceneReset::Factory,
+        }
+    }
+
+    /// How the scoring render and the verifier's renders are made: `render`'s size with
+    /// `verifier_engine` and `verifier_samples`, or what they default to. With a target
+    /// picture (`has_target`) the default is Cycles at [`VERIFIER_CYCLES_SAMPLES`] samples,
+    /// denoised: Workbench shades with a studio light and object colours, so a light made
+    /// brighter or a material made rougher renders the same there, and the verifier (and
+    /// the score) could not tell. EEVEE is used only when asked for: without a GPU it falls
+    /// back to software rendering, which takes about a minute per view.
+    pub fn verifier_render(&self, has_target: bool) -> RenderSpec {
+        let engine = self.verifier_engine.unwrap_or(if has_target {
+            RenderEngine::Cycles
+        } else {
+            self.render.engine
+        });
+        let samples = self
+            .verifier_samples
+            .or(self.render.samples.filter(|_| engine == self.render.engine))
+            .or((engine == RenderEngine::Cycles).then_some(VERIFIER_CYCLES_SAMPLES));
+        RenderSpec {
+            engine,
+            samples,
+            ..self.render
+        }
+    }
+
+    /// What is wrong with the settings, in words a user can act on; `generator_tools` says
+    /// whether the run's generator has its tools (assets are found only through them).
+    pub fn problems(&self, generator_tools: bool) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.render.width == 0
+            || self.render.height == 0
+            || self.render.width > 8192
+            || self.render.height > 8192
+        {
+            problems.push("render width and height must be between 1 and 8192".to_owned());
+        }
+        if (self.assets.is_some() || self.polyhaven) && !generator_tools {
+            problems.push(
+                "assets (--assets, --polyhaven) are found by the generator's get_better_assets tool, which runs without tools (--generator-tools off, or a provider without tool calling) never offer: use --generator-tools on with a provider that calls tools, or drop the assets"
+                    .to_owned(),
+            );
+        }
+        if self.verifier_samples == Some(0) {
+            problems.push("--verifier-samples must be at least 1".to_owned());
+        }
+        if let Some(folder) = &self.assets
+            && !folder.is_dir()
+        {
+            problems.push(format!(
+                "asset folder {} does not exist; pass a folder of .blend, .glb, .gltf, .fbx or .obj files (--assets)",
+                folder.display()
+            ));
+        }
+        if let Some(blend) = &self.base_blend
+            && !blend.is_file()
+        {
+            problems.push(format!("base scene {} does not exist", blend.display()));
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_a_target_the_verifier_renders_with_cycles_unless_told_otherwise() {
+        let mut settings = SceneSettings::default();
+        assert_eq!(
+            settings.verifier_render(false),
+            settings.render,
+            "no target: the run's render settings"
+        );
+        let default = settings.verifier_render(true);
+        assert_eq!(
+            (
+                default.engine,
+                default.samples,
+                default.width,
+                default.height
+            ),
+            (
+                RenderEngine::Cycles,
+                Some(VERIFIER_CYCLES_SAMPLES),
+                512,
+                512
+            )
+        );
+        settings.verifier_samples = Some(64);
+        assert_eq!(settings.verifier_render(true).samples, Some(64));
+        settings.verifier_engine = Some(RenderEngine::Workbench);
+        settings.verifier_samples = None;
+        assert_eq!(
+            (
+                settings.verifier_render(true).engine,
+                settings.verifier_render(true).samples
+            ),
+            (RenderEngine::Workbench, None)
+        );
+        // The run's own samples go with the run's own engine only.
+        settings.render.samples = Some(8);
+        settings.verifier_engine = Some(RenderEngine::Eevee);
+        assert_eq!(settings.verifier_render(true).samples, None);
+        settings.verifier_engine = None;
+        settings.render.engine = RenderEngine::Cycles;
+        assert_eq!(settings.verifier_render(true).samples, Some(8));
+        settings.verifier_samples = Some(0);
+        settings.assets = Some(PathBuf::from("/nonexistent-assets"));
+        let problems = settings.problems(true).join("\n");
+        for flag in ["--verifier-samples", "--assets"] {
+            assert!(problems.contains(flag), "{flag}: {problems}");
+        }
+        settings.assets = None;
+        settings.polyhaven = true;
+        assert!(
+            settings
+                .problems(false)
+                .join("\n")
+                .contains("--generator-tools on")
+        );
+    }
+}
