@@ -224,6 +224,11 @@ pub struct RunArgs {
     /// active camera).
     #[arg(long)]
     pub camera: Option<String>,
+    /// The animation frames to compare, as scene frames (frame 1 is a target video's first):
+    /// e.g. 1,24,48. Default: a video's first, middle and last frame; every frame of a folder
+    /// of frames.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    pub frames: Vec<i32>,
     /// `model` (the VIGA loop) or `search` (no model: search the numeric literals of --start
     /// with renders in the loop against --target).
     #[arg(long, value_enum, default_value = "model")]
@@ -260,13 +265,20 @@ pub enum Generator {
 }
 
 impl RunArgs {
-    /// The loop's settings and the scene's.
-    pub fn run_config(&self) -> Result<(RunConfig, SceneSettings)> {
+    /// The loop's settings and the scene's; the frames of a target video are decoded into
+    /// `decode_into`, which must outlive the start of the run (it copies its targets).
+    pub fn run_config(&self, decode_into: &std::path::Path) -> Result<(RunConfig, SceneSettings)> {
         let mut config = RunConfig::new(self.task.clone());
+        let choice = viga_core::targets::FrameChoice {
+            frames: self.frames.clone(),
+            decode_into: Some(decode_into.to_path_buf()),
+        };
         for argument in &self.target {
             config
                 .targets
-                .extend(viga_core::targets::parse_target_argument(argument)?);
+                .extend(viga_core::targets::parse_target_argument(
+                    argument, &choice,
+                )?);
         }
         for target in config.targets.iter_mut().filter(|t| t.view.is_none()) {
             target.view.clone_from(&self.camera);

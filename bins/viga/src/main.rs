@@ -251,7 +251,9 @@ fn say_containment(worker: &Worker) {
 async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     let mut out = Output::new(args.events, args.max_iterations);
     let provider_settings = provider_config(&args.provider, None)?;
-    let (mut config, scene) = args.run_config()?;
+    // Decoded video frames live here until the run has copied its targets in.
+    let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
+    let (mut config, scene) = args.run_config(frames.path())?;
     config.provider = provider_settings.kind.name().to_owned();
     let provider = build_provider(&provider_settings)?;
     config.generator_tools = args.generator_tools.resolve(&provider_settings)?;

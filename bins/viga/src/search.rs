@@ -11,7 +11,8 @@ use viga_eval::scene_search::{SceneSearch, run_scene_search};
 use crate::args::RunArgs;
 
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    let (config, scene) = args.run_config()?;
+    let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
+    let (config, scene) = args.run_config(frames.path())?;
     let Some(start_path) = &args.start else {
         bail!("--generator search needs --start PROGRAM.py: the program whose numbers it searches");
     };

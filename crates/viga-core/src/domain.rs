@@ -387,6 +387,19 @@ pub trait Domain: Send + Sync {
         Vec::new()
     }
 
+    /// What the model should know about the task beyond its text and the target pictures
+    /// (the cameras a scene must have, that it is animated); added to the first message of
+    /// the generator and of the verifier.
+    fn brief(&self, _targets: &[TargetView]) -> Option<String> {
+        None
+    }
+
+    /// Checks the targets against the starting state before the first iteration (a scene's
+    /// named cameras exist in its base scene). Problems stop the run as settings to fix.
+    async fn check_targets(&self, _targets: &[TargetView]) -> Result<Vec<String>, WorkerFault> {
+        Ok(Vec::new())
+    }
+
     /// A new iteration begins; the domain's renders from now on belong in `renders`.
     fn begin_iteration(&self, _renders: &Path) {}
 

@@ -179,7 +179,7 @@ fn start_in(
     folder.write_targets(&config.targets, &images)?;
     let log = RunLog::create(&folder.events_path())?;
     let mut memory = Memory::new(Run::memory_config(&config))?;
-    memory.set_anchor(Run::anchor(&config, &targets));
+    memory.set_anchor(Run::anchor(&config, domain.as_ref(), &targets));
     launch(Launch {
         config,
         prompts,
@@ -249,7 +249,7 @@ pub fn resume(
     }
     let prompts = Prompts::load(config.prompts_dir.as_deref(), domain.prompts())?;
     let targets = read_targets(&config.targets, &folder.target_copies(&config.targets))?;
-    let anchor = Run::anchor(&config, &targets);
+    let anchor = Run::anchor(&config, domain.as_ref(), &targets);
     let memory = Memory::rebuild(Run::memory_config(&config), Some(anchor), records.clone())?;
     let log = RunLog::open_append(&folder.events_path())?;
     folder.write_args(&config, &recorded(domain.as_ref()))?;

@@ -43,13 +43,18 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         RunEvent::RunFinished { stop, .. } => Some(format!("{stop:?}")),
         _ => None,
     });
-    let targets: Vec<(String, String)> = config
+    let targets: Vec<ShownTarget> = config
         .targets
         .iter()
         .zip(folder.target_copies(&config.targets))
         .filter_map(|(spec, copy)| {
             let label = crate::domain::label_of(spec.view.as_deref(), spec.frame);
-            image_tag(&copy, &format!("target {label}")).map(|tag| (label, tag))
+            image_tag(&copy, &format!("target {label}")).map(|tag| ShownTarget {
+                label,
+                view: spec.view.clone().unwrap_or_else(|| "default".to_owned()),
+                frame: spec.frame,
+                tag,
+            })
         })
         .collect();
     let scripted = config.provider == "scripted";
@@ -115,7 +120,7 @@ fn iteration_section(
     folder: &RunFolder,
     record: &IterationRecord,
     previous_code: &str,
-    targets: &[(String, String)],
+    targets: &[ShownTarget],
     scores: Option<&Scores>,
 ) {
     let _ = write!(html, "<section><h2>Iteration {}</h2>", record.index);
@@ -164,29 +169,86 @@ fn status_line(html: &mut String, record: &IterationRecord, scores: Option<&Scor
     );
 }
 
-/// Each target beside the render of its view, then the verifier's other renders; a render
+/// A target picture as the report shows it.
+struct ShownTarget {
+    label: String,
+    view: String,
+    frame: Option<i32>,
+    /// Its `<img>` tag.
+    tag: String,
+}
+
+/// Each still target beside the render of its view; an animation's targets as a strip per
+/// view, targets above renders, frame by frame; then the verifier's other renders. A render
 /// whose file is gone is left out.
 fn images_block(
     html: &mut String,
     folder: &RunFolder,
     record: &IterationRecord,
-    targets: &[(String, String)],
+    targets: &[ShownTarget],
 ) {
-    html.push_str("<div class=\"images\">");
-    let mut shown = Vec::new();
-    for (label, tag) in targets {
-        let _ = write!(
-            html,
-            "<figure>{tag}<figcaption>target {}</figcaption></figure>",
-            escape(label)
-        );
+    let render_of = |label: &str| {
         let stem = crate::folder::target_render_stem(label);
-        if let Some(render_id) = record.render_ids.iter().find(|id| {
+        record.render_ids.iter().find(|id| {
             id.rsplit('/')
                 .next()
                 .is_some_and(|name| name.starts_with(&stem))
-        }) {
-            html.push_str(&render_figure(folder, render_id, &format!("{label} now")));
+        })
+    };
+    let mut shown = Vec::new();
+    let mut views: Vec<&str> = Vec::new();
+    for target in targets.iter().filter(|t| t.frame.is_some()) {
+        if !views.contains(&target.view.as_str()) {
+            views.push(&target.view);
+        }
+    }
+    for view in views {
+        let strip: Vec<&ShownTarget> = targets
+            .iter()
+            .filter(|t| t.frame.is_some() && t.view == view)
+            .collect();
+        let _ = write!(
+            html,
+            "<table class=\"strip\"><caption>{} over time: target above, render below</caption><tr>",
+            escape(view)
+        );
+        for target in &strip {
+            let _ = write!(
+                html,
+                "<td><figure>{}<figcaption>target, frame {}</figcaption></figure></td>",
+                target.tag,
+                target.frame.unwrap_or_default()
+            );
+        }
+        html.push_str("</tr><tr>");
+        for target in &strip {
+            html.push_str("<td>");
+            if let Some(render_id) = render_of(&target.label) {
+                html.push_str(&render_figure(
+                    folder,
+                    render_id,
+                    &format!("now, frame {}", target.frame.unwrap_or_default()),
+                ));
+                shown.push(render_id);
+            }
+            html.push_str("</td>");
+        }
+        html.push_str("</tr></table>");
+    }
+    html.push_str("<div class=\"images\">");
+    for target in targets.iter().filter(|t| t.frame.is_none()) {
+        let _ = write!(
+            html,
+            "<figure>{}<figcaption>target {}</figcaption></figure>",
+            target.tag,
+            escape(&target.label)
+        );
+        if let Some(render_id) = render_of(&target.label) {
+            html.push_str(&render_figure(
+                folder,
+                render_id,
+                &format!("{} now", target.label),
+            ));
             shown.push(render_id);
         }
     }
@@ -546,7 +608,7 @@ fn lined_up(old: &[&str], new: &[&str], out: &mut String) {
 const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>viga run report</title><style>\
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}\
 section{border-top:1px solid #ccc;margin-top:2em}\
-.images{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0}img{max-width:280px;border:1px solid #999}\
+.images{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0}img{max-width:280px;border:1px solid #999}.strip img{max-width:160px}.strip caption{text-align:left}\
 figcaption{font-size:12px;color:#555}pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\
 ins{background:#dfd;text-decoration:none;display:block}del{background:#fdd;text-decoration:none;display:block}\
 .scripted{background:#fe8;padding:8px;font-weight:bold}.warn{background:#fdb;padding:8px}.error{background:#fee}\

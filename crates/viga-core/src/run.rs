@@ -84,11 +84,14 @@ impl Run {
         }
     }
 
-    /// The first user message: task and targets, always in the context.
-    pub(crate) fn anchor(config: &RunConfig, targets: &[TargetView]) -> ChatMessage {
-        let mut content = vec![ContentPart::text(format!("Task: {}", config.task))];
-        content.extend(target_parts(targets));
-        ChatMessage::user(content)
+    /// The first user message: task, the domain's brief and the targets, always in the
+    /// context.
+    pub(crate) fn anchor(
+        config: &RunConfig,
+        domain: &dyn Domain,
+        targets: &[TargetView],
+    ) -> ChatMessage {
+        ChatMessage::user(task_parts(config, domain, targets))
     }
 
     pub(crate) fn emit(&mut self, event: RunEvent) -> Result<(), CoreError> {
@@ -179,7 +182,7 @@ impl Run {
         self.memory
             .anchor()
             .cloned()
-            .unwrap_or_else(|| Self::anchor(&self.config, &self.targets))
+            .unwrap_or_else(|| Self::anchor(&self.config, self.domain.as_ref(), &self.targets))
     }
 
     pub(crate) fn memory_text(&self) -> String {
@@ -202,7 +205,11 @@ impl Run {
 
     pub(crate) async fn run(mut self) -> Result<RunOutcome, CoreError> {
         let mut recorded = self.first_index.saturating_sub(1);
-        let stop = match self.iterate(&mut recorded).await {
+        let ran = match self.check_targets().await {
+            Ok(()) => self.iterate(&mut recorded).await,
+            Err(err) => Err(err),
+        };
+        let stop = match ran {
             Ok(stop) => stop,
             Err(CoreError::Cancelled) => StopReason::Cancelled,
             Err(err) => StopReason::failed(err.to_string(), err.kind()),
@@ -222,6 +229,23 @@ impl Run {
             folder: self.folder.root().to_path_buf(),
             final_code: self.final_code.clone(),
         })
+    }
+
+    /// The domain's check of the targets against the starting state; a problem is a setting
+    /// to fix.
+    async fn check_targets(&mut self) -> Result<(), CoreError> {
+        let domain = Arc::clone(&self.domain);
+        let problems = self
+            .cancellable(domain.check_targets(&self.targets))
+            .await?
+            .map_err(|err| CoreError::worker("checking the targets failed", err))?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(CoreError::Config(format!(
+            "the targets do not fit the starting state:\n  - {}",
+            problems.join("\n  - ")
+        )))
     }
 
     async fn iterate(&mut self, recorded: &mut u32) -> Result<StopReason, CoreError> {
@@ -483,8 +507,22 @@ impl Run {
     }
 }
 
+/// The task as the model is told it: its text, the domain's brief, and the targets.
+pub(crate) fn task_parts(
+    config: &RunConfig,
+    domain: &dyn Domain,
+    targets: &[TargetView],
+) -> Vec<ContentPart> {
+    let mut parts = vec![ContentPart::text(format!("Task: {}", config.task))];
+    if let Some(brief) = domain.brief(targets) {
+        parts.push(ContentPart::text(brief));
+    }
+    parts.extend(target_parts(targets));
+    parts
+}
+
 /// The targets as the model sees them: each picture, labelled with its view.
-pub(crate) fn target_parts(targets: &[TargetView]) -> Vec<ContentPart> {
+fn target_parts(targets: &[TargetView]) -> Vec<ContentPart> {
     let mut parts = Vec::new();
     for target in targets {
         let label = match (&target.view, target.frame) {

@@ -17,7 +17,7 @@ use crate::excerpt::execution_for_prompt;
 use crate::offered::OfferedTools;
 use crate::program::Attempt;
 use crate::recover::PhaseEnd;
-use crate::run::{Run, Tally, target_parts};
+use crate::run::{Run, Tally, task_parts};
 
 /// Told with a tool's result when the worker was lost while the tool ran: the result was
 /// rebuilt from the program, so what earlier tools changed in it is gone.
@@ -120,8 +120,7 @@ async fn first_look(
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
 ) -> Result<Vec<ContentPart>, CoreError> {
-    let mut content = vec![ContentPart::text(format!("Task: {}", run.config.task))];
-    content.extend(target_parts(&run.targets));
+    let mut content = task_parts(&run.config, run.domain.as_ref(), &run.targets);
     for look in run.score_targets(index).await? {
         render_ids.push(look.render_id);
         let (text, label) = if look.label == "default" {

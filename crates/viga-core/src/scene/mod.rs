@@ -167,6 +167,25 @@ impl SceneDomain {
     }
 }
 
+/// The cameras the targets name, each once, in order.
+fn named_views(targets: &[TargetView]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in targets.iter().filter_map(|t| t.view.clone()) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The animation frames the targets show, sorted, each once.
+fn target_frames(targets: &[TargetView]) -> Vec<i32> {
+    let mut frames: Vec<i32> = targets.iter().filter_map(|t| t.frame).collect();
+    frames.sort_unstable();
+    frames.dedup();
+    frames
+}
+
 fn without_loop_tools(
     registry: Result<ToolRegistry, viga_skills::registry::RegistryError>,
 ) -> Result<ToolRegistry, CoreError> {
@@ -215,6 +234,73 @@ impl Domain for SceneDomain {
 
     fn problems(&self, generator_tools: bool) -> Vec<String> {
         self.settings.problems(generator_tools)
+    }
+
+    fn brief(&self, targets: &[TargetView]) -> Option<String> {
+        let cameras = named_views(targets);
+        let mut brief = Vec::new();
+        if !cameras.is_empty() {
+            brief.push(format!(
+                "The target pictures are seen from the cameras {}: the scene must have cameras with exactly these names, placed and aimed as the pictures show.",
+                cameras.join(", ")
+            ));
+        }
+        let frames = target_frames(targets);
+        if !frames.is_empty() {
+            brief.push(format!(
+                "This is an animated (4D) scene: the targets show frames {}. Animate it with keyframes (keyframe_insert on location, rotation, scale or other properties) and set scene.frame_start and scene.frame_end to cover those frames; each target is compared with a render at its frame.",
+                frames
+                    .iter()
+                    .map(i32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        (!brief.is_empty()).then(|| brief.join("\n"))
+    }
+
+    async fn check_targets(&self, targets: &[TargetView]) -> Result<Vec<String>, WorkerFault> {
+        let cameras = named_views(targets);
+        // From an empty scene the programs make the cameras; a given base scene must have them.
+        if cameras.is_empty() || self.settings.base_blend.is_none() {
+            return Ok(Vec::new());
+        }
+        let reset = self
+            .blender
+            .execute("", Some(self.settings.base_scene()), None)
+            .await
+            .map_err(into_fault)?;
+        if !reset.succeeded() {
+            return Ok(vec![format!(
+                "the base scene could not be opened: {}",
+                reset.error.map(|e| e.message).unwrap_or_default()
+            )]);
+        }
+        let info = self
+            .blender
+            .scene_info(0, 10_000)
+            .await
+            .map_err(into_fault)?;
+        let present: Vec<&str> = info
+            .objects
+            .iter()
+            .filter(|object| object.kind == "CAMERA")
+            .map(|object| object.name.as_str())
+            .collect();
+        Ok(cameras
+            .iter()
+            .filter(|camera| !present.contains(&camera.as_str()))
+            .map(|camera| {
+                format!(
+                    "the base scene has no camera named {camera:?} (its cameras: {}); name the target's camera as the scene does (--target CAMERA=PICTURE), or add the camera",
+                    if present.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        present.join(", ")
+                    }
+                )
+            })
+            .collect())
     }
 
     fn begin_iteration(&self, renders: &Path) {
