@@ -27,13 +27,20 @@ async fn render_goal(
     shots: &[(&str, Option<i32>, &str)],
     dir: &Path,
 ) -> Vec<PathBuf> {
+    render_goal_on(SceneReset::Factory, program, shots, dir).await
+}
+
+/// [`render_goal`] with `program` run on `base`.
+async fn render_goal_on(
+    base: SceneReset,
+    program: &str,
+    shots: &[(&str, Option<i32>, &str)],
+    dir: &Path,
+) -> Vec<PathBuf> {
     let worker = Worker::start(WorkerConfig::new(locate().unwrap()))
         .await
         .unwrap();
-    let ran = worker
-        .execute(program, Some(SceneReset::Factory), None)
-        .await
-        .unwrap();
+    let ran = worker.execute(program, Some(base), None).await.unwrap();
     assert!(ran.succeeded(), "{ran:?}");
     let mut files = Vec::new();
     for (camera, frame, name) in shots {
@@ -113,6 +120,33 @@ fn session_holds(session: &str, goal: &str) {
         text.contains(&serde_json::to_string(&program).unwrap()[1..program.len() / 2]),
         "{session} must answer with {goal}"
     );
+}
+
+#[tokio::test]
+async fn a_blendergym_edit_reaches_its_goal_from_the_instance_scene() {
+    session_holds("edit.json", "../blendergym-mini/geometry1/goal.py");
+    let dir = tempfile::tempdir().unwrap();
+    let instance = fixture("../blendergym-mini/geometry1");
+    let base = instance.join("blender_file.blend");
+    let goal = std::fs::read_to_string(instance.join("goal.py")).unwrap();
+    let base_scene = SceneReset::Blend {
+        path: base.to_string_lossy().into_owned(),
+    };
+    let files = within(
+        BLENDER_TEST_LIMIT,
+        "the goal render",
+        render_goal_on(base_scene, &goal, &[("Camera1", None, "goal")], dir.path()),
+    )
+    .await;
+    let out = viga_run(
+        "edit.json",
+        &[format!("Camera1={}", files[0].display())],
+        &["--base", &base.to_string_lossy()],
+        &dir.path().join("out"),
+    );
+    assert_success(&out);
+    let loss = scores(&run_folder(&out))["Camera1"].as_f64().unwrap();
+    assert!(loss < 1e-4, "the edit reproduces the goal: PL {loss}");
 }
 
 #[tokio::test]
