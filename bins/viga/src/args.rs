@@ -69,7 +69,7 @@ pub enum Command {
     },
     /// Ask the Geometry Nodes assistant to build or edit a node tree on an object.
     Gn(crate::gn::GnArgs),
-    /// Ask the add-on agent to do something with the tools of Blender add-ons (seed 004).
+    /// Ask the add-on agent to do something with the tools of Blender add-ons.
     Agent(crate::agent::AgentArgs),
     /// Serve add-on commands over WebSocket, one Blender per user, each user with a token of
     /// their own (--users FILE, VIGA_GATEWAY_USERS, or VIGA_GATEWAY_TOKEN for yourself).

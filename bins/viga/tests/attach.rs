@@ -486,6 +486,7 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
         let failed = run(&format!("{}raise RuntimeError('no')\n", add("Broken")))
             .await
             .unwrap();
+        assert_eq!(failed.is_error, Some(true), "a program that raises is a failed call");
         match &failed.content[0] {
             ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
             other => panic!("expected text, got {other:?}"),

@@ -287,6 +287,18 @@ async fn addons_enabled_or_disabled_mid_session_reach_the_client() {
             .await
             .unwrap();
         assert_ne!(ran.is_error, Some(true), "{:?}", ran.content);
+        let raised = client
+            .call_tool(CallToolRequestParams::new("execute_code").with_arguments(arguments(
+                json!({"code": "raise ValueError('no such lamp')"}),
+            )))
+            .await
+            .unwrap();
+        assert_eq!(
+            raised.is_error,
+            Some(true),
+            "a program that raises is a failed tool call"
+        );
+        assert!(format!("{:?}", raised.content).contains("no such lamp"));
         assert!(
             addons.read().await.problems().iter().any(|p| p.addon.as_deref() == Some("hijacker")
                 && p.reason == ProblemReason::BuiltInToolClash { tool: "execute_code".into() }),

@@ -155,7 +155,7 @@ impl Tool for ExecuteCode {
             .blender
             .execute(&args.code, Some(context.base_scene.clone()), None)
             .await?;
-        Ok(ToolOutput::text(describe_execution(&result)))
+        outcome_of(&result, describe_execution(&result))
     }
 }
 
@@ -190,7 +190,17 @@ impl Tool for ExecuteCodeLive {
         if applied.reverted {
             text.push_str("\nThe program's changes were undone: the scene is as it was before it.");
         }
+        outcome_of(&applied.execution, text)
+    }
+}
+
+/// A program's run as a tool's answer: one that raised is a failure the model can correct
+/// (an MCP client sees `isError`), told in the same words.
+fn outcome_of(result: &ExecutionResult, text: String) -> Result<ToolOutput, ToolError> {
+    if result.succeeded() {
         Ok(ToolOutput::text(text))
+    } else {
+        Err(ToolError::Recoverable(text))
     }
 }
 

@@ -168,13 +168,11 @@ async fn the_generator_runs_code_and_reads_the_scene() {
                 "execute_code",
                 json!({"code": "x = undefined_name"}),
             )
-            .await
-            .unwrap();
-        assert!(
-            failed.text.contains("NameError at line 1"),
-            "{}",
-            failed.text
-        );
+            .await;
+        let Err(ToolError::Recoverable(told)) = failed else {
+            panic!("a program that raises is a failure the model can correct: {failed:?}");
+        };
+        assert!(told.contains("NameError at line 1"), "{told}");
         let empty = tools
             .invoke(&context, "get_scene_info", json!({}))
             .await
