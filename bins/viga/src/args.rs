@@ -239,6 +239,15 @@ pub struct RunArgs {
     /// Programs the search may score (with --generator search).
     #[arg(long, default_value_t = 200)]
     pub search_budget: u32,
+    /// Continue the conversation of an earlier run (a follow-up request): the model sees its
+    /// requests, plans and verdicts; the scene starts from its result (see --from); its
+    /// targets are used unless you give new ones.
+    #[arg(long = "continue", value_name = "RUN_FOLDER")]
+    pub continue_run: Option<PathBuf>,
+    /// With --continue: start from the earlier run's result, or from the scene it started
+    /// from (its result not applied). Attached (--attach), the scene is always yours as it is.
+    #[arg(long, value_enum, default_value = "result")]
+    pub from: StartFromArg,
     /// Start from the scene open in your Blender (snapshotted; your scene is untouched
     /// while the run works) and offer the result back to it as one undo step.
     #[command(flatten)]
@@ -256,6 +265,12 @@ pub enum ApplyChoice {
     Ask,
     Always,
     Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StartFromArg {
+    Result,
+    Base,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -309,6 +324,19 @@ impl RunArgs {
             assets: self.assets.clone(),
             polyhaven: self.polyhaven,
         };
+        let mut scene = scene;
+        if let Some(previous) = &self.continue_run {
+            let from = match self.from {
+                StartFromArg::Result => viga_core::conversation::StartFrom::Result,
+                StartFromArg::Base => viga_core::conversation::StartFrom::Base,
+            };
+            let start = viga_core::conversation::follow_up(previous, &mut config, from)?;
+            // Attached, the person's scene as it is now is the start (their choice to apply
+            // the earlier result or not); a base given here wins over the earlier run's.
+            if !self.attach.wanted() && scene.base_blend.is_none() {
+                scene.base_blend = start;
+            }
+        }
         Ok((config, scene))
     }
 }

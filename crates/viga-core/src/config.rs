@@ -33,6 +33,10 @@ pub struct RunConfig {
     /// folder (`targets/`, and the first also as `target.png`). Empty: the task alone.
     #[serde(default)]
     pub targets: Vec<TargetSpec>,
+    /// The earlier turns of the conversation this run continues (empty: it starts one); the
+    /// model is reminded of them beside the task. See [`crate::conversation`].
+    #[serde(default)]
+    pub conversation: Vec<crate::conversation::EarlierTurn>,
     pub max_iterations: u32,
     /// L: iterations the memory keeps.
     pub memory_window: usize,
@@ -219,6 +223,7 @@ impl RunConfig {
             task,
             mode: "scene".to_owned(),
             targets: Vec::new(),
+            conversation: Vec::new(),
             max_iterations: 10,
             memory_window: 3,
             memory_budget_bytes: 12_000,

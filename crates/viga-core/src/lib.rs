@@ -40,6 +40,7 @@
 //! ```
 
 mod config;
+pub mod conversation;
 pub mod domain;
 mod error;
 mod excerpt;

@@ -1,0 +1,135 @@
+//! A follow-up from the terminal: `viga run --continue RUN` starts from the earlier run's
+//! result and shows the model the earlier turn (scripted sessions that expect it, real
+//! Blender).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
+
+const FIRST: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0, location=(0, 0, 0.5))\nbpy.context.object.name = 'Crate'\n";
+/// Fails unless the scene it runs on already holds the first turn's crate.
+const SECOND: &str =
+    "import bpy\ncrate = bpy.data.objects['Crate']\ncrate.scale = (2.0, 2.0, 2.0)\n";
+
+fn turn(expect: Value, text: &str) -> Value {
+    json!({"expect": expect, "response": {"text": text, "finish_reason": "stop"}})
+}
+
+fn accepted() -> Value {
+    json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+        {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
+    ]}})
+}
+
+fn script(dir: &Path, name: &str, turns: Vec<Value>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        json!({"description": "test", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
+/// Runs `viga run` with `script` and `extra` flags; the run folder it printed.
+fn run(dir: &Path, task: &str, script: &Path, extra: &[&str]) -> PathBuf {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["run", "--task", task, "--provider", "scripted", "--script"])
+        .arg(script)
+        .args([
+            "--max-iterations",
+            "1",
+            "--resolution",
+            "32",
+            "--generator-tools",
+            "off",
+        ])
+        .args(extra)
+        .arg("--output")
+        .arg(dir.join("out"));
+    let out = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .unwrap();
+    PathBuf::from(folder)
+}
+
+#[test]
+fn a_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_script = script(
+        dir.path(),
+        "first.json",
+        vec![
+            turn(json!({}), "1. a crate"),
+            turn(json!({}), &format!("```python\n{FIRST}```")),
+            accepted(),
+        ],
+    );
+    let first = run(dir.path(), "a crate on the floor", &first_script, &[]);
+    assert!(first.join("final.blend").is_file());
+
+    let second_script = script(
+        dir.path(),
+        "second.json",
+        vec![
+            turn(
+                json!({"any_message_contains": "1. Request: a crate on the floor\n   Plan: 1. a crate\n   Verdict: accepted"}),
+                "1. scale the crate up",
+            ),
+            turn(json!({}), &format!("```python\n{SECOND}```")),
+            accepted(),
+        ],
+    );
+    let first_folder = first.to_string_lossy().into_owned();
+    let second = run(
+        dir.path(),
+        "now make it twice as big",
+        &second_script,
+        &["--continue", &first_folder],
+    );
+    let log = std::fs::read_to_string(second.join("events.jsonl")).unwrap();
+    assert!(
+        !log.contains("KeyError"),
+        "the program found the first turn's crate: {log}"
+    );
+    let args: Value =
+        serde_json::from_slice(&std::fs::read(second.join("args.json")).unwrap()).unwrap();
+    assert_eq!(args["conversation"][0]["request"], "a crate on the floor");
+    assert_eq!(
+        args["domain"]["settings"]["base_blend"],
+        first.join("final.blend").to_string_lossy().as_ref()
+    );
+
+    // A third turn sees both earlier ones.
+    let third_script = script(
+        dir.path(),
+        "third.json",
+        vec![
+            turn(
+                json!({"any_message_contains": "2. Request: now make it twice as big"}),
+                "1. done",
+            ),
+            turn(json!({}), &format!("```python\n{SECOND}```")),
+            accepted(),
+        ],
+    );
+    let second_folder = second.to_string_lossy().into_owned();
+    run(
+        dir.path(),
+        "and keep it",
+        &third_script,
+        &["--continue", &second_folder],
+    );
+}

@@ -1,0 +1,205 @@
+//! Follow-ups: a run that continues an earlier one ("now make it redder"). It starts from the
+//! result as the earlier run left it, and the model sees the earlier turns of the
+//! conversation (each request, its last plan and its verdict) in a bounded block beside the
+//! task. The turns are recorded in the run's `args.json`, so a resumed follow-up, and the
+//! next one, see the same history.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use viga_memory::{iterations_in, read_run_log};
+use viga_protocol::event::{RunEvent, StopReason};
+
+use crate::folder::RunFolder;
+use crate::{CoreError, RunConfig};
+
+/// How many earlier turns the model is shown (the newest ones).
+pub const TURNS_KEPT: usize = 4;
+/// The longest a request, a plan or a verdict of an earlier turn is shown, in characters.
+const TEXT_CHARS: usize = 600;
+
+/// One earlier turn of a conversation, as the model is reminded of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlierTurn {
+    /// What the person asked for.
+    pub request: String,
+    /// The last plan of that turn's run, if it planned.
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// Whether its verifier accepted the result.
+    pub accepted: bool,
+    /// What its verifier said last: the differences and suggestions left.
+    #[serde(default)]
+    pub verdict: Vec<String>,
+    /// How that run ended, in a word (`accepted`, `max_iterations`, `cancelled`, `failed`).
+    pub ended: String,
+    /// Its run folder.
+    pub run: PathBuf,
+}
+
+/// The turns a follow-up of the run in `previous` carries: the ones that run carried, then
+/// itself, the newest [`TURNS_KEPT`].
+pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
+    let folder = RunFolder::open(previous)?;
+    let (config, _) = folder.read_args()?;
+    let log = read_run_log(&folder.events_path())?;
+    let records = iterations_in(&log.events);
+    let last = records.last();
+    let ended = log
+        .events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            RunEvent::RunFinished { stop, .. } => Some(stop_word(stop)),
+            _ => None,
+        })
+        .unwrap_or("unfinished");
+    let feedback = last.and_then(|r| r.feedback.clone()).unwrap_or_default();
+    let mut turns = config.conversation;
+    turns.push(EarlierTurn {
+        request: config.task,
+        plan: records.iter().rev().find_map(|r| r.plan.clone()),
+        accepted: feedback.accepted,
+        verdict: feedback
+            .visual_differences
+            .into_iter()
+            .chain(feedback.suggestions)
+            .collect(),
+        ended: ended.to_owned(),
+        run: previous.to_path_buf(),
+    });
+    let keep_from = turns.len().saturating_sub(TURNS_KEPT);
+    Ok(turns.split_off(keep_from))
+}
+
+/// Where a follow-up starts: from the result the earlier run left (`final.blend`), or from
+/// the scene that run itself started from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartFrom {
+    #[default]
+    Result,
+    Base,
+}
+
+/// Makes `config` a follow-up of the run in `previous`: it carries the conversation's
+/// earlier turns, and the earlier run's targets when it names none of its own. Returns the
+/// scene to start from (`None`: an empty scene), which a scene domain takes as its base.
+pub fn follow_up(
+    previous: &Path,
+    config: &mut RunConfig,
+    from: StartFrom,
+) -> Result<Option<PathBuf>, CoreError> {
+    config.conversation = turns_after(previous)?;
+    let folder = RunFolder::open(previous)?;
+    let (earlier, domain) = folder.read_args()?;
+    if config.targets.is_empty() {
+        let copies = folder.target_copies(&earlier.targets);
+        config.targets = earlier
+            .targets
+            .iter()
+            .zip(copies)
+            .map(|(spec, copy)| crate::TargetSpec {
+                path: copy,
+                ..spec.clone()
+            })
+            .collect();
+    }
+    let result = folder.final_blend_path();
+    Ok(match from {
+        StartFrom::Result if result.is_file() => Some(result),
+        StartFrom::Result => {
+            return Err(CoreError::Config(format!(
+                "{} left no result to continue from (no {}): its programs never ran to the end; continue from its starting scene instead (--from base)",
+                previous.display(),
+                crate::folder::FINAL_BLEND
+            )));
+        }
+        StartFrom::Base => domain
+            .settings
+            .get("base_blend")
+            .and_then(|base| base.as_str())
+            .map(PathBuf::from),
+    })
+}
+
+fn stop_word(stop: &StopReason) -> &'static str {
+    match stop {
+        StopReason::Accepted => "accepted",
+        StopReason::MaxIterations => "max_iterations",
+        StopReason::Cancelled => "cancelled",
+        StopReason::Failed { .. } => "failed",
+    }
+}
+
+/// The earlier turns as the model reads them; `None` for a run that starts a conversation.
+pub(crate) fn earlier_turns_text(config: &RunConfig) -> Option<String> {
+    if config.conversation.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "This request continues a conversation. The work starts from the result as the last turn left it; change what the new request asks for and keep the rest. Earlier turns, oldest first:",
+    );
+    for (number, turn) in config.conversation.iter().enumerate() {
+        let _ = write!(text, "\n{}. Request: {}", number + 1, cut(&turn.request));
+        if let Some(plan) = &turn.plan {
+            let _ = write!(text, "\n   Plan: {}", cut(plan));
+        }
+        let verdict = if turn.accepted {
+            "accepted".to_owned()
+        } else if turn.verdict.is_empty() {
+            format!("not accepted ({})", turn.ended)
+        } else {
+            format!("not accepted; {}", cut(&turn.verdict.join("; ")))
+        };
+        let _ = write!(text, "\n   Verdict: {verdict}");
+    }
+    Some(text)
+}
+
+/// `text` on one line, cut to [`TEXT_CHARS`] characters.
+fn cut(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= TEXT_CHARS {
+        return one_line;
+    }
+    let mut short: String = one_line.chars().take(TEXT_CHARS - 3).collect();
+    short.push_str("...");
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earlier_turns_read_in_order_and_are_bounded() {
+        let mut config = RunConfig::new("now make it redder");
+        assert_eq!(earlier_turns_text(&config), None);
+        config.conversation = (0..2)
+            .map(|n| EarlierTurn {
+                request: format!("request {n}"),
+                plan: Some("a plan\nwith lines".to_owned()),
+                accepted: n == 1,
+                verdict: vec!["too small".to_owned(), "make it bigger".to_owned()],
+                ended: "max_iterations".to_owned(),
+                run: PathBuf::from(format!("runs/{n}")),
+            })
+            .collect();
+        config.conversation[0].request = "x".repeat(2000);
+        let text = earlier_turns_text(&config).unwrap();
+        assert!(text.contains("1. Request: xxx"), "{text}");
+        assert!(text.contains("...\n   Plan: a plan with lines"), "{text}");
+        assert!(
+            text.contains("Verdict: not accepted; too small; make it bigger"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "2. Request: request 1\n   Plan: a plan with lines\n   Verdict: accepted"
+            )
+        );
+        assert!(text.len() < 2000, "each text is cut");
+    }
+}
