@@ -303,7 +303,8 @@ async fn density_and_mark(client: &FramedClient) -> String {
         .to_owned()
 }
 
-fn gn_attached(host: &Host, files: &Path, script: &Path, extra: &[&str]) -> Output {
+/// `viga gn` attached to `host`, on the Plane, with a scripted session and `extra` flags.
+fn gn_attached_command(host: &Host, files: &Path, script: &Path, extra: &[&str]) -> Command {
     let mut command = host.viga();
     command
         .args([
@@ -319,7 +320,14 @@ fn gn_attached(host: &Host, files: &Path, script: &Path, extra: &[&str]) -> Outp
         .arg(files.join("runs"))
         .args(extra)
         .stdin(Stdio::null());
-    output_within(&mut command, BLENDER_TEST_LIMIT)
+    command
+}
+
+fn gn_attached(host: &Host, files: &Path, script: &Path, extra: &[&str]) -> Output {
+    output_within(
+        &mut gn_attached_command(host, files, script, extra),
+        BLENDER_TEST_LIMIT,
+    )
 }
 
 fn run_folder_of(output: &Output) -> PathBuf {
@@ -410,19 +418,8 @@ async fn cancelling_an_attached_gn_run_leaves_the_scene_as_it_was() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
         let host = Host::start(Some(&user_blend(files.path())));
-        let mut child = host
-            .viga()
-            .args([
-                "gn",
-                "scatter points on the plane",
-                "--attach",
-                "--object",
-                "Plane",
-            ])
-            .args(["--events", "jsonl", "--provider", "scripted", "--script"])
-            .arg(gn_script(files.path(), 60_000))
-            .arg("--output")
-            .arg(files.path().join("runs"))
+        let script = gn_script(files.path(), 60_000);
+        let mut child = gn_attached_command(&host, files.path(), &script, &[])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -971,21 +971,28 @@ def cancel_run_interrupts_then_kills():
     assert_dead(recorded_argv(argv_file)["pid"])
 
 
+def start_stubborn_run(name, mode, field, text, **start):
+    """Starts a run through a fake viga that ignores SIGINT (so the cancel ends in a kill),
+    once the fake is up, with the user's last edit on an undo step; returns its argv file."""
+    bpy.ops.ed.undo_push(message="the user's last edit")
+    path, argv_file = fake_viga(name, run_subdir="stubborn/" + name, lines=[], sleep=60, ignore_sigint=True)
+    configure(viga_path=path)
+    settings().mode = mode
+    setattr(settings(), field, text)
+    bpy.ops.viga.start_run("EXEC_DEFAULT", **start)
+    wait_until(lambda: os.path.exists(argv_file))
+    time.sleep(0.3)  # let the fake install its SIGINT handler
+    return argv_file
+
+
 @check
 def a_killed_gn_run_is_undone():
     # In trusted mode a Geometry Nodes run edits the scene through the bridge as it goes. One
     # that ignores the cancel is killed after the grace, before it can take its changes back
     # itself: the add-on takes them back, so the scene is as it was before the run.
-    bpy.ops.ed.undo_push(message="the user's last edit")
     before = sorted(o.name for o in bpy.data.objects)
-    path, argv_file = fake_viga("fake_stubborn_gn", run_subdir="gn/stubborn", lines=[], sleep=60, ignore_sigint=True)
-    configure(viga_path=path)
-    settings().mode = "GEOMETRY_NODES"
-    settings().request = "scatter cubes"
     bpy.context.window_manager.viga_gn_in_this_blender = True
-    bpy.ops.viga.start_run("EXEC_DEFAULT", confirmed_trusted=True)
-    wait_until(lambda: os.path.exists(argv_file))
-    time.sleep(0.3)  # let the fake install its SIGINT handler
+    start_stubborn_run("fake_stubborn_gn", "GEOMETRY_NODES", "request", "scatter cubes", confirmed_trusted=True)
     bpy.data.objects.new("EditOfTheRun", None)  # what the run did, on no undo step of its own
     bpy.context.scene.collection.objects.link(bpy.data.objects["EditOfTheRun"])
     bpy.ops.viga.cancel_run("EXEC_DEFAULT")
@@ -998,15 +1005,8 @@ def a_killed_gn_run_is_undone():
 def a_killed_gn_run_on_a_copy_undoes_nothing():
     # On a copy, a run changes this scene only in its last bridge command, whole or not at all:
     # killed, there is nothing of it to undo, and what the person did meanwhile stays.
-    bpy.ops.ed.undo_push(message="the user's last edit")
-    path, argv_file = fake_viga("fake_stubborn_gn_copy", run_subdir="gn/stubborn-copy", lines=[], sleep=60, ignore_sigint=True)
-    configure(viga_path=path)
-    settings().mode = "GEOMETRY_NODES"
-    settings().request = "scatter cubes"
-    bpy.ops.viga.start_run("EXEC_DEFAULT")
-    wait_until(lambda: os.path.exists(argv_file))
+    argv_file = start_stubborn_run("fake_stubborn_gn_copy", "GEOMETRY_NODES", "request", "scatter cubes")
     assert "--trusted" not in recorded_argv(argv_file)["argv"]
-    time.sleep(0.3)  # let the fake install its SIGINT handler
     bpy.context.scene.collection.objects.link(bpy.data.objects.new("EditOfThePerson", None))
     bpy.ops.viga.cancel_run("EXEC_DEFAULT")
     wait_for_run(timeout=4.0)
@@ -1063,13 +1063,7 @@ def a_killed_agent_run_keeps_its_finished_commands():
     bpy.context.scene.collection.objects.link(bpy.data.objects.new("FinishedCommand", None))
     bpy.ops.ed.undo_push(message="viga: place_object_relative")
     after_finished = sorted(o.name for o in bpy.data.objects)
-    path, argv_file = fake_viga("fake_stubborn_agent", run_subdir="agent/s/stubborn", lines=[], sleep=60, ignore_sigint=True)
-    configure(viga_path=path)
-    settings().mode = "ADDON_TOOLS"
-    settings().command = "move everything"
-    bpy.ops.viga.start_run("EXEC_DEFAULT")
-    wait_until(lambda: os.path.exists(argv_file))
-    time.sleep(0.3)  # let the fake install its SIGINT handler
+    start_stubborn_run("fake_stubborn_agent", "ADDON_TOOLS", "command", "move everything")
     bpy.context.scene.collection.objects.link(bpy.data.objects.new("HalfDoneCommand", None))
     bpy.ops.viga.cancel_run("EXEC_DEFAULT")
     wait_for_run(timeout=4.0)

@@ -14,6 +14,21 @@ async fn run(blender: &GnBlender, policy: PythonPolicy, code: &str) -> Result<St
     Ok(outcome.detail["output"].as_str().unwrap().to_owned())
 }
 
+/// A made-up self for `Operator.as_keywords`, which returns `getattr(self, name)` for every
+/// name its `self.properties.rna_type.properties.keys()` lists: here `__globals__`.
+macro_rules! as_keywords_self {
+    () => {
+        r#"class Keys:
+    def keys(self):
+        return ['__globals__']
+class Rna:
+    properties = Keys()
+class Props:
+    rna_type = Rna()
+"#
+    };
+}
+
 /// Escape attempts and a word the refusal must contain. Each first moves the Plane, so a
 /// refusal that let any of the snippet run would show. The first 42 are single snippets; the
 /// rest stand for classes of escape (frames, module attributes, aliases of denied namespaces,
@@ -352,34 +367,26 @@ bpy.ops.anim.update_animated_transform_constraints()"#,
     // called on a Blender function, hands out that function's globals, and with them the
     // real builtins (it wrote a file).
     (
-        r#"class Keys:
-    def keys(self):
-        return ['__globals__']
-class Rna:
-    properties = Keys()
-class Props:
-    rna_type = Rna()
-class Sub(bpy.types.Operator):
+        concat!(
+            as_keywords_self!(),
+            r#"class Sub(bpy.types.Operator):
     pass
 fn = Sub.as_keywords
 fn.properties = Props()
 real = Sub.as_keywords(fn)['__globals__']['__builtins__']
-real['open']('/tmp/viga-escape', 'w').write('escaped')"#,
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#
+        ),
         "subclassing bpy.types.Operator",
     ),
     // The same through the class, with another of Blender's Python functions as the self.
     (
-        r#"class Keys:
-    def keys(self):
-        return ['__globals__']
-class Rna:
-    properties = Keys()
-class Props:
-    rna_type = Rna()
-fn = bpy.types.Mesh.from_pydata
+        concat!(
+            as_keywords_self!(),
+            r#"fn = bpy.types.Mesh.from_pydata
 fn.properties = Props()
 real = bpy.types.Operator.as_keywords(fn)['__globals__']['__builtins__']
-real['open']('/tmp/viga-escape', 'w').write('escaped')"#,
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#
+        ),
         "bpy.types.Mesh.from_pydata is written in Python",
     ),
     // A Python property's getter called with a made-up self: Sound.factory hands its
