@@ -248,27 +248,19 @@ impl Scene {
                 Ok(None)
             }
             Workbench::Copy { .. } if !done => Ok(None),
-            Workbench::Copy {
-                user,
-                copy,
-                staging,
-            } => {
+            Workbench::Copy { user, copy, .. } => {
                 let result = copy.result(&self.blender, &outcome.targets).await?;
-                let blend = match &outcome.folder {
-                    Some(folder) => folder.join(FINAL_BLEND),
-                    None => {
-                        let blend = staging.path().join(FINAL_BLEND);
-                        viga_core::folder::save_scene_as(self.blender.transport().as_ref(), &blend)
-                            .await?;
-                        blend
-                    }
-                };
-                if !blend.is_file() {
+                // The run saved the worker's scene in its folder; without a folder it saved none.
+                let Some(blend) = outcome
+                    .folder
+                    .as_ref()
+                    .map(|folder| folder.join(FINAL_BLEND))
+                    .filter(|blend| blend.is_file())
+                else {
                     bail!(
-                        "the run's result was not saved as {} (see the warning above), so it cannot be brought into your scene",
-                        blend.display()
+                        "the run's scene was not saved (see the warning above), so its result cannot be brought into your scene"
                     );
-                }
+                };
                 let imported =
                     attached::import_result(user.transport.as_ref(), &blend, &result, undo_name)
                         .await?;
