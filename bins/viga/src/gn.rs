@@ -3,18 +3,21 @@
 //! list|export|import` to manage the preset store. Thin: it builds the provider, Blender and
 //! run configuration, prints the run's events and leaves everything else to viga-gn.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
 use viga_blender::{BlenderCommands as _, BlenderTransport, ContainmentStatus};
-use viga_gn::run::StepStatus;
+use viga_core::folder::BASE_SNAPSHOT as BASE_SCENE;
+use viga_gn::attached::{self, SceneCopy};
+use viga_gn::run::{FINAL_BLEND, StepStatus};
 use viga_gn::{
-    ExecutorRegistry, GnBlender, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy,
+    ExecutorRegistry, GnBlender, GnOutcome, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy,
     ResponseCache, RunState,
 };
 use viga_protocol::event::{FailureKind, RunEvent, TimedEvent};
+use viga_protocol::gn::GnResultImported;
 use viga_provider::{Provider, ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
@@ -51,9 +54,14 @@ pub struct GnArgs {
     #[arg(long, conflicts_with = "preset")]
     pub cache: bool,
     /// Let PYTHON steps run unrestricted. You are asked to confirm it for this run; the
-    /// default safe mode is advisory, the worker process is the real boundary.
+    /// default safe mode is only a first filter, the contained worker is the boundary.
     #[arg(long)]
     pub trusted_python: bool,
+    /// With --attach: run the steps in your own Blender instead of viga's contained worker
+    /// (trusted mode). Model-written Python then runs as you, with your files, network and
+    /// the keys in Blender's environment. You are asked to confirm it for this run.
+    #[arg(long)]
+    pub trusted: bool,
     /// Save the steps the run applied as a preset of this name.
     #[arg(long)]
     pub save_preset: Option<String>,
@@ -65,12 +73,14 @@ pub struct GnArgs {
     #[arg(long, default_value = "presets")]
     pub presets_dir: PathBuf,
     /// Work on the active object of the Blender you have open (the viga add-on must be
-    /// enabled there): the result shows at once and is one undo step; a cancelled or failed
-    /// run leaves the scene as it was.
+    /// enabled there): the run works on a copy in viga's own contained worker, and a finished
+    /// run's node groups and modifiers come back into your scene as one undo step; a
+    /// cancelled or failed run leaves the scene as it was.
     #[command(flatten)]
     pub attach: crate::attach::AttachArgs,
-    /// With --trusted-python: the front end already asked the person and they agreed.
-    #[arg(long, requires = "trusted_python")]
+    /// With --trusted or --trusted-python: the front end already asked the person and they
+    /// agreed, for this run.
+    #[arg(long)]
     pub confirm_trusted: bool,
     /// text for a person, jsonl for a program (the Blender add-on).
     #[arg(long, value_enum, default_value = "text")]
@@ -109,13 +119,13 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     }
     // Read before Blender starts, so a bad file fails at once.
     let preset = args.preset.as_deref().map(Preset::read).transpose()?;
-    let python = python_policy(args.trusted_python, args.confirm_trusted)?;
+    let python = confirm_trust(&args)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let (user, blender, containment) = open_scene(&args).await?;
+    let scene = open_scene(&args).await?;
+    let blender = scene.blender.clone();
     let config = run_config(&args, preset.as_ref());
-    // Attached, the state before the run is the last undo step (the add-on makes sure one
-    // exists): a finished run becomes one step on top of it, anything else goes back to it.
+    // A run on a person's scene becomes one undo step named after the request.
     let request = config.request.clone();
     let undo_name = viga_core::attached::undo_name(&request);
     let run = match preset {
@@ -126,21 +136,26 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     crate::progress::follow_events(&mut run, &out, "the run", show).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
-        if let Some(status) = &containment {
+        if let Some(status) = &scene.containment {
             viga_core::folder::write_containment(folder, status)?;
         }
+        scene.keep_copy(folder)?;
         out.run_folder(folder);
     }
-    if user.is_some() {
-        if outcome.state == RunState::Done {
-            blender.transport().undo_push(&undo_name).await?;
-        } else {
-            discard_changes(blender.transport().as_ref(), &undo_name).await?;
-        }
+    // On a copy, what the run did reaches the person's scene only now, and only when it is
+    // done; a result that cannot come in fails the run and leaves their scene as it was.
+    let brought_back = match scene.finish(&outcome, &undo_name).await {
+        Ok(imported) => Ok(imported),
+        Err(err) if scene.works_on_a_copy() => Err(format!("{err:#}")),
+        Err(err) => return Err(err),
+    };
+    if let Ok(Some(imported)) = &brought_back {
+        out.say(&imported_summary(imported));
     }
-    let (word, message, code) = match outcome.state {
-        RunState::Done => ("done", outcome.final_message.clone(), 0),
-        RunState::Cancelled => ("cancelled", String::new(), 130),
+    let (word, message, code) = match (outcome.state, brought_back) {
+        (RunState::Done, Err(problem)) => ("error", problem, 1),
+        (RunState::Done, Ok(_)) => ("done", outcome.final_message.clone(), 0),
+        (RunState::Cancelled, _) => ("cancelled", String::new(), 130),
         _ => {
             let kind = outcome.failure_kind.unwrap_or(FailureKind::Other);
             let mut message = outcome
@@ -155,7 +170,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
         }
     };
     out.say(&format!("{word}: {message}"));
-    if user.is_some() && code != 0 {
+    if scene.is_attached() && code != 0 {
         out.say("your scene is as it was before the run");
     }
     if let Some(name) = &args.save_preset
@@ -170,37 +185,159 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// The Blender the run works in: the person's (attached) or one of viga's own, with
-/// `--blend` opened, and the containment of viga's own.
-async fn open_scene(
-    args: &GnArgs,
-) -> Result<(Option<UserBlender>, GnBlender, Option<ContainmentStatus>)> {
-    let user = if args.attach.wanted() {
-        if args.blend.is_some() {
-            bail!(
-                "--attach works on the scene open in Blender; drop --blend or run without --attach"
-            );
-        }
-        Some(crate::attach::attach(&args.attach).await?)
-    } else {
-        None
-    };
-    let (blender, containment) = match &user {
-        Some(user) => (GnBlender::new(user.transport.clone()), None),
-        None => {
-            let worker = crate::start_blender(&[]).await?;
-            let containment = worker.containment();
-            (GnBlender::new(worker), Some(containment))
-        }
-    };
-    if let Some(blend) = &args.blend {
-        blender
-            .transport()
-            .load_blend(&blend.to_string_lossy())
-            .await
-            .with_context(|| format!("cannot open {}", blend.display()))?;
+/// Where a run works.
+enum Workbench {
+    /// A Blender of viga's own, with `--blend` opened.
+    Own,
+    /// viga's own Blender, on a copy of the person's open scene: only the finished run's
+    /// result goes back to them. `staging` holds the copy until the run folder exists.
+    Copy {
+        user: UserBlender,
+        copy: SceneCopy,
+        staging: tempfile::TempDir,
+    },
+    /// The person's Blender itself (trusted mode): the run edits their scene as it goes.
+    Live { user: UserBlender },
+}
+
+/// The Blender a run works in, and what to do with the person's scene around it.
+struct Scene {
+    workbench: Workbench,
+    blender: GnBlender,
+    /// The containment of viga's own Blender; `None` in the person's.
+    containment: Option<ContainmentStatus>,
+}
+
+impl Scene {
+    fn is_attached(&self) -> bool {
+        !matches!(self.workbench, Workbench::Own)
     }
-    Ok((user, blender, containment))
+
+    fn works_on_a_copy(&self) -> bool {
+        matches!(self.workbench, Workbench::Copy { .. })
+    }
+
+    /// Keeps the copy of the person's scene in the run folder, as attached scene runs do.
+    fn keep_copy(&self, folder: &Path) -> Result<()> {
+        if let Workbench::Copy { staging, .. } = &self.workbench {
+            let target = folder.join(BASE_SCENE);
+            std::fs::copy(staging.path().join(BASE_SCENE), &target).with_context(|| {
+                format!("cannot keep the copy of your scene as {}", target.display())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// After the run: on a copy, a done run's result goes into the person's scene as one
+    /// undo step (`Some`, what came in); live, a done run becomes one undo step, and any other
+    /// is taken back.
+    async fn finish(
+        &self,
+        outcome: &GnOutcome,
+        undo_name: &str,
+    ) -> Result<Option<GnResultImported>> {
+        let done = outcome.state == RunState::Done;
+        match &self.workbench {
+            Workbench::Own => Ok(None),
+            Workbench::Live { user } => {
+                if done {
+                    user.transport.undo_push(undo_name).await?;
+                } else {
+                    discard_changes(user.transport.as_ref(), undo_name).await?;
+                }
+                Ok(None)
+            }
+            Workbench::Copy { .. } if !done => Ok(None),
+            Workbench::Copy { user, copy, .. } => {
+                let result = copy.result(&self.blender, &outcome.targets).await?;
+                // The run saved the worker's scene in its folder; without a folder it saved none.
+                let Some(blend) = outcome
+                    .folder
+                    .as_ref()
+                    .map(|folder| folder.join(FINAL_BLEND))
+                    .filter(|blend| blend.is_file())
+                else {
+                    bail!(
+                        "the run's scene was not saved (see the warning above), so its result cannot be brought into your scene"
+                    );
+                };
+                let imported =
+                    attached::import_result(user.transport.as_ref(), &blend, &result, undo_name)
+                        .await?;
+                Ok(Some(imported))
+            }
+        }
+    }
+}
+
+/// The Blender the run works in: one of viga's own (contained), on a copy of the person's
+/// scene when attached, or the person's own in trusted mode.
+async fn open_scene(args: &GnArgs) -> Result<Scene> {
+    if args.attach.wanted() && args.blend.is_some() {
+        bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
+    }
+    if !args.attach.wanted() {
+        let worker = crate::start_blender(&[]).await?;
+        let containment = Some(worker.containment());
+        let blender = GnBlender::new(worker);
+        if let Some(blend) = &args.blend {
+            blender
+                .transport()
+                .load_blend(&blend.to_string_lossy())
+                .await
+                .with_context(|| format!("cannot open {}", blend.display()))?;
+        }
+        return Ok(Scene {
+            workbench: Workbench::Own,
+            blender,
+            containment,
+        });
+    }
+    let user = crate::attach::attach(&args.attach).await?;
+    if args.trusted {
+        return Ok(Scene {
+            blender: GnBlender::new(user.transport.clone()),
+            workbench: Workbench::Live { user },
+            containment: None,
+        });
+    }
+    let worker = crate::attach::start_worker(Some(&user.connection)).await?;
+    let containment = Some(worker.containment());
+    let blender = GnBlender::new(worker);
+    let staging = tempfile::Builder::new()
+        .prefix("viga-gn-copy-")
+        .tempdir()
+        .context("cannot make a temporary folder for the copy of your scene")?;
+    let copy = SceneCopy::open(
+        user.transport.as_ref(),
+        &blender,
+        &staging.path().join(BASE_SCENE),
+    )
+    .await?;
+    Ok(Scene {
+        workbench: Workbench::Copy {
+            user,
+            copy,
+            staging,
+        },
+        blender,
+        containment,
+    })
+}
+
+/// One line on what a run brought into the person's scene.
+fn imported_summary(imported: &GnResultImported) -> String {
+    let mut line = format!(
+        "in your scene as one undo step: node groups {}",
+        imported.node_groups.join(", ")
+    );
+    if !imported.replaced.is_empty() {
+        line.push_str(&format!(" ({} replaced)", imported.replaced.join(", ")));
+    }
+    if !imported.modifiers.is_empty() {
+        line.push_str(&format!("; modifiers {}", imported.modifiers.join(", ")));
+    }
+    line
 }
 
 /// The run's configuration; a preset run takes the preset's request and object unless the
@@ -282,21 +419,57 @@ async fn discard_changes(transport: &dyn BlenderTransport, undo_name: &str) -> R
     Ok(())
 }
 
-fn python_policy(trusted: bool, confirmed: bool) -> Result<PythonPolicy> {
-    if !trusted {
+/// The Python policy of the run, once the person has confirmed for this run what trusting it
+/// means: `--trusted-python` (no safe mode) and `--trusted` (their own Blender).
+fn confirm_trust(args: &GnArgs) -> Result<PythonPolicy> {
+    if args.trusted && !args.attach.wanted() {
+        bail!(
+            "--trusted runs the steps in your own Blender and needs --attach; without --attach they run in viga's contained worker"
+        );
+    }
+    if !args.trusted && !args.trusted_python {
+        if args.confirm_trusted {
+            bail!(
+                "--confirm-trusted confirms --trusted or --trusted-python; give the one you mean"
+            );
+        }
         return Ok(PythonPolicy::safe());
     }
-    if confirmed {
-        return Ok(PythonPolicy::trusted(true, true)?);
+    let confirmed = args.confirm_trusted || ask_to_confirm(args.trusted, args.trusted_python)?;
+    if args.trusted && !confirmed {
+        bail!(
+            "trusted mode was not confirmed for this run; run without --trusted to work on a copy in viga's worker"
+        );
     }
-    eprint!(
-        "--trusted-python lets model-written Python run with full access to files, processes and the network inside the Blender worker.\nType 'yes' to allow it for this run: "
-    );
+    if args.trusted_python {
+        return Ok(PythonPolicy::trusted(true, confirmed)?);
+    }
+    Ok(PythonPolicy::safe())
+}
+
+/// Asks on the terminal; only `yes` agrees.
+fn ask_to_confirm(live: bool, unrestricted: bool) -> Result<bool> {
+    if live {
+        eprintln!(
+            "--trusted runs this run's steps in your own Blender: model-written Python runs as you, with your files, your network and the API keys in Blender's environment."
+        );
+    }
+    if unrestricted {
+        eprintln!(
+            "--trusted-python lets model-written Python run without safe mode's restrictions{}.",
+            if live {
+                ""
+            } else {
+                " (in viga's contained worker)"
+            }
+        );
+    }
+    eprint!("Type 'yes' to allow it for this run: ");
     let mut answer = String::new();
     std::io::stdin()
         .read_line(&mut answer)
         .context("cannot read the confirmation")?;
-    Ok(PythonPolicy::trusted(true, answer.trim() == "yes")?)
+    Ok(answer.trim() == "yes")
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

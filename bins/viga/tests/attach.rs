@@ -243,13 +243,24 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
 }
 
 fn gn_script(dir: &Path, delay_first_ms: u64) -> PathBuf {
-    let reply = json!({"version": 1, "steps": [{"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
-        {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"},
-        {"op": "ensure_single_group_io"},
-        {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
-        {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
-        {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
-    ]}}], "done": true, "final_message": "points on the plane"});
+    gn_script_with(dir, delay_first_ms, &[])
+}
+
+/// A scripted Geometry Nodes session: one reply that scatters points on the Plane (group and
+/// modifier "Scatter"), with `more` steps after it, and says it is done.
+fn gn_script_with(dir: &Path, delay_first_ms: u64, more: &[Value]) -> PathBuf {
+    let mut steps = vec![
+        json!({"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"},
+            {"op": "ensure_single_group_io"},
+            {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
+            {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
+            {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
+        ]}}),
+    ];
+    steps.extend(more.iter().cloned());
+    let reply =
+        json!({"version": 1, "steps": steps, "done": true, "final_message": "points on the plane"});
     let path = dir.join("gn.json");
     let turns = json!([{"response": {"text": reply.to_string(), "finish_reason": "stop"}, "delay_ms": delay_first_ms}]);
     std::fs::write(
@@ -260,39 +271,101 @@ fn gn_script(dir: &Path, delay_first_ms: u64) -> PathBuf {
     path
 }
 
+/// A PYTHON step that gives the Scatter modifier a Density input of 7.5, and marks the cube:
+/// the mark shows where the step ran, since only node groups and modifiers come back from a
+/// copy.
+fn density_and_mark_step() -> Value {
+    let code = "tree = bpy.data.node_groups['Scatter']\n\
+                socket = tree.interface.new_socket('Density', in_out='INPUT', socket_type='NodeSocketFloat')\n\
+                bpy.data.objects['Plane'].modifiers['Scatter'][socket.identifier] = 7.5\n\
+                bpy.data.objects['UserCube']['viga_mark'] = 1\n";
+    json!({"id": "density", "type": "PYTHON", "payload": {"code": code}})
+}
+
 async fn plane_modifiers(client: &FramedClient) -> Vec<String> {
     let info = client.scene_info(0, 500).await.unwrap();
     let plane = info.objects.iter().find(|o| o.name == "Plane").unwrap();
     plane.modifiers.iter().map(|m| m.name.clone()).collect()
 }
 
+/// The Scatter modifier's Density and whether the cube carries the mark, as a line.
+async fn density_and_mark(client: &FramedClient) -> String {
+    let code = "import bpy\n\
+                modifier = bpy.data.objects['Plane'].modifiers.get('Scatter')\n\
+                values = [v for k, v in modifier.items() if isinstance(v, float)] if modifier else []\n\
+                print(values, 'viga_mark' in bpy.data.objects['UserCube'])";
+    client
+        .execute(code, None, None)
+        .await
+        .unwrap()
+        .stdout
+        .trim()
+        .to_owned()
+}
+
+/// `viga gn` attached to `host`, on the Plane, with a scripted session and `extra` flags.
+fn gn_attached_command(host: &Host, files: &Path, script: &Path, extra: &[&str]) -> Command {
+    let mut command = host.viga();
+    command
+        .args([
+            "gn",
+            "scatter points on the plane",
+            "--attach",
+            "--object",
+            "Plane",
+        ])
+        .args(["--events", "jsonl", "--provider", "scripted", "--script"])
+        .arg(script)
+        .arg("--output")
+        .arg(files.join("runs"))
+        .args(extra)
+        .stdin(Stdio::null());
+    command
+}
+
+fn gn_attached(host: &Host, files: &Path, script: &Path, extra: &[&str]) -> Output {
+    output_within(
+        &mut gn_attached_command(host, files, script, extra),
+        BLENDER_TEST_LIMIT,
+    )
+}
+
+fn run_folder_of(output: &Output) -> PathBuf {
+    stdout_lines(output)
+        .iter()
+        .find(|line| line["kind"] == "run_folder")
+        .and_then(|line| line["path"].as_str())
+        .map(PathBuf::from)
+        .unwrap()
+}
+
+/// Attached, a Geometry Nodes run works on a copy in viga's own contained worker; when it is
+/// done its node groups and modifiers (with their input values) come into the person's scene
+/// as one undo step. What else its steps did stays in the copy.
 #[tokio::test(flavor = "multi_thread")]
-async fn gn_attached_works_on_the_live_object_as_one_undo_step() {
+async fn gn_attached_works_on_a_copy_and_brings_the_result_back_as_one_undo_step() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
         let host = Host::start(Some(&user_blend(files.path())));
-        let mut command = host.viga();
-        command
-            .args([
-                "gn",
-                "scatter points on the plane",
-                "--attach",
-                "--object",
-                "Plane",
-            ])
-            .args(["--provider", "scripted", "--script"])
-            .arg(gn_script(files.path(), 0))
-            .arg("--output")
-            .arg(files.path().join("runs"));
-        let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+        let script = gn_script_with(files.path(), 0, &[density_and_mark_step()]);
+        let output = gn_attached(&host, files.path(), &script, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
         assert!(
-            output.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
+            stderr.contains("in your scene as one undo step: node groups Scatter"),
+            "{stderr}"
         );
+        let folder = run_folder_of(&output);
+        for file in ["base.blend", "final.blend", "containment.json"] {
+            assert!(
+                folder.join(file).is_file(),
+                "no {file} in {}",
+                folder.display()
+            );
+        }
         let client = host.client().await;
         assert_eq!(plane_modifiers(&client).await, ["Scatter"]);
+        assert_eq!(density_and_mark(&client).await, "[7.5] False");
         client.undo().await.unwrap();
         assert!(
             plane_modifiers(&client).await.is_empty(),
@@ -302,24 +375,51 @@ async fn gn_attached_works_on_the_live_object_as_one_undo_step() {
     .await;
 }
 
+/// Trusted mode runs the steps in the person's Blender itself (the mark lands on their
+/// cube), confirmed for the run; unconfirmed, nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn gn_attached_trusted_runs_in_the_persons_blender_only_when_confirmed() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        let script = gn_script_with(files.path(), 0, &[density_and_mark_step()]);
+        let unconfirmed = gn_attached(&host, files.path(), &script, &["--trusted"]);
+        let stderr = String::from_utf8_lossy(&unconfirmed.stderr);
+        assert!(!unconfirmed.status.success(), "{stderr}");
+        assert!(stderr.contains("was not confirmed"), "{stderr}");
+        assert!(stderr.contains("your own Blender"), "{stderr}");
+        let client = host.client().await;
+        assert!(plane_modifiers(&client).await.is_empty());
+        drop(client);
+
+        let output = gn_attached(
+            &host,
+            files.path(),
+            &script,
+            &["--trusted", "--confirm-trusted"],
+        );
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let client = host.client().await;
+        assert_eq!(plane_modifiers(&client).await, ["Scatter"]);
+        assert_eq!(density_and_mark(&client).await, "[7.5] True");
+        client.undo().await.unwrap();
+        assert!(plane_modifiers(&client).await.is_empty());
+        assert_eq!(density_and_mark(&client).await, "[] False", "one undo step");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelling_an_attached_gn_run_leaves_the_scene_as_it_was() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
         let host = Host::start(Some(&user_blend(files.path())));
-        let mut child = host
-            .viga()
-            .args([
-                "gn",
-                "scatter points on the plane",
-                "--attach",
-                "--object",
-                "Plane",
-            ])
-            .args(["--events", "jsonl", "--provider", "scripted", "--script"])
-            .arg(gn_script(files.path(), 60_000))
-            .arg("--output")
-            .arg(files.path().join("runs"))
+        let script = gn_script(files.path(), 60_000);
+        let mut child = gn_attached_command(&host, files.path(), &script, &[])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

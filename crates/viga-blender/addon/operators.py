@@ -120,6 +120,28 @@ def _target(settings):
     return path, []
 
 
+def trust_confirmation(context):
+    """(title, message) of the dialog that confirms what a Geometry Nodes run is trusted with,
+    or None when it is trusted with nothing (it runs on a copy in viga's contained worker,
+    under safe mode's filter)."""
+    if context.scene.viga.mode != "GEOMETRY_NODES":
+        return None
+    prefs = preferences.get(context)
+    unrestricted = prefs is not None and prefs.python_mode == "TRUSTED"
+    if context.window_manager.viga_gn_in_this_blender:
+        message = ("Trusted mode runs this run's steps in this Blender: the model's Python runs as you, with "
+                   "your files, your network and the API keys in Blender's environment, and it is not "
+                   "contained. For this run only.")
+        if unrestricted:
+            message += " Its Python steps also skip safe mode's filter."
+        return "Run the model's steps in this Blender?", message
+    if unrestricted:
+        return ("Run Python steps without safe mode?",
+                "Trusted Python lets the model's Python steps run without safe mode's filter, in viga's "
+                "contained worker on a copy of your scene, for this run only.")
+    return None
+
+
 class VIGA_OT_start_run(bpy.types.Operator):
     bl_idname = "viga.start_run"
     bl_label = "Start"
@@ -130,8 +152,9 @@ class VIGA_OT_start_run(bpy.types.Operator):
     )
 
     confirmed_trusted: BoolProperty(
-        name="Trusted Python confirmed",
-        description="The user confirmed that this run's Python steps may run unrestricted",
+        name="Trusted mode confirmed",
+        description="The user confirmed what this run is trusted with (its Python steps unrestricted, "
+        "or run in this Blender)",
         options={"HIDDEN", "SKIP_SAVE"},
     )
 
@@ -143,18 +166,13 @@ class VIGA_OT_start_run(bpy.types.Operator):
         return True
 
     def invoke(self, context, event):
-        prefs = preferences.get(context)
-        gn_mode = context.scene.viga.mode == "GEOMETRY_NODES"
-        if gn_mode and prefs is not None and prefs.python_mode == "TRUSTED":
+        dialog = trust_confirmation(context)
+        if dialog is not None:
             # execute() only runs if the user presses the dialog's confirm button.
             self.confirmed_trusted = True
+            title, message = dialog
             return context.window_manager.invoke_confirm(
-                self, event,
-                title="Run Python steps unrestricted?",
-                message="Trusted mode lets the model's Python steps read and write files, use the "
-                "network and start programs, for this run only.",
-                confirm_text="Start",
-                icon="WARNING",
+                self, event, title=title, message=message, confirm_text="Start", icon="WARNING",
             )
         return self.execute(context)
 
@@ -198,8 +216,14 @@ class VIGA_OT_start_run(bpy.types.Operator):
         active = context.view_layer.objects.active
         if active is None:
             raise Refused("Select an object first: Geometry Nodes mode works on the active object")
-        trusted = prefs.python_mode == "TRUSTED"
-        if trusted and not self.confirmed_trusted:
+        unrestricted = prefs.python_mode == "TRUSTED"
+        in_this_blender = context.window_manager.viga_gn_in_this_blender
+        if in_this_blender and not self.confirmed_trusted:
+            raise Refused(
+                "Running the steps in this Blender needs your confirmation for every run: press Start in "
+                "the viga panel and confirm, or untick Run in this Blender"
+            )
+        if unrestricted and not self.confirmed_trusted:
             raise Refused(
                 "Trusted Python needs your confirmation for every run: press Start in the viga panel "
                 "and confirm, or switch the preferences back to Safe"
@@ -208,7 +232,8 @@ class VIGA_OT_start_run(bpy.types.Operator):
         connection = _connection()
         viga = runner.find_viga(prefs)
         root = _runs_root(context)
-        argv = runner.gn_command(viga, connection, request, active.name, prefs, root, trusted)
+        argv = runner.gn_command(viga, connection, request, active.name, prefs, root,
+                                 unrestricted=unrestricted, in_this_blender=in_this_blender)
         return argv, "GN", request, 0, []
 
     def _agent_run(self, context, prefs, settings):

@@ -114,9 +114,16 @@ class VIGA_PT_main(VigaSidebarPanel, bpy.types.Panel):
             column.label(text="Select the object to work on", icon="ERROR")
         else:
             column.label(text="Object: " + active.name, icon="OBJECT_DATA")
+        column.prop(context.window_manager, "viga_gn_in_this_blender")
+        if context.window_manager.viga_gn_in_this_blender:
+            _wrapped(column, "Trusted: the model's Python runs in this Blender, as you, with your files, "
+                     "network and keys; you confirm it when you start", icon="ERROR")
+        else:
+            _wrapped(column, "Runs on a copy in viga's contained worker; the node groups and modifiers "
+                     "come back as one undo step", icon="LOCKED")
         prefs = preferences.get(context)
         if prefs is not None and prefs.python_mode == "TRUSTED":
-            _wrapped(column, "Python steps run unrestricted; you confirm it when you start", icon="ERROR")
+            _wrapped(column, "Python steps skip safe mode's filter; you confirm it when you start", icon="ERROR")
 
     @staticmethod
     def _draw_setup(layout, context):

@@ -31,9 +31,10 @@ ENGINES = [
 ]
 
 PYTHON_MODES = [
-    ("SAFE", "Safe", "Geometry Nodes PYTHON steps run with restricted builtins and no file, network or "
-     "process access"),
-    ("TRUSTED", "Trusted", "Geometry Nodes PYTHON steps run unrestricted; you confirm it for every run"),
+    ("SAFE", "Safe", "Geometry Nodes PYTHON steps pass safe mode's filter first (restricted builtins and "
+     "modules); they run in viga's contained worker either way"),
+    ("TRUSTED", "Trusted", "Geometry Nodes PYTHON steps run without safe mode's filter, still in viga's "
+     "contained worker; you confirm it for every run"),
 ]
 
 

@@ -126,9 +126,17 @@ def register():
     bpy.types.WindowManager.viga_run = PointerProperty(type=VigaRunStatus)
     bpy.types.WindowManager.viga_tools = CollectionProperty(type=VigaAddonTool)
     bpy.types.WindowManager.viga_tools_index = IntProperty()
+    # On the WindowManager, so no .blend comes with it ticked; each run is confirmed anyway.
+    bpy.types.WindowManager.viga_gn_in_this_blender = BoolProperty(
+        name="Run in this Blender (trusted)",
+        description="Run the Geometry Nodes steps in this Blender instead of viga's contained worker: "
+        "the model's Python then runs as you, with your files, network and the API keys in Blender's "
+        "environment. You confirm it for every run",
+    )
 
 
 def unregister():
+    del bpy.types.WindowManager.viga_gn_in_this_blender
     del bpy.types.WindowManager.viga_tools_index
     del bpy.types.WindowManager.viga_tools
     del bpy.types.WindowManager.viga_run

@@ -61,8 +61,9 @@ class RunnerError(Exception):
 class Session:
     """One viga child process and what its reader threads have queued."""
 
-    def __init__(self, proc, cleanup):
+    def __init__(self, proc, argv, cleanup):
         self.proc = proc
+        self.argv = list(argv)
         self.lines = queue.Queue()
         self.stderr_tail = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.cleanup = list(cleanup)  # temporary files to delete when the run ends
@@ -183,15 +184,23 @@ def scene_command(viga, connection, task, target, prefs, runs_root):
     return argv + ["--output", runs_root]
 
 
-def gn_command(viga, connection, request, object_name, prefs, runs_root, trusted):
+def gn_command(viga, connection, request, object_name, prefs, runs_root, unrestricted=False,
+               in_this_blender=False):
+    """`viga gn` on this Blender's scene: on a copy in viga's contained worker, or (trusted,
+    in_this_blender) in this Blender itself. The panel has asked the person to confirm
+    whatever the run is trusted with, so the flags say so."""
     # The request always goes after "--": one starting with "-" would read as a flag, and
     # one that is a word of `viga gn`'s own (`preset`) as its subcommand.
     argv = [viga, "gn", "--attach", "--connection", connection, "--events", "jsonl"]
     argv += _option("--object", object_name)
     argv += provider_flags(prefs)
     argv += ["--output", runs_root]
-    if trusted:
-        argv += ["--trusted-python", "--confirm-trusted"]
+    if unrestricted:
+        argv.append("--trusted-python")
+    if in_this_blender:
+        argv.append("--trusted")
+    if unrestricted or in_this_blender:
+        argv.append("--confirm-trusted")
     return argv + ["--", request]
 
 
@@ -248,7 +257,7 @@ def start(argv, kind, task, max_iterations, cleanup=()):
     except OSError as exc:
         _remove_files(cleanup)
         raise RunnerError("Cannot start %s: %s" % (argv[0], exc.strerror or exc)) from exc
-    _session = Session(proc, cleanup)
+    _session = Session(proc, argv, cleanup)
     status = _status()
     _reset_status(status, kind, task, max_iterations)
     clear_thumbnails()
@@ -348,9 +357,11 @@ def _kill_if_cancel_ignored(status, session):
     session.proc.kill()
     session.killed = True
     properties.append_log(status, "viga did not stop within %.0f s of the cancel; killed it" % CANCEL_GRACE_S, "WARNING")
-    if status.kind == "GN":
-        # A Geometry Nodes run edits this scene as it goes; killed before it could undo its
-        # changes, it is undone here, so a cancel always leaves the scene as it was.
+    if status.kind == "GN" and "--trusted" in session.argv:
+        # In trusted mode a Geometry Nodes run edits this scene as it goes; killed before it
+        # could undo its changes, it is undone here, so a cancel always leaves the scene as
+        # it was. (On a copy, the run's result comes in as one bridge command, whole or not
+        # at all, so there is nothing to undo.)
         viga_bridge.discard_changes_since_last_step("viga: cancelled run")
         properties.append_log(status, "The run's changes to the scene were undone")
     elif status.kind == "AGENT":

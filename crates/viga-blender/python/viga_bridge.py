@@ -61,7 +61,8 @@ READY_MARKER = "VIGA_BRIDGE_READY "
 CAPABILITIES = [
     "execute", "scene_info", "render", "set_camera", "frame_objects", "render_framed_views", "set_visibility",
     "set_frame", "list_keyframes", "save_blend", "load_blend", "checkpoint", "restore",
-    "list_addons", "addon_command", "apply_program", "undo_push", "undo", "ping", "shutdown",
+    "list_addons", "addon_command", "apply_program", "undo_push", "undo", "import_gn_result", "ping",
+    "shutdown",
 ]
 # Commands that would replace the open file of a person's Blender: refused in add-on mode,
 # where the scene belongs to the user and is never reloaded, replaced or closed by viga.
@@ -501,6 +502,328 @@ def cmd_undo_push(args):
 def cmd_undo(_args):
     undo_one_step()
     return {"undone": True}
+
+
+# --------------------------------------------------------------------------- Geometry Nodes results
+#
+# An attached Geometry Nodes run works in viga's own (contained) worker, on a copy of the
+# person's scene. Its result comes back here as data: the .blend the worker saved, the names
+# of the node groups the run made or changed, and the Geometry Nodes modifiers with their
+# input values. Everything in it was written where model code ran, so nothing of it runs:
+# the groups are appended (Blender's append runs no script; a file's registered texts run
+# only when a file is opened with auto-run on), and before any of the person's data changes,
+# every appended datablock is checked (only kinds a node group can use, nothing linked from
+# another file, no text, no driver needing Python, no node type written in Python) and names
+# and values are checked against what the groups declare. A result that fails is removed
+# again, and the scene is as it was; one that passes is ONE undo step.
+
+GN_RESULT_LIMITS = {"node_groups": 64, "modifiers": 64, "inputs": 512}
+GN_NAME_BYTES = 255
+GN_STRING_CHARS = 4096
+GN_TREE_TYPES = ("GeometryNodeTree", "ShaderNodeTree", "CompositorNodeTree", "TextureNodeTree")
+# bpy.data collections a node group's dependencies may be appended into. Texts (scripts),
+# scenes, cache files (they read Alembic/USD files), sounds, clips, brushes and the like are not.
+GN_DEPENDENCY_COLLECTIONS = (
+    "node_groups", "objects", "meshes", "curves", "hair_curves", "pointclouds", "volumes",
+    "materials", "images", "textures", "collections", "fonts", "lattices", "metaballs",
+    "lights", "cameras", "armatures", "grease_pencils", "annotations", "shape_keys", "actions",
+    "libraries",
+)
+# A modifier input's datablock kind -> the bpy.data collection it names a member of.
+GN_DATABLOCK_KINDS = {"object": "objects", "collection": "collections", "material": "materials",
+                      "image": "images"}
+GN_SOCKET_VALUES = {
+    "NodeSocketFloat": "number", "NodeSocketInt": "integer", "NodeSocketBool": "boolean",
+    "NodeSocketMenu": "integer", "NodeSocketString": "string", "NodeSocketVector": "vector",
+    "NodeSocketColor": "vector", "NodeSocketRotation": "vector",
+    "NodeSocketObject": "object", "NodeSocketCollection": "collection",
+    "NodeSocketMaterial": "material", "NodeSocketImage": "image",
+}
+
+
+def gn_name(value, what):
+    if not isinstance(value, str) or not value or "\x00" in value or len(value.encode("utf-8")) > GN_NAME_BYTES:
+        raise BridgeError("bad_request", "%s must be a name of 1 to %d bytes without NUL, not %r"
+                          % (what, GN_NAME_BYTES, value if isinstance(value, str) else type(value).__name__))
+    return value
+
+
+def gn_list(args, field, limit):
+    value = args.get(field)
+    if not isinstance(value, list) or len(value) > limit:
+        raise BridgeError("bad_request", "import_gn_result needs a list %r of at most %d entries" % (field, limit))
+    return value
+
+
+def gn_result_file(args):
+    path = checked_path(args, must_exist=False)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        raise BridgeError("not_found", "the run's result %s cannot be read: %s" % (path, exc)) from None
+    if not stat.S_ISREG(mode):
+        raise BridgeError("bad_request", "the run's result %s is not a regular file (a link or a device is not read)" % path)
+    return path
+
+
+def gn_modifier_requests(entries, groups):
+    """The modifiers of the result, checked for shape: object, modifier and group names, and
+    inputs as {key: value}. Whether they fit the scene and the groups is checked later."""
+    requests = []
+    seen = set()
+    for index, entry in enumerate(entries):
+        where = "modifiers[%d]" % index
+        if not isinstance(entry, dict) or set(entry) != {"object", "modifier", "node_group", "inputs"}:
+            raise BridgeError("bad_request", "%s must have exactly object, modifier, node_group and inputs" % where)
+        obj = gn_name(entry["object"], where + ".object")
+        modifier = gn_name(entry["modifier"], where + ".modifier")
+        if len(modifier.encode("utf-8")) > 63:
+            raise BridgeError("bad_request", "%s.modifier %r is longer than Blender's 63 bytes" % (where, modifier))
+        group = gn_name(entry["node_group"], where + ".node_group")
+        if group not in groups:
+            raise BridgeError("bad_request", "%s uses node group %r, which the result does not bring" % (where, group))
+        if (obj, modifier) in seen:
+            raise BridgeError("bad_request", "%s repeats the modifier %r on %r" % (where, modifier, obj))
+        seen.add((obj, modifier))
+        inputs = entry["inputs"]
+        if not isinstance(inputs, dict) or len(inputs) > GN_RESULT_LIMITS["inputs"]:
+            raise BridgeError("bad_request", "%s.inputs must be an object of at most %d values" % (where, GN_RESULT_LIMITS["inputs"]))
+        requests.append((obj, modifier, group, inputs))
+    return requests
+
+
+def gn_ids():
+    """Every datablock in this Blender, by pointer: (collection name, ID)."""
+    found = {}
+    for prop in bpy.data.bl_rna.properties:
+        if prop.type != "COLLECTION":
+            continue
+        for block in getattr(bpy.data, prop.identifier):
+            found[block.as_pointer()] = (prop.identifier, block)
+    return found
+
+
+def gn_python_driver(block):
+    """The first driver of `block` (or of a node tree embedded in it) that needs Python."""
+    for owner in (block, getattr(block, "node_tree", None)):
+        animation = getattr(owner, "animation_data", None) if owner is not None else None
+        for curve in (animation.drivers if animation is not None else ()):
+            driver = curve.driver
+            if driver.type == "SCRIPTED" and not driver.is_simple_expression:
+                return "%s[%d]: %r" % (curve.data_path, curve.array_index, driver.expression)
+    return None
+
+
+def gn_refusal(collection, block):
+    """Why an appended datablock must not stay in the person's scene, or None."""
+    kind = "%s %r" % (type(block).__name__, block.name)
+    if collection not in GN_DEPENDENCY_COLLECTIONS:
+        return "%s (bpy.data.%s) is not part of a Geometry Nodes result" % (kind, collection)
+    if collection != "libraries" and block.library is not None:
+        return "%s is linked from another file (%s)" % (kind, block.library.filepath)
+    driver = gn_python_driver(block)
+    if driver is not None:
+        return "%s has a driver that needs Python: %s" % (kind, driver)
+    trees = [block] if collection == "node_groups" else [getattr(block, "node_tree", None)]
+    for tree in trees:
+        if tree is None:
+            continue
+        if tree.bl_idname not in GN_TREE_TYPES:
+            return "%s is a %s, not one of Blender's own node tree types" % (kind, tree.bl_idname)
+        for node in tree.nodes:
+            if type(node).__module__ not in ("bpy.types", "_bpy_types"):
+                return "%s has node %r of a type written in Python (%s)" % (kind, node.name, node.bl_idname)
+    return None
+
+
+def gn_original_name(block, collection, file_names, path):
+    """The name an appended datablock had in the result file: Blender renames one whose name
+    was taken, and keeps the original in its weak reference (objects have none: their
+    numbered suffix is dropped when the file has the bare name and not the numbered one)."""
+    reference = getattr(block, "library_weak_reference", None)
+    if reference is not None and os.path.abspath(bpy.path.abspath(reference.filepath)) == path:
+        return reference.id_name[2:]
+    names = file_names.get(collection, ())
+    if block.name in names:
+        return block.name
+    base, dot, suffix = block.name.rpartition(".")
+    if dot and suffix.isdigit() and base in names:
+        return base
+    return block.name
+
+
+def gn_input_value(value, expected, where, length):
+    """A modifier input value as Blender stores it, or a refusal."""
+    if expected == "boolean" and isinstance(value, bool):
+        return value
+    if expected == "integer" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if expected == "number" and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    if expected == "string" and isinstance(value, str) and len(value) <= GN_STRING_CHARS:
+        return value
+    if expected == "vector" and isinstance(value, list) and len(value) == length and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        return [float(v) for v in value]
+    if expected in GN_DATABLOCK_KINDS and isinstance(value, dict) and set(value) == {"kind", "name"} \
+            and value["kind"] == expected:
+        if value["name"] is None:
+            return None
+        name = gn_name(value["name"], where)
+        block = getattr(bpy.data, GN_DATABLOCK_KINDS[expected]).get(name)
+        if block is None:
+            raise BridgeError("result_refused", "%s names the %s %r, which is not in this scene" % (where, expected, name))
+        return block
+    raise BridgeError("result_refused", "%s must be a %s%s, not %r" % (
+        where, expected, " of %d numbers" % length if expected == "vector" else "", value))
+
+
+def gn_modifier_inputs(group, inputs, where):
+    """Checks every input against the group's interface: {key: value as Blender stores it}."""
+    sockets = {}
+    for item in group.interface.items_tree:
+        if item.item_type == "SOCKET" and item.in_out == "INPUT" and item.socket_type in GN_SOCKET_VALUES:
+            default = getattr(item, "default_value", None)
+            length = len(default) if GN_SOCKET_VALUES[item.socket_type] == "vector" and default is not None else 0
+            sockets[item.identifier] = (GN_SOCKET_VALUES[item.socket_type], length)
+    values = {}
+    for key, value in inputs.items():
+        place = "%s.inputs[%r]" % (where, key)
+        identifier, expected, length = key, None, 0
+        for suffix, kind in (("_use_attribute", "boolean"), ("_attribute_name", "string")):
+            if key.endswith(suffix) and key[:-len(suffix)] in sockets:
+                identifier, expected = key[:-len(suffix)], kind
+        if identifier not in sockets:
+            raise BridgeError("result_refused", "%s: node group %r has no input %r" % (place, group.name, key))
+        if expected is None:
+            expected, length = sockets[identifier]
+        values[key] = gn_input_value(value, expected, place, length)
+    return values
+
+
+def gn_append(path, names):
+    """Appends the node groups `names` (and what they use) from `path`: (the appended groups
+    by requested name, every datablock the append added as (collection, ID), the file's
+    names by collection)."""
+    with bpy.data.libraries.load(path, link=False) as (data_from, data_to):
+        file_names = {attr: set(getattr(data_from, attr)) for attr in dir(data_from)
+                      if isinstance(getattr(data_from, attr), list)}
+        missing = [name for name in names if name not in file_names.get("node_groups", ())]
+        if missing:
+            raise BridgeError("result_refused", "the run's result has no node group %s" % ", ".join(repr(n) for n in missing))
+        data_to.node_groups = list(names)
+    return dict(zip(names, data_to.node_groups)), file_names
+
+
+def gn_remove(blocks):
+    if blocks:
+        bpy.data.batch_remove(list(blocks))
+
+
+def gn_checked_result(path, names, modifiers):
+    """Appends the result and checks all of it; a result that fails is removed again before
+    the refusal is raised, so the person's data is as it was. Returns what applying needs."""
+    before_ids = gn_ids()
+    before = {(collection, block.name): block for collection, block in before_ids.values()
+              if collection != "libraries" and block.library is None}
+    try:
+        appended, file_names = gn_append(path, names)
+        added = [(collection, block) for pointer, (collection, block) in gn_ids().items()
+                 if pointer not in before_ids]
+        for name, group in appended.items():
+            if group is None or group.bl_idname not in GN_TREE_TYPES:
+                raise BridgeError("result_refused", "the run's result %r is not a node group Blender can use here" % name)
+        for collection, block in added:
+            refused = gn_refusal(collection, block)
+            if refused:
+                raise BridgeError("result_refused", "the run's result was refused: %s" % refused)
+        plan = []
+        for obj_name, modifier_name, group_name, inputs in modifiers:
+            where = "modifier %r on %r" % (modifier_name, obj_name)
+            obj = before.get(("objects", obj_name))
+            if obj is None:
+                raise BridgeError("result_refused", "%s: there is no object %r in this scene (renamed or deleted during the run?)" % (where, obj_name))
+            existing = obj.modifiers.get(modifier_name)
+            if existing is not None and existing.type != "NODES":
+                raise BridgeError("result_refused", "%s: the scene's modifier of that name is a %s modifier" % (where, existing.type))
+            if existing is None and obj.type not in ("MESH", "CURVE", "CURVES", "POINTCLOUD", "VOLUME", "GREASEPENCIL", "FONT"):
+                raise BridgeError("result_refused", "%s: a %s cannot carry a Geometry Nodes modifier" % (where, obj.type))
+            group = appended[group_name]
+            plan.append((obj, modifier_name, group, gn_modifier_inputs(group, inputs, where)))
+    except BaseException:
+        gn_remove(block for pointer, (_collection, block) in gn_ids().items() if pointer not in before_ids)
+        raise
+    return {"before": before, "appended": appended, "added": added, "file_names": file_names,
+            "path": path, "plan": plan}
+
+
+def gn_apply_result(result):
+    """Puts a checked result into the person's data: groups of a name the scene has replace
+    it (wherever it is used), what the groups use that the scene already has is the scene's,
+    and the modifiers get their groups and input values."""
+    before, appended, added = result["before"], result["appended"], result["added"]
+    requested = list(appended.values())
+    replaced = []
+    for name, group in appended.items():
+        old = before.get(("node_groups", name))
+        if old is not None:
+            old.user_remap(group)
+            replaced.append(old)
+    gn_remove(replaced)
+    for name, group in appended.items():
+        group.name = name
+    # What the groups use that the scene already had (an object an Object Info node points
+    # at, a material) is the scene's own: use it, drop the appended copy.
+    duplicates = []
+    for collection, block in added:
+        if collection == "libraries" or block in requested:
+            continue
+        original = before.get((collection, gn_original_name(block, collection, result["file_names"], result["path"])))
+        if original is not None:
+            block.user_remap(original)
+            duplicates.append(block)
+    gn_remove(duplicates)
+    changed = []
+    for obj, modifier_name, group, values in result["plan"]:
+        modifier = obj.modifiers.get(modifier_name) or obj.modifiers.new(modifier_name, "NODES")
+        modifier.node_group = group
+        for key, value in values.items():
+            modifier[key] = value
+        obj.update_tag()
+        changed.append("%s/%s" % (obj.name, modifier.name))
+    # Appended copies nothing uses any more, and the library entry the append left behind.
+    kept = [block for _collection, block in added if block not in duplicates and block not in requested]
+    while True:
+        unused = [block for block in kept
+                  if (block.users_id == () if isinstance(block, bpy.types.Library) else block.users == 0)]
+        if not unused:
+            break
+        gn_remove(unused)
+        kept = [block for block in kept if block not in unused]
+    return {"node_groups": sorted(appended), "replaced": sorted(old_name for old_name in appended
+                                                                if ("node_groups", old_name) in before),
+            "modifiers": changed}
+
+
+def cmd_import_gn_result(args):
+    path = os.path.abspath(gn_result_file(args))
+    names = [gn_name(name, "node_groups[%d]" % i)
+             for i, name in enumerate(gn_list(args, "node_groups", GN_RESULT_LIMITS["node_groups"]))]
+    if len(set(names)) != len(names):
+        raise BridgeError("bad_request", "node_groups names a group twice")
+    modifiers = gn_modifier_requests(gn_list(args, "modifiers", GN_RESULT_LIMITS["modifiers"]), set(names))
+    message = text_field(args, "message")
+    ensure_undo_base()
+    result = gn_checked_result(path, names, modifiers)
+    try:
+        imported = gn_apply_result(result)
+    except Exception:
+        # Failed while changing the scene: back to the undo step before.
+        push_undo_step(message + " (failed)")
+        undo_one_step()
+        raise
+    push_undo_step(message)
+    return imported
 
 
 def describe_object(obj):
@@ -1152,6 +1475,7 @@ COMMANDS = {
     "apply_program": cmd_apply_program,
     "undo_push": cmd_undo_push,
     "undo": cmd_undo,
+    "import_gn_result": cmd_import_gn_result,
 }
 
 # True while this bridge serves a person's Blender (the extension): its open file is theirs.

@@ -9,6 +9,7 @@
 # Functions here must be deterministic (sorted output, rounded floats) so that snapshots
 # compare equal across runs, and idempotent where the protocol says so.
 
+import hashlib
 import json
 
 import bpy
@@ -767,6 +768,106 @@ def scene_facts(_args):
     return {"objects": facts}
 
 
+# --------------------------------------------------------------------------- the result of a run
+#
+# An attached run works on a copy of the person's scene; what it made is brought back by the
+# bridge's import_gn_result. These describe what to bring: the node groups the run made or
+# changed (by a fingerprint of every group taken before the run) and the targets' modifiers
+# with their input values.
+
+# Properties left out of a fingerprint: the struct's type, back references, and what Blender
+# recomputes (dimensions, select state, evaluation results).
+_STATE_SKIPPED = frozenset({
+    "rna_type", "id_data", "bl_rna", "original", "is_evaluated", "users", "select",
+    "is_active_output", "dimensions", "internal_links", "is_updated", "session_uid",
+})
+
+
+def _rna_state(struct, depth):
+    """A struct's settings as plain data: values, datablocks by name, nested structs and
+    collections down to `depth` levels."""
+    state = {}
+    for prop in struct.bl_rna.properties:
+        key = prop.identifier
+        if key in _STATE_SKIPPED:
+            continue
+        try:
+            value = getattr(struct, key)
+        except Exception:  # noqa: BLE001 - some properties only exist in some states
+            continue
+        if prop.type == "POINTER":
+            if isinstance(value, bpy.types.ID) or value is None:
+                state[key] = None if value is None else [type(value).__name__, value.name]
+            elif depth > 0:
+                state[key] = _rna_state(value, depth - 1)
+        elif prop.type == "COLLECTION":
+            if depth > 0:
+                state[key] = [_rna_state(item, depth - 1) for item in value]
+        elif isinstance(value, set):
+            state[key] = sorted(value)
+        else:
+            state[key] = _plain(value)
+    return state
+
+
+def _group_fingerprint(group):
+    # Two levels take in a node's sockets with their values and its items (capture, zone).
+    nodes = [_rna_state(node, 2) for node in sorted(group.nodes, key=lambda n: n.name)]
+    links = sorted((l.from_node.name, l.from_socket.identifier, l.to_node.name,
+                    l.to_socket.identifier, l.is_muted) for l in group.links)
+    items = [_rna_state(item, 0) for item in group.interface.items_tree]
+    text = json.dumps([group.bl_idname, _rna_state(group, 0), items, nodes, links],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def group_fingerprints(_args):
+    """Every node group's fingerprint, by name: taken before a run, so that the groups the
+    run changed can be told from the ones it left alone."""
+    return {group.name: _group_fingerprint(group) for group in bpy.data.node_groups}
+
+
+_DATABLOCK_KINDS = {"NodeSocketObject": "object", "NodeSocketCollection": "collection",
+                    "NodeSocketMaterial": "material", "NodeSocketImage": "image"}
+
+
+def _modifier_inputs(modifier):
+    """The modifier's input values by key (`Socket_2`, `Socket_2_use_attribute`, ...), as the
+    bridge's import takes them: datablocks as {"kind", "name"}, arrays as lists."""
+    kinds = {item.identifier: _DATABLOCK_KINDS.get(item.socket_type)
+             for item in modifier.node_group.interface.items_tree
+             if item.item_type == "SOCKET" and item.in_out == "INPUT"}
+    inputs = {}
+    for key in modifier.keys():
+        value = modifier[key]
+        if kinds.get(key) is not None:
+            inputs[key] = {"kind": kinds[key], "name": None if value is None else value.name}
+        elif hasattr(value, "to_list"):
+            inputs[key] = value.to_list()
+        elif isinstance(value, (bool, int, float, str)):
+            inputs[key] = value
+    return inputs
+
+
+def describe_result(args):
+    """What an attached run brings back: the node groups it made or changed (the targets'
+    groups always) and the targets' modifiers with their groups and input values."""
+    before = args["fingerprints"]
+    groups = {group.name for group in bpy.data.node_groups
+              if before.get(group.name) != _group_fingerprint(group)}
+    modifiers = []
+    for target in args["targets"]:
+        obj = bpy.data.objects.get(target["object"])
+        modifier = obj.modifiers.get(target["modifier"]) if obj else None
+        if modifier is None or modifier.type != "NODES" or modifier.node_group is None:
+            raise GnError("the run's target modifier %r on %r is gone" % (target["modifier"], target["object"]))
+        groups.add(modifier.node_group.name)
+        modifiers.append({"object": obj.name, "modifier": modifier.name,
+                          "node_group": modifier.node_group.name,
+                          "inputs": _modifier_inputs(modifier)})
+    return {"node_groups": sorted(groups), "modifiers": modifiers}
+
+
 # --------------------------------------------------------------------------- entry
 
 
@@ -778,6 +879,8 @@ _GN_FUNCTIONS = {
     "context_slice": context_slice,
     "verify": verify,
     "scene_facts": scene_facts,
+    "group_fingerprints": group_fingerprints,
+    "describe_result": describe_result,
     "run_python": lambda args: _gn_run_python(args),
 }
 

@@ -27,11 +27,21 @@
 #   (filepath=, directory=, image.filepath_raw = ..., and every string property Blender marks
 #   as a file or folder path), and no `**mapping` arguments that would hide such a keyword;
 # - preferences: every name only Blender's Preferences have is refused, however they are found;
-# - code in strings: str.format only called right on a literal without attribute fields, and a
-#   driver expression only as a literal simple expression (Blender runs drivers as Python, with
-#   the full interpreter when the person lets scripts auto-run).
+# - code in strings: str.format only called right on a literal without attribute fields (also
+#   none nested in a field's format spec), a driver expression only as a literal simple
+#   expression (Blender runs drivers as Python, with the full interpreter when the person lets
+#   scripts auto-run), and none of Blender's unit parsing (bpy.utils.units.to_value evaluates
+#   its text as Python);
+# - Blender's types as gadgets: a snippet holds a guarded stand-in for each bpy.types class,
+#   which offers no method or property written in Python (called through the class, they take
+#   a made-up self: Operator.as_keywords then reads any attribute of any object), cannot be
+#   subclassed (a subclass would hand them out again) and cannot be assigned to; and every
+#   data path or property name handed to Blender's reflection (driver_add, keyframe_insert,
+#   foreach_set, is_property_set, fcurves.new, data_path=, ...) is a literal that passes the
+#   attribute rules, so no computed name reaches an attribute the rules refuse.
 
 import ast
+import re as _re
 import string as _string
 import builtins as _builtins_module
 import contextlib
@@ -89,7 +99,8 @@ _MODULES = {
     "bpy.props": "*",
     "bpy.types": "rna",  # native types only, see _native_type
     "bpy.utils": frozenset({"units"}),
-    "bpy.utils.units": "*",
+    # Not to_value: it evaluates its text as Python, with the caller's builtins and no check.
+    "bpy.utils.units": frozenset({"categories", "systems", "to_string"}),
 }
 
 # The modules `import` accepts (bpy.app, bpy.ops and bpy.path are reached through bpy).
@@ -140,7 +151,25 @@ _DENIED_ATTRIBUTES = frozenset({
     "system", "popen", "spawn", "fork", "format_map",
     "debug_relations_graphviz", "debug_stats_gnuplot", "load_from_file", "new_image",
     "new_movie", "new_sound", "activate_file_by_relative_path",
+    # Python-defined helpers of Blender's types that read or set attributes by a name they
+    # are handed, or install a function where Blender's own UI code calls it.
+    "as_keywords", "status_text_set",
+    # A Python property's functions: called with a made-up self, like methods through a class.
+    "fget", "fset", "fdel",
 })
+
+# Blender's reflection: methods that take the name of a property or a data path (an RNA path
+# such as 'modifiers["GN"].show_viewport') and read, animate or set what it names. The name
+# must be a literal that passes the attribute rules.
+_NAMED_PROPERTY_METHODS = frozenset({
+    "driver_add", "driver_remove", "keyframe_insert", "keyframe_delete", "path_from_id",
+    "path_resolve", "is_property_set", "is_property_hidden", "is_property_readonly",
+    "is_property_overridable_library", "property_overridable_library_set", "property_unset",
+    "foreach_get", "foreach_set",
+})
+# Collections whose new/find/ensure take a data path first (animation curves and drivers).
+_DATA_PATH_COLLECTIONS = frozenset({"fcurves", "drivers"})
+_DATA_PATH_KEYWORDS = frozenset({"data_path", "attr", "property"})
 
 # Frames, generators, coroutines, async generators and tracebacks: their attributes lead to
 # frames, and a frame's f_back / f_globals / f_builtins lead to the real builtins. Refused as
@@ -358,6 +387,52 @@ def _module_bindings(tree, problems):
     return names
 
 
+def _type_bindings(tree):
+    """Names bound to Blender's types by `from bpy.types import X [as Y]`: name -> X."""
+    types = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module == "bpy.types":
+            for alias in node.names:
+                types[alias.asname or alias.name] = alias.name
+    return types
+
+
+def _blender_type_of(expr, modules, types):
+    """The bpy.types class an expression statically is (`bpy.types.Operator`, or a name
+    imported from bpy.types), or None."""
+    if isinstance(expr, ast.Name) and expr.id in types and expr.id not in modules:
+        return types[expr.id]
+    if isinstance(expr, ast.Attribute) and _module_of(expr.value, modules) == "bpy.types":
+        return expr.attr
+    return None
+
+
+def _python_member(cls, name):
+    """True when `name` of the class `cls` is a function, class or static method or property
+    written in Python (Blender's own `_bpy_types` adds many to its types), not one of
+    Blender's C members. Through the class, such a member runs with a self the caller makes
+    up, and the full interpreter."""
+    for klass in getattr(cls, "__mro__", ()):
+        member = vars(klass).get(name)
+        if member is not None:
+            return isinstance(member, (_types.FunctionType, classmethod, staticmethod, property))
+    return False
+
+
+def _check_type_attribute(type_name, node, problems):
+    if not isinstance(node.ctx, ast.Load):
+        problems.append("%s: bpy.types.%s.%s cannot be assigned in safe mode: Blender's types "
+                        "are read-only" % (_describe(node), type_name, node.attr))
+    elif _python_member(getattr(bpy.types, type_name, None), node.attr):
+        problems.append("%s: %s" % (_describe(node), _python_member_refusal(type_name, node.attr)))
+
+
+def _python_member_refusal(type_name, name):
+    return ("bpy.types.%s.%s is written in Python: reached through the class it runs on any "
+            "object as its self, which safe mode does not allow (call it on a real object "
+            "instead)" % (type_name, name))
+
+
 def _module_of(expr, modules):
     """The module an expression statically is (`json`, `bpy.ops`, `mathutils.noise`)."""
     if isinstance(expr, ast.Name):
@@ -422,7 +497,7 @@ def _driver_expression_problems(value):
     return []
 
 
-def _check_attribute(node, parents, modules, problems):
+def _check_attribute(node, parents, modules, types, problems):
     attr = node.attr
     if not _check_attribute_name(attr, node, problems):
         return
@@ -433,11 +508,18 @@ def _check_attribute(node, parents, modules, problems):
             problems.append("%s: assigning .%s is not allowed in safe mode: it sets a file or "
                             "folder path" % (_describe(node), attr))
             return
+        parent = parents.get(node)
+        value = parent.value if isinstance(parent, ast.Assign) else None
         if attr == "expression":
-            parent = parents.get(node)
-            value = parent.value if isinstance(parent, ast.Assign) else None
             for text in _driver_expression_problems(value):
                 problems.append("%s: %s" % (_describe(node), text))
+        elif attr == "data_path":
+            for text in _data_path_problems(value, "a data path"):
+                problems.append("%s: %s" % (_describe(node), text))
+    blender_type = _blender_type_of(node.value, modules, types)
+    if blender_type is not None:
+        _check_type_attribute(blender_type, node, problems)
+        return
     module = _module_of(node.value, modules)
     if module is None:
         return
@@ -473,10 +555,96 @@ def _check_format(node, parents, problems):
         problems.append("%s: .format() is only allowed on a string literal in safe mode; use an "
                         "f-string" % _describe(node))
         return
-    for _text, field, _spec, _conv in _string.Formatter().parse(node.value.value):
-        if field and ("." in field or "[" in field):
+    try:
+        fields = _format_fields(node.value.value)
+    except ValueError as exc:
+        problems.append("%s: the format string does not parse: %s" % (_describe(node), exc))
+        return
+    for field in fields:
+        if "." in field or "[" in field:
             problems.append("%s: format field {%s} looks up attributes or items, which safe "
                             "mode does not allow" % (_describe(node), field))
+
+
+def _format_fields(template):
+    """Every field name str.format would look up in `template`, those nested in a field's
+    format spec too (`{0:{1.x}}` looks up `1.x` to build the spec)."""
+    fields = []
+    for _text, field, spec, _conversion in _string.Formatter().parse(template):
+        if field is not None:
+            fields.append(field)
+        if spec:
+            fields.extend(_format_fields(spec))
+    return fields
+
+
+def _data_path_problems(value, what):
+    """Why `value` may not be handed to Blender's reflection as a property name or data path:
+    it must be a string literal, and every name in it must pass the attribute rules (so
+    'location', 'modifiers["GN"].show_viewport' and '["my_prop"]' pass; a computed name,
+    'use_module' or 'filepath' does not)."""
+    if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+        return ["%s must be a string literal in safe mode: a computed name could reach any "
+                "attribute" % what]
+    path = value.value
+    position = 0
+    problems = []
+    while position < len(path):
+        match = _DATA_PATH_TOKEN.match(path, position)
+        if match is None or match.end() == position:
+            return ["%s %r is not a plain data path (names, [index] and [\"key\"] only)"
+                    % (what, path)]
+        name = match.group("name")
+        if name is not None:
+            refusals = []
+            _check_attribute_name(name, value, refusals)
+            if refusals or _is_path_name(name):
+                problems.append("%s %r names %r, which safe mode does not let a snippet reach"
+                                % (what, path, name))
+        position = match.end()
+    return problems
+
+
+# One step of a data path: `.name`, `name` at the start, `[3]` or `["key"]`.
+_DATA_PATH_TOKEN = _re.compile(
+    r"""(?:^|\.)(?P<name>[A-Za-z_][A-Za-z0-9_]*)|\[(?:\d+|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\]""")
+
+
+def _data_path_argument(call):
+    """The argument of `call` that Blender reads as a property name or data path, when the
+    call is one of its reflection methods; else None."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    position = None
+    if func.attr in _NAMED_PROPERTY_METHODS:
+        position = 0
+    elif (func.attr in ("new", "find", "ensure") and isinstance(func.value, ast.Attribute)
+          and func.value.attr in _DATA_PATH_COLLECTIONS):
+        position = 0
+    elif func.attr == "add" and isinstance(func.value, ast.Attribute) and func.value.attr == "paths":
+        position = 1  # a keying set's paths.add(target_id, data_path)
+    if position is None:
+        return None
+    for keyword in call.keywords:
+        if keyword.arg in _DATA_PATH_KEYWORDS:
+            return keyword.value
+    if len(call.args) > position:
+        return call.args[position]
+    return None
+
+
+def _check_data_paths(call, problems):
+    for keyword in call.keywords:
+        if keyword.arg == "data_path":
+            for text in _data_path_problems(keyword.value, "data_path="):
+                problems.append("%s: %s" % (_describe(keyword), text))
+    argument = _data_path_argument(call)
+    if argument is not None and not any(k.value is argument for k in call.keywords
+                                        if k.arg == "data_path"):
+        for text in _data_path_problems(argument, "the property name or data path of .%s()"
+                                        % call.func.attr):
+            problems.append("%s: %s" % (_describe(call), text))
 
 
 def _check_keywords(node, problems):
@@ -501,6 +669,7 @@ def check_policy(code):
             parents[child] = node
     problems = []
     modules = _module_bindings(tree, problems)
+    types = _type_bindings(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -531,15 +700,22 @@ def check_policy(code):
             problems.append("%s: %r names a module; safe mode does not let it be rebound"
                             % (_describe(node), node.arg))
         elif isinstance(node, ast.Attribute):
-            _check_attribute(node, parents, modules, problems)
+            _check_attribute(node, parents, modules, types, problems)
         elif isinstance(node, ast.MatchClass):
             # `case C(attr=x)` reads the attribute `attr`: the same rules as `value.attr`.
             for attr in node.kwd_attrs:
                 _check_attribute_name(attr, node, problems)
         elif isinstance(node, ast.Call):
             _check_keywords(node, problems)
+            _check_data_paths(node, problems)
         elif isinstance(node, ast.ClassDef):
             _check_keywords(node, problems)
+            for base in node.bases:
+                blender_type = _blender_type_of(base, modules, types)
+                if blender_type is not None:
+                    problems.append("%s: subclassing bpy.types.%s is not allowed in safe mode: "
+                                    "the subclass would hand out its methods written in Python"
+                                    % (_describe(node), blender_type))
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             problems.append("%s: global and nonlocal are not allowed in safe mode" % _describe(node))
     # ast.walk is breadth-first; the model reads the refusals in source order, each once.
@@ -570,6 +746,8 @@ class _SafeModule:
             except AttributeError:
                 # A fresh error: the real one would carry the real module as `.obj`.
                 raise AttributeError("module %r has no attribute %r" % (path, name)) from None
+            if path == "bpy.types" and isinstance(value, type):
+                return _SafeType(name, value)
             if not isinstance(value, _types.ModuleType):
                 return value
         raise PolicyViolation("%s is not offered in safe mode (%s offers: %s)"
@@ -587,6 +765,56 @@ class _SafeModule:
 
     def __repr__(self):
         return "<module %r (safe mode)>" % object.__getattribute__(self, "_viga_path")
+
+
+class _SafeType:
+    """What a snippet holds instead of a class of bpy.types: its C members (bl_rna,
+    is_registered_node_type, ...), isinstance and issubclass, and nothing written in Python.
+    It cannot be assigned to or subclassed, whatever name it travelled under."""
+
+    __slots__ = ("_viga_name", "_viga_real")
+
+    def __init__(self, name, real):
+        object.__setattr__(self, "_viga_name", name)
+        object.__setattr__(self, "_viga_real", real)
+
+    def __getattr__(self, name):
+        type_name = object.__getattribute__(self, "_viga_name")
+        real = object.__getattribute__(self, "_viga_real")
+        if name.startswith("_") or name in _DENIED_ATTRIBUTES:
+            raise PolicyViolation("bpy.types.%s.%s is not offered in safe mode" % (type_name, name))
+        if _python_member(real, name):
+            raise PolicyViolation(_python_member_refusal(type_name, name))
+        try:
+            return getattr(real, name)
+        except AttributeError:
+            raise AttributeError("bpy.types.%s has no attribute %r" % (type_name, name)) from None
+
+    def __setattr__(self, name, value):
+        raise PolicyViolation("bpy.types.%s.%s cannot be assigned in safe mode: Blender's types "
+                              "are read-only" % (object.__getattribute__(self, "_viga_name"), name))
+
+    def __delattr__(self, name):
+        self.__setattr__(name, None)
+
+    def __instancecheck__(self, instance):
+        return isinstance(instance, object.__getattribute__(self, "_viga_real"))
+
+    def __subclasscheck__(self, subclass):
+        if isinstance(subclass, _SafeType):
+            subclass = object.__getattribute__(subclass, "_viga_real")
+        return issubclass(subclass, object.__getattribute__(self, "_viga_real"))
+
+    def __mro_entries__(self, bases):
+        raise PolicyViolation("subclassing bpy.types.%s is not allowed in safe mode: the "
+                              "subclass would hand out its methods written in Python"
+                              % object.__getattribute__(self, "_viga_name"))
+
+    def __dir__(self):
+        return []
+
+    def __repr__(self):
+        return "<class bpy.types.%s (safe mode)>" % object.__getattribute__(self, "_viga_name")
 
 
 class _SafeOps(_SafeModule):

@@ -52,6 +52,10 @@ pub enum GnError {
     Protocol(#[from] ProtocolError),
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    /// What the worker reported as the run's result is not one to hand to a person's
+    /// Blender (model code ran in the worker, so it is checked like any untrusted data).
+    #[error("the run's result cannot be brought into your scene: {0}")]
+    Result(String),
     #[error("no preset named {name:?} in {}; stored presets: {}", dir.display(), list_or_none(stored))]
     PresetNotFound {
         name: String,
@@ -90,6 +94,7 @@ impl GnError {
             | Self::NoResult { .. }
             | Self::Decode { .. }
             | Self::NoExecutor(_)
+            | Self::Result(_)
             | Self::Protocol(_) => FailureKind::Other,
         }
     }

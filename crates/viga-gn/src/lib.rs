@@ -11,7 +11,8 @@
 //! ([`run`]), which sends failing steps back to the model and applies presets as runs of
 //! their own; the context snapshot and slices with their budgets ([`context`]); presets
 //! ([`preset`]); the optional response cache ([`cache`]); local telemetry ([`telemetry`]);
-//! the manifest-driven E2E harness ([`e2e`]);
+//! the manifest-driven E2E harness ([`e2e`]); runs on a person's scene that work on a copy in
+//! viga's worker and bring only the result back ([`attached`]);
 //! and the Blender-side Python that does the work (`python/*.py`, sent through the bridge's
 //! `execute` command by [`GnBlender`], so it runs on Blender's main thread).
 //!
@@ -25,6 +26,7 @@
 //! protocol validation; treat the in-process Python policy as a security boundary (the
 //! worker process is the boundary; the policy is advisory).
 
+pub mod attached;
 mod blender;
 pub mod cache;
 pub mod context;

@@ -126,6 +126,19 @@ pub enum BridgeCommand {
     },
     /// Go back one undo step.
     Undo,
+    /// Bring a Geometry Nodes run's result from the .blend at `path` (saved by viga's worker)
+    /// into the open scene as one undo step named `message`: its node groups appended (and
+    /// replacing those of the same name), its modifiers created or updated. No program runs;
+    /// the bridge checks the file's datablocks, names and values first, and a result it
+    /// refuses leaves the scene as it was. For a person's Blender.
+    ImportGnResult {
+        path: String,
+        /// The node groups of a [`crate::gn::GnResult`].
+        node_groups: Vec<String>,
+        /// The modifiers of a [`crate::gn::GnResult`].
+        modifiers: Vec<crate::gn::GnModifierResult>,
+        message: String,
+    },
     Shutdown,
 }
 
@@ -153,6 +166,7 @@ impl BridgeCommand {
             Self::ApplyProgram { .. } => "apply_program",
             Self::UndoPush { .. } => "undo_push",
             Self::Undo => "undo",
+            Self::ImportGnResult { .. } => "import_gn_result",
             Self::Shutdown => "shutdown",
         }
     }
@@ -364,6 +378,9 @@ pub enum FaultKind {
     ShuttingDown,
     // The bridge serves another client; it serves one at a time.
     Busy,
+    // A Geometry Nodes result that does not fit the scene, or carries what a person's scene
+    // must not take in (a text, a driver needing Python, linked data); nothing was changed.
+    ResultRefused,
 }
 
 /// Why the bridge refused or failed a command.

@@ -254,6 +254,75 @@ pub struct GateReport {
     pub messages: Vec<String>,
 }
 
+/// A Geometry Nodes run's result, as a person's Blender takes it in (the bridge's
+/// `import_gn_result`): the node groups to append from the .blend the run's worker saved,
+/// and the Geometry Nodes modifiers to create or update. Written where model code ran, so
+/// the bridge checks all of it, and none of it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GnResult {
+    /// The node groups the run made or changed, by name: each is added, or replaces the
+    /// scene's group of that name wherever that is used.
+    pub node_groups: Vec<String>,
+    pub modifiers: Vec<GnModifierResult>,
+}
+
+/// A Geometry Nodes modifier of a run's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GnModifierResult {
+    pub object: String,
+    pub modifier: String,
+    /// One of the result's node groups.
+    pub node_group: String,
+    /// Input values by the modifier's key: a socket's identifier (`Socket_2`), or it with
+    /// `_use_attribute` or `_attribute_name`.
+    pub inputs: BTreeMap<String, GnInputValue>,
+}
+
+/// A modifier input's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum GnInputValue {
+    Boolean(bool),
+    Integer(i64),
+    Number(f64),
+    Text(String),
+    /// A vector, colour or rotation.
+    Vector(Vec<f64>),
+    Datablock(DatablockRef),
+}
+
+/// A datablock input: an object, collection, material or image of the scene, by name (none
+/// when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DatablockRef {
+    pub kind: DatablockKind,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DatablockKind {
+    Object,
+    Collection,
+    Material,
+    Image,
+}
+
+/// What `import_gn_result` put into the scene, as one undo step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GnResultImported {
+    /// The node groups now in the scene from the result.
+    pub node_groups: Vec<String>,
+    /// Those of them that replaced a group of the scene.
+    pub replaced: Vec<String>,
+    /// The modifiers created or updated, as `object/modifier`.
+    pub modifiers: Vec<String>,
+}
+
 impl ProtocolType for GnResponse {
     const NAME: &'static str = "GnResponse";
     const VERSION_FIELD: Option<&'static str> = Some("version");

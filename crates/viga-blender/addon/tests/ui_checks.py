@@ -347,6 +347,7 @@ def reset():
     sc.task = sc.request = sc.command = sc.target_file = sc.addons_folder = ""
     sc.target_source = "FILE"
     sc.target_image = None
+    bpy.context.window_manager.viga_gn_in_this_blender = False
     configure()
     viga_bridge.addon_connection_path = lambda: CONNECTION_FILE
     operators.open_in_browser = ORIGINAL_OPENER
@@ -493,10 +494,16 @@ def main_panel_every_mode_and_state():
     settings().mode = "GEOMETRY_NODES"
     calls = draw(main)
     assert "request" in drawn_props(calls) and has_label(calls, "Object: Cube"), labels(calls)
+    assert "viga_gn_in_this_blender" in drawn_props(calls), drawn_props(calls)
+    assert has_label(calls, "on a copy in viga's contained worker") and not has_label(calls, "as you"), labels(calls)
+    bpy.context.window_manager.viga_gn_in_this_blender = True
+    calls = draw(main)
+    assert has_label(calls, "Trusted: the model's Python runs") and not has_label(calls, "contained worker"), labels(calls)
+    bpy.context.window_manager.viga_gn_in_this_blender = False
     bpy.context.view_layer.objects.active = None
     assert has_label(draw(main), "Select the object")
     configure(python_mode="TRUSTED")
-    assert has_label(draw(main), "unrestricted")
+    assert has_label(draw(main), "skip safe mode's filter")
     configure(provider="openai", model="gpt-4o", api_key_env="VIGA_UNSET_TEST_VARIABLE")
     assert has_label(draw(main), "VIGA_UNSET_TEST_VARIABLE is not set")
 
@@ -655,16 +662,20 @@ def command_lines():
         "--resolution", "256", "--samples", "16", "--max-iterations", "4", "--memory", "2", "--output", "/runs",
     ], argv
     configure()
-    argv = runner.gn_command("/bin/viga", "/c.json", "scatter cubes", "Plane", prefs(), "/runs", trusted=False)
+    argv = runner.gn_command("/bin/viga", "/c.json", "scatter cubes", "Plane", prefs(), "/runs")
     assert argv == [
         "/bin/viga", "gn", "--attach", "--connection", "/c.json", "--events", "jsonl",
         "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs", "--", "scatter cubes",
     ], argv
     # A request that is one of `viga gn`'s own words still reaches it as the request.
-    argv = runner.gn_command("/bin/viga", "/c.json", "preset", "Plane", prefs(), "/runs", trusted=False)
+    argv = runner.gn_command("/bin/viga", "/c.json", "preset", "Plane", prefs(), "/runs")
     assert argv[-2:] == ["--", "preset"], argv
-    argv = runner.gn_command("/bin/viga", "/c.json", "-x", "Plane", prefs(), "/runs", trusted=True)
+    argv = runner.gn_command("/bin/viga", "/c.json", "-x", "Plane", prefs(), "/runs", unrestricted=True)
     assert argv[1] == "gn" and argv[2] == "--attach" and argv[-4:] == ["--trusted-python", "--confirm-trusted", "--", "-x"], argv
+    argv = runner.gn_command("/bin/viga", "/c.json", "x", "Plane", prefs(), "/runs", in_this_blender=True)
+    assert argv[-4:] == ["--trusted", "--confirm-trusted", "--", "x"], argv
+    argv = runner.gn_command("/bin/viga", "/c.json", "x", "Plane", prefs(), "/runs", unrestricted=True, in_this_blender=True)
+    assert argv[-5:] == ["--trusted-python", "--trusted", "--confirm-trusted", "--", "x"], argv
     assert runner.resume_command("/bin/viga", "/r") == ["/bin/viga", "resume", "/r", "--events", "jsonl"]
     argv = runner.agent_command("/bin/viga", "/c.json", "put the lamp left", "", prefs(), "/runs")
     assert argv == [
@@ -743,6 +754,10 @@ def start_run_refusals():
     bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
     configure(python_mode="TRUSTED", viga_path=fake)
     expect_refusal(start, "Trusted Python needs your confirmation")
+    configure(viga_path=fake)
+    bpy.context.window_manager.viga_gn_in_this_blender = True
+    expect_refusal(start, "Running the steps in this Blender needs your confirmation")
+    bpy.context.window_manager.viga_gn_in_this_blender = False
     settings().mode = "ADDON_TOOLS"
     expect_refusal(start, "command field")
     settings().command = "put the lamp to the left of the table"
@@ -956,26 +971,87 @@ def cancel_run_interrupts_then_kills():
     assert_dead(recorded_argv(argv_file)["pid"])
 
 
-@check
-def a_killed_gn_run_is_undone():
-    # A Geometry Nodes run edits the scene through the bridge as it goes. One that ignores the
-    # cancel is killed after the grace, before it can take its changes back itself: the
-    # add-on takes them back, so the scene is as it was before the run.
+def start_stubborn_run(name, mode, field, text, **start):
+    """Starts a run through a fake viga that ignores SIGINT (so the cancel ends in a kill),
+    once the fake is up, with the user's last edit on an undo step; returns its argv file."""
     bpy.ops.ed.undo_push(message="the user's last edit")
-    before = sorted(o.name for o in bpy.data.objects)
-    path, argv_file = fake_viga("fake_stubborn_gn", run_subdir="gn/stubborn", lines=[], sleep=60, ignore_sigint=True)
+    path, argv_file = fake_viga(name, run_subdir="stubborn/" + name, lines=[], sleep=60, ignore_sigint=True)
     configure(viga_path=path)
-    settings().mode = "GEOMETRY_NODES"
-    settings().request = "scatter cubes"
-    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    settings().mode = mode
+    setattr(settings(), field, text)
+    bpy.ops.viga.start_run("EXEC_DEFAULT", **start)
     wait_until(lambda: os.path.exists(argv_file))
     time.sleep(0.3)  # let the fake install its SIGINT handler
+    return argv_file
+
+
+@check
+def a_killed_gn_run_is_undone():
+    # In trusted mode a Geometry Nodes run edits the scene through the bridge as it goes. One
+    # that ignores the cancel is killed after the grace, before it can take its changes back
+    # itself: the add-on takes them back, so the scene is as it was before the run.
+    before = sorted(o.name for o in bpy.data.objects)
+    bpy.context.window_manager.viga_gn_in_this_blender = True
+    start_stubborn_run("fake_stubborn_gn", "GEOMETRY_NODES", "request", "scatter cubes", confirmed_trusted=True)
     bpy.data.objects.new("EditOfTheRun", None)  # what the run did, on no undo step of its own
     bpy.context.scene.collection.objects.link(bpy.data.objects["EditOfTheRun"])
     bpy.ops.viga.cancel_run("EXEC_DEFAULT")
     wait_for_run(timeout=4.0)
     assert status().state == "CANCELLED" and any("undone" in text for text in log_texts()), log_texts()
     assert sorted(o.name for o in bpy.data.objects) == before, sorted(o.name for o in bpy.data.objects)
+
+
+@check
+def a_killed_gn_run_on_a_copy_undoes_nothing():
+    # On a copy, a run changes this scene only in its last bridge command, whole or not at all:
+    # killed, there is nothing of it to undo, and what the person did meanwhile stays.
+    argv_file = start_stubborn_run("fake_stubborn_gn_copy", "GEOMETRY_NODES", "request", "scatter cubes")
+    assert "--trusted" not in recorded_argv(argv_file)["argv"]
+    bpy.context.scene.collection.objects.link(bpy.data.objects.new("EditOfThePerson", None))
+    bpy.ops.viga.cancel_run("EXEC_DEFAULT")
+    wait_for_run(timeout=4.0)
+    this_run = log_texts()[max(i for i, text in enumerate(log_texts()) if text.startswith("Started:")):]
+    assert status().state == "CANCELLED" and not any("undone" in text for text in this_run), this_run
+    assert "EditOfThePerson" in bpy.data.objects
+
+
+@check
+def gn_run_in_this_blender_is_confirmed_every_run():
+    settings().mode = "GEOMETRY_NODES"
+    settings().request = "scatter cubes"
+    wm = bpy.context.window_manager
+    assert operators.trust_confirmation(bpy.context) is None, "a run on a copy under safe mode asks nothing"
+    configure(python_mode="TRUSTED")
+    title, message = operators.trust_confirmation(bpy.context)
+    assert "without safe mode" in title and "contained worker" in message, (title, message)
+    configure()
+    wm.viga_gn_in_this_blender = True
+    title, message = operators.trust_confirmation(bpy.context)
+    assert "in this Blender" in title, title
+    for words in ("as you", "your files", "API keys", "not contained", "this run only"):
+        assert words in message, (words, message)
+    # Start opens that dialog, and only its confirm button runs the operator.
+    asked = []
+    fake_wm = types.SimpleNamespace(
+        viga_gn_in_this_blender=True,
+        invoke_confirm=lambda op, event, **options: asked.append(options) or {"RUNNING_MODAL"},
+    )
+    context = types.SimpleNamespace(scene=bpy.context.scene, window_manager=fake_wm, preferences=bpy.context.preferences)
+    started = []
+    operator = types.SimpleNamespace(confirmed_trusted=False, execute=lambda _context: started.append(1))
+    assert operators.VIGA_OT_start_run.invoke(operator, context, None) == {"RUNNING_MODAL"}
+    assert asked and asked[0]["title"] == title and asked[0]["confirm_text"] == "Start", asked
+    assert operator.confirmed_trusted and not started
+    # Confirmed, the run is trusted with this Blender; the next run asks again.
+    path, argv_file = fake_viga("fake_gn_live", run_subdir="gn/live", lines=[
+        {"kind": "finished", "outcome": "done", "message": "done", "final_program": None, "exit_code": 0},
+    ])
+    configure(viga_path=path)
+    bpy.ops.viga.start_run("EXEC_DEFAULT", confirmed_trusted=True)
+    wait_for_run()
+    argv = recorded_argv(argv_file)["argv"]
+    assert argv[-4:] == ["--trusted", "--confirm-trusted", "--", "scatter cubes"], argv
+    expect_refusal(lambda: bpy.ops.viga.start_run("EXEC_DEFAULT"), "needs your confirmation for every run")
 
 
 @check
@@ -987,13 +1063,7 @@ def a_killed_agent_run_keeps_its_finished_commands():
     bpy.context.scene.collection.objects.link(bpy.data.objects.new("FinishedCommand", None))
     bpy.ops.ed.undo_push(message="viga: place_object_relative")
     after_finished = sorted(o.name for o in bpy.data.objects)
-    path, argv_file = fake_viga("fake_stubborn_agent", run_subdir="agent/s/stubborn", lines=[], sleep=60, ignore_sigint=True)
-    configure(viga_path=path)
-    settings().mode = "ADDON_TOOLS"
-    settings().command = "move everything"
-    bpy.ops.viga.start_run("EXEC_DEFAULT")
-    wait_until(lambda: os.path.exists(argv_file))
-    time.sleep(0.3)  # let the fake install its SIGINT handler
+    start_stubborn_run("fake_stubborn_agent", "ADDON_TOOLS", "command", "move everything")
     bpy.context.scene.collection.objects.link(bpy.data.objects.new("HalfDoneCommand", None))
     bpy.ops.viga.cancel_run("EXEC_DEFAULT")
     wait_for_run(timeout=4.0)

@@ -1,3 +1,4 @@
+mod attached;
 mod context;
 mod e2e;
 mod gates;

@@ -14,11 +14,28 @@ async fn run(blender: &GnBlender, policy: PythonPolicy, code: &str) -> Result<St
     Ok(outcome.detail["output"].as_str().unwrap().to_owned())
 }
 
+/// A made-up self for `Operator.as_keywords`, which returns `getattr(self, name)` for every
+/// name its `self.properties.rna_type.properties.keys()` lists: here `__globals__`.
+macro_rules! as_keywords_self {
+    () => {
+        r#"class Keys:
+    def keys(self):
+        return ['__globals__']
+class Rna:
+    properties = Keys()
+class Props:
+    rna_type = Rna()
+"#
+    };
+}
+
 /// Escape attempts and a word the refusal must contain. Each first moves the Plane, so a
 /// refusal that let any of the snippet run would show. The first 42 are single snippets; the
 /// rest stand for classes of escape (frames, module attributes, aliases of denied namespaces,
 /// file path keywords and assignments, strings run as code, Python classes registered into
-/// bpy.types), each with a snippet that escaped the policy before the class was closed.
+/// bpy.types, Python-defined methods of Blender's types and its reflection by name, nested
+/// format fields, unit parsing), each with a snippet that escaped the policy before the class
+/// was closed.
 const ESCAPES: &[(&str, &str)] = &[
     ("import os", "import of 'os'"),
     ("import subprocess", "import of 'subprocess'"),
@@ -345,12 +362,78 @@ fc.driver.variables[0].targets[0].data_path = "x if __import__('os').system('tou
 bpy.ops.anim.update_animated_transform_constraints()"#,
         "written in Python (bl_operators.anim)",
     ),
+    // Classes closed in issue 26. Python-defined methods of Blender's types that read or set
+    // attributes by a name they are handed: Operator.as_keywords, inherited by a subclass and
+    // called on a Blender function, hands out that function's globals, and with them the
+    // real builtins (it wrote a file).
+    (
+        concat!(
+            as_keywords_self!(),
+            r#"class Sub(bpy.types.Operator):
+    pass
+fn = Sub.as_keywords
+fn.properties = Props()
+real = Sub.as_keywords(fn)['__globals__']['__builtins__']
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#
+        ),
+        "subclassing bpy.types.Operator",
+    ),
+    // The same through the class, with another of Blender's Python functions as the self.
+    (
+        concat!(
+            as_keywords_self!(),
+            r#"fn = bpy.types.Mesh.from_pydata
+fn.properties = Props()
+real = bpy.types.Operator.as_keywords(fn)['__globals__']['__builtins__']
+real['open']('/tmp/viga-escape', 'w').write('escaped')"#
+        ),
+        "bpy.types.Mesh.from_pydata is written in Python",
+    ),
+    // A Python property's getter called with a made-up self: Sound.factory hands its
+    // as_pointer() to the audio library, which reads memory there (it crashed Blender).
+    (
+        r#"class Fake:
+    def as_pointer(self):
+        return 8
+bpy.types.Sound.factory.fget(Fake())"#,
+        "attribute 'fget'",
+    ),
+    // A property name computed for Blender's reflection: foreach_set turned a text into a
+    // registered script, which runs when the saved .blend is opened with auto-run on.
+    (
+        r#"t = bpy.data.texts.new('viga_escape.py')
+t.from_string("open('/tmp/viga-escape', 'w').write('escaped')")
+bpy.data.texts.foreach_set('use_' + 'module', [True])"#,
+        "property name or data path of .foreach_set() must be a string literal",
+    ),
+    // Assigning to a Blender type replaced its method for every later caller in that Blender.
+    (
+        "bpy.types.Mesh.from_pydata = print",
+        "bpy.types.Mesh.from_pydata cannot be assigned",
+    ),
+    // A helper that installs the snippet's function as the status bar's draw function.
+    (
+        "bpy.context.workspace.status_text_set(print)",
+        "attribute 'status_text_set'",
+    ),
+    // A format field nested in another field's format spec is looked up too: it read the
+    // process environment (a person's API keys, attached) through bpy.path's module globals.
+    (
+        "print('{0:{1.__globals__[_os].environ}}'.format('', bpy.path.basename))",
+        "format field {1.__globals__[_os].environ}",
+    ),
+    // Blender's unit parsing evaluates its text as Python, underscores and all (it wrote a
+    // file).
+    (
+        r#"bpy.utils.units.to_value('NONE', 'NONE', "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__['__builtins__']['open']('/tmp/viga-escape', 'w').write('escaped')")"#,
+        "bpy.utils.units.to_value is not offered",
+    ),
 ];
 
 #[test]
 fn safe_mode_refuses_every_escape_before_running_anything() {
     on_blender(|blender| async move {
-        assert!(ESCAPES.len() >= 71);
+        assert!(ESCAPES.len() >= 79);
         fresh(&blender, PLANE).await;
         for (escape, needle) in ESCAPES {
             let code = format!("bpy.data.objects['Plane'].location.x = 7.0\n{escape}\n");
@@ -426,6 +509,21 @@ fn safe_mode_refuses_at_run_time_what_the_ast_cannot_see() {
                 "camera = bpy.ops.camera\nprint('before')\ncamera.preset_add(name='viga_escape')\n",
                 "while it ran at line 3: bpy.ops.camera.preset_add is not allowed",
             ),
+            (
+                // A Blender type kept in a list: its Python-defined method is still refused.
+                "kinds = [bpy.types.Mesh]\nkinds[0].from_pydata\n",
+                "while it ran at line 2: bpy.types.Mesh.from_pydata is written in Python",
+            ),
+            (
+                // ... and so is subclassing it,
+                "kinds = [bpy.types.Operator]\nclass Sub(kinds[0]):\n    pass\n",
+                "while it ran at line 2: subclassing bpy.types.Operator is not allowed",
+            ),
+            (
+                // ... and assigning to it.
+                "kinds = [bpy.types.Object]\nkinds[0].viga_flag = 1\n",
+                "while it ran at line 2: bpy.types.Object.viga_flag cannot be assigned",
+            ),
         ];
         for (code, needle) in cases {
             let message = run(&blender, PythonPolicy::safe(), code)
@@ -457,8 +555,9 @@ fn safe_mode_refuses_at_run_time_what_the_ast_cannot_see() {
 
 /// Safe mode still runs what node-building snippets do: node groups and links, bmesh,
 /// mathutils submodules, the allowed standard modules, operators of allowed namespaces (also
-/// under another name), a simple driver expression, bpy.types checks and keyword arguments
-/// such as data_path.
+/// under another name), a simple driver expression, bpy.types checks (isinstance,
+/// issubclass, bl_rna), literal data paths and property names (data_path=, a custom
+/// property, foreach_get), a format spec from an argument, and unit formatting.
 #[test]
 fn safe_mode_runs_node_building_snippets() {
     on_blender(|blender| async move {
@@ -511,11 +610,19 @@ print(isinstance(tree, GeometryNodeTree), len(nodes), counts[True], len(block.da
       functools.reduce(lambda a, b: a + b, [1, 2, 3]), statistics.mean([1, 2, 3]),
       colorsys.rgb_to_hsv(1, 0, 0)[0], random.Random(3).randint(0, 0), '{:.1f}'.format(2.0),
       bpy.app.version >= (4, 0, 0), Vector((1, 0, 0)).length)
+coords = [0.0] * (len(block.data.vertices) * 3)
+block.data.vertices.foreach_get('co', coords)
+block['weight'] = 1.0
+block.keyframe_insert('["weight"]', frame=1)
+print('{0:{1}}'.format(2.0, '.2f'), bpy.utils.units.to_string('METRIC', 'LENGTH', 1.5),
+      issubclass(GeometryNodeTree, bpy.types.NodeTree), bpy.types.GeometryNodeTree.bl_rna.identifier,
+      isinstance(block, (bpy.types.Mesh, bpy.types.Object)), len(coords))
 "#;
         let output = run(&blender, PythonPolicy::safe(), code).await.unwrap();
         assert_eq!(
             output,
-            "True 5 3 20 {\"pairs\": 6} 6 2 0.0 0 2.0 True 1.0\n"
+            "True 5 3 20 {\"pairs\": 6} 6 2 0.0 0 2.0 True 1.0\n\
+             2.00 1.5 m True GeometryNodeTree True 60\n"
         );
     });
 }
