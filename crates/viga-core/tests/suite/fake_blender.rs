@@ -243,6 +243,14 @@ fn answer(command: &BridgeCommand) -> Result<Value, TransportError> {
             addons: Vec::new(),
             problems: Vec::new(),
         }),
+        BridgeCommand::ImportGnResult { .. } => {
+            return Err(TransportError::Refused {
+                command: command.name(),
+                kind: FaultKind::NotFound,
+                message: "the fake Blender imports no Geometry Nodes results".to_owned(),
+                traceback: None,
+            });
+        }
         BridgeCommand::AddonCommand { addon_id, .. } => {
             return Err(TransportError::Refused {
                 command: command.name(),
