@@ -10,7 +10,7 @@ use clap::Args;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_core::addon_agent::{AgentConfig, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
-use viga_protocol::event::{FailureKind, RunEvent, StopReason, TimedEvent};
+use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_provider::{ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
@@ -70,7 +70,7 @@ pub async fn run(args: AgentArgs) -> Result<ExitCode> {
     let mut handle = viga_core::addon_agent::start(config, provider, blender, &args.output).await?;
     viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
     out.run_folder(handle.folder());
-    crate::progress::follow_events(&mut handle, &out, "the agent", show).await;
+    crate::progress::follow_events(&mut handle, &out, "the agent", show, None).await;
     let outcome = handle.wait().await?;
     let report = viga_core::report::write_html(&outcome.folder, None)?;
     out.report(&report);
@@ -115,28 +115,19 @@ fn show(timed: &TimedEvent, jsonl: bool) {
 
 /// The last lines (the answer, or why there is none) and the exit code.
 fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
-    let (word, message, code) = match &outcome.stop {
-        StopReason::Accepted => ("answered", outcome.answer.clone().unwrap_or_default(), 0),
-        StopReason::MaxIterations => (
-            "max_steps",
-            format!(
-                "stopped after {} steps without a final answer",
-                outcome.steps
-            ),
-            0,
+    let message = match &outcome.stop {
+        StopReason::Accepted => outcome.answer.clone().unwrap_or_default(),
+        StopReason::MaxIterations => format!(
+            "stopped after {} steps without a final answer",
+            outcome.steps
         ),
-        StopReason::Cancelled => ("cancelled", String::new(), 130),
-        StopReason::Failed { message, kind } => {
-            let mut message = message.clone();
-            if let Some(advice) = crate::advice(*kind, None).filter(|_| *kind != FailureKind::Other)
-            {
-                message.push_str(&format!("\nwhat to do: {advice}"));
-            }
-            ("failed", message, crate::exit_code(*kind))
-        }
+        StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
     };
     if !message.is_empty() {
-        out.say(&format!("{word}: {message}"));
+        out.say(&message);
+    }
+    if let StopReason::Failed { message, .. } = &outcome.stop {
+        out.say(&format!("failed: {message}"));
     }
     if attached && outcome.steps > 0 {
         out.say("each command the agent ran is one undo step in Blender (Ctrl-Z takes them back one by one)");
@@ -144,8 +135,15 @@ fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
     if let Some(kept) = saved_scene(outcome, attached) {
         out.say(&format!("the scene: {}", kept.display()));
     }
-    out.finished(word, &message, None, code);
-    ExitCode::from(code)
+    crate::ending::finish(
+        out,
+        crate::ending::RunEnd {
+            stop: Some(&outcome.stop),
+            message,
+            final_program: None,
+            folder: None,
+        },
+    )
 }
 
 /// Where viga's own Blender left the scene, when the run saved it.

@@ -16,7 +16,7 @@ use viga_gn::{
     ExecutorRegistry, GnBlender, GnOutcome, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy,
     ResponseCache, RunState,
 };
-use viga_protocol::event::{FailureKind, RunEvent, TimedEvent};
+use viga_protocol::event::{FailureKind, RunEvent, StopReason, TimedEvent};
 use viga_protocol::gn::GnResultImported;
 use viga_provider::{Provider, ProviderKind, build_provider};
 
@@ -133,7 +133,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
         None => GnRun::new(config, model(&args, &out)?, blender.clone(), registry),
     };
     let mut run = run.start();
-    crate::progress::follow_events(&mut run, &out, "the run", show).await;
+    crate::progress::follow_events(&mut run, &out, "the run", show, None).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
         if let Some(status) = &scene.containment {
@@ -152,25 +152,24 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     if let Ok(Some(imported)) = &brought_back {
         out.say(&imported_summary(imported));
     }
-    let (word, message, code) = match (outcome.state, brought_back) {
-        (RunState::Done, Err(problem)) => ("error", problem, 1),
-        (RunState::Done, Ok(_)) => ("done", outcome.final_message.clone(), 0),
-        (RunState::Cancelled, _) => ("cancelled", String::new(), 130),
-        _ => {
-            let kind = outcome.failure_kind.unwrap_or(FailureKind::Other);
-            let mut message = outcome
-                .error
-                .clone()
-                .unwrap_or_else(|| "(no message)".to_owned());
-            // `other` here is mostly the model's (rounds ran out, gates failed), not a bug.
-            if let Some(advice) = crate::advice(kind, None).filter(|_| kind != FailureKind::Other) {
-                message.push_str(&format!("\nwhat to do: {advice}"));
-            }
-            ("error", message, crate::exit_code(kind))
+    // A result that could not come back fails a run that was done.
+    let stop = match brought_back {
+        Err(problem) if outcome.stop == StopReason::Accepted => {
+            StopReason::failed(problem, FailureKind::Other)
         }
+        _ => outcome.stop.clone(),
     };
-    out.say(&format!("{word}: {message}"));
-    if scene.is_attached() && code != 0 {
+    let message = match &stop {
+        StopReason::Accepted | StopReason::MaxIterations => outcome.final_message.clone(),
+        StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
+    };
+    match &stop {
+        StopReason::Failed { message, .. } => out.say(&format!("error: {message}")),
+        StopReason::Cancelled => out.say("cancelled"),
+        StopReason::Accepted => out.say(&format!("done: {message}")),
+        StopReason::MaxIterations => out.say(&format!("rounds spent: {message}")),
+    }
+    if scene.is_attached() && stop != StopReason::Accepted {
         out.say("your scene is as it was before the run");
     }
     if let Some(name) = &args.save_preset
@@ -181,8 +180,15 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
         let path = PresetStore::new(&args.presets_dir).save(&preset)?;
         out.say(&format!("preset saved: {}", path.display()));
     }
-    out.finished(word, &message, None, code);
-    Ok(ExitCode::from(code))
+    Ok(crate::ending::finish(
+        &out,
+        crate::ending::RunEnd {
+            stop: Some(&stop),
+            message,
+            final_program: None,
+            folder: None,
+        },
+    ))
 }
 
 /// Where a run works.

@@ -5,6 +5,7 @@ mod agent;
 mod args;
 mod attach;
 mod contain;
+mod ending;
 mod eval;
 mod eval_bench;
 mod gn;
@@ -21,8 +22,8 @@ use std::io::IsTerminal as _;
 use viga_blender::{BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunHandle;
 use viga_core::scene::SceneDomain;
-use viga_protocol::event::{FailureKind, StopReason};
-use viga_provider::{ProviderConfig, ProviderError, ProviderKind, build_provider};
+use viga_protocol::event::StopReason;
+use viga_provider::{ProviderConfig, ProviderKind, build_provider};
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
 use crate::progress::Output;
@@ -66,9 +67,9 @@ async fn run_cli(cli: Cli) -> std::process::ExitCode {
     match dispatch(cli.command).await {
         Ok(code) => code,
         Err(err) => {
-            let kind = failure_kind_of(&err);
+            let kind = ending::failure_kind_of(&err);
             let mut message = describe(&err);
-            if let Some(advice) = kind.and_then(|kind| advice(kind, None)) {
+            if let Some(advice) = kind.and_then(|kind| ending::advice(kind, None)) {
                 message.push_str(&format!("\nwhat to do: {advice}"));
             }
             if jsonl {
@@ -76,7 +77,7 @@ async fn run_cli(cli: Cli) -> std::process::ExitCode {
             }
             eprintln!("error: {message}");
             // An error nothing typed is a usage error: arguments or files that cannot work.
-            std::process::ExitCode::from(kind.map_or(2, exit_code))
+            std::process::ExitCode::from(kind.map_or(2, ending::exit_code))
         }
     }
 }
@@ -96,64 +97,6 @@ fn describe(err: &anyhow::Error) -> String {
         text.push_str(&said);
     }
     text
-}
-
-/// The kind of the first typed error in the chain, if any.
-fn failure_kind_of(err: &anyhow::Error) -> Option<FailureKind> {
-    err.chain().find_map(|cause| {
-        if let Some(err) = cause.downcast_ref::<viga_core::CoreError>() {
-            Some(err.kind())
-        } else if let Some(err) = cause.downcast_ref::<ProviderError>() {
-            Some(viga_core::provider_failure_kind(err))
-        } else if let Some(err) = cause.downcast_ref::<viga_blender::TransportError>() {
-            Some(viga_core::blender_failure_kind(err))
-        } else if cause.is::<viga_blender::LocateError>() {
-            Some(FailureKind::BlenderUnavailable)
-        } else {
-            None
-        }
-    })
-}
-
-/// The exit code of each kind of failure; docs/configuration.md lists them.
-fn exit_code(kind: FailureKind) -> u8 {
-    match kind {
-        FailureKind::Other => 1,
-        FailureKind::Config => 2,
-        FailureKind::ProviderAuth => 3,
-        FailureKind::ProviderUnavailable => 4,
-        FailureKind::ContextOverflow => 5,
-        FailureKind::ProviderFailed => 6,
-        FailureKind::BlenderUnavailable => 7,
-        FailureKind::Io => 8,
-        FailureKind::Cancelled => 130,
-    }
-}
-
-/// What to do about a failure of `kind`, beyond what its message says; `run` is the run
-/// folder, when there is one to resume.
-fn advice(kind: FailureKind, run: Option<&Path>) -> Option<String> {
-    let resume = run
-        .map(|folder| format!(", then continue with `viga resume {}`", folder.display()))
-        .unwrap_or_default();
-    Some(match kind {
-        FailureKind::ProviderAuth => format!(
-            "check the API key: export the variable the message names (or name another with --api-key-env){resume}"
-        ),
-        FailureKind::ProviderUnavailable => format!(
-            "the model server is down, overloaded, rate-limited or unreachable; try again later{resume} (a --provider-config file with a larger `retry` waits longer)"
-        ),
-        FailureKind::ContextOverflow => "the prompt is too long for the model even with old memory and older images left out; start again with a smaller --memory or --resolution, or use a model with a longer context".to_owned(),
-        FailureKind::ProviderFailed => format!(
-            "the provider refused the request or answered with something unusable; check --model and --base-url{resume}"
-        ),
-        FailureKind::BlenderUnavailable => format!(
-            "Blender could not be started or restarted; `viga doctor` shows what is wrong (VIGA_BLENDER or VIGA_PYTHON choose another Blender){resume}"
-        ),
-        FailureKind::Io => "a file or folder could not be read or written: check the path in the message, its permissions and the free disk space".to_owned(),
-        FailureKind::Other => "this looks like a bug in viga; please report it with the run folder".to_owned(),
-        FailureKind::Config | FailureKind::Cancelled => return None,
-    })
 }
 
 async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
@@ -360,26 +303,14 @@ struct Followed {
 async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
     let folder = handle.folder().to_path_buf();
     out.run_folder(&folder);
-    let mut cancelled_at: Option<tokio::time::Instant> = None;
-    loop {
-        let deadline = cancelled_at.map(|at| at + CANCEL_GRACE);
-        tokio::select! {
-            event = handle.next_event() => match event {
-                Some(event) => out.event(&event),
-                None => break,
-            },
-            signal = tokio::signal::ctrl_c(), if cancelled_at.is_none() => {
-                if signal.is_ok() {
-                    out.say("stopping the run (Ctrl-C)...");
-                    handle.cancel();
-                    cancelled_at = Some(tokio::time::Instant::now());
-                }
-            },
-            _ = sleep_until(deadline), if deadline.is_some() => {
-                out.say("the run was busy; left it (resume it with `viga resume`)");
-                return Ok(Followed { folder, outcome: None });
-            },
-        }
+    let show = |event: &viga_protocol::event::TimedEvent, _jsonl: bool| out.event(event);
+    let ended =
+        progress::follow_events(&mut handle, out, "the run", show, Some(CANCEL_GRACE)).await;
+    if !ended {
+        return Ok(Followed {
+            folder,
+            outcome: None,
+        });
     }
     let outcome = handle.wait().await?;
     let report = viga_core::report::write_html(&outcome.folder, None)?;
@@ -390,37 +321,19 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
     })
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The exit code for a run (and the JSON-lines `finished` line); a failed run says what to
 /// do about it.
 fn finish(followed: &Followed, out: &Output) -> std::process::ExitCode {
-    let (outcome, message, code) = match followed.outcome.as_ref().map(|o| &o.stop) {
-        None | Some(StopReason::Cancelled) => ("cancelled", String::new(), 130),
-        Some(StopReason::Accepted) => ("accepted", String::new(), 0),
-        Some(StopReason::MaxIterations) => ("max_iterations", String::new(), 0),
-        Some(StopReason::Failed { message, kind }) => {
-            let mut message = message.clone();
-            if let Some(advice) = advice(*kind, Some(&followed.folder)) {
-                out.say(&format!("what to do: {advice}"));
-                message.push_str(&format!("\nwhat to do: {advice}"));
-            }
-            ("failed", message, exit_code(*kind))
-        }
-    };
     let final_program = followed.folder.join(viga_core::folder::FINAL_PROGRAM);
-    out.finished(
-        outcome,
-        &message,
-        final_program.is_file().then_some(final_program.as_path()),
-        code,
-    );
-    std::process::ExitCode::from(code)
+    ending::finish(
+        out,
+        ending::RunEnd {
+            stop: followed.outcome.as_ref().map(|o| &o.stop),
+            message: String::new(),
+            final_program: final_program.is_file().then_some(final_program.as_path()),
+            folder: Some(&followed.folder),
+        },
+    )
 }
 
 /// After an attached run: applies its result to the person's scene as one undo step, when

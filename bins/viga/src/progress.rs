@@ -1,6 +1,8 @@
-//! Terminal progress: one line per step, from the run's events.
+//! Terminal progress: one line per step, from the run's events; or, for a program (the
+//! Blender add-on's panel), the typed JSON-lines stream of `viga_protocol::stream`.
 
 use viga_protocol::event::{RunEvent, StopReason};
+use viga_protocol::stream::{StreamLine, StreamRecord};
 
 pub struct Printer {
     max_iterations: u32,
@@ -11,7 +13,7 @@ impl Printer {
         Self { max_iterations }
     }
 
-    pub fn show(&mut self, event: &RunEvent) {
+    pub fn show(&self, event: &RunEvent) {
         match event {
             RunEvent::RunStarted {
                 resumed_from_iteration: Some(index),
@@ -150,7 +152,7 @@ impl Output {
         }
     }
 
-    pub fn event(&mut self, event: &viga_protocol::event::TimedEvent) {
+    pub fn event(&self, event: &viga_protocol::event::TimedEvent) {
         match self.format {
             EventsFormat::Text => self.printer.show(&event.event),
             EventsFormat::Jsonl => event_line(event),
@@ -166,79 +168,99 @@ impl Output {
     }
 
     fn labelled_path(&self, kind: &str, label: &str, path: &std::path::Path) {
-        let shown = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         match self.format {
-            EventsFormat::Text => println!("{label}: {}", shown.display()),
-            EventsFormat::Jsonl => {
-                json_line(&serde_json::json!({"kind": kind, "path": shown}));
-            }
+            EventsFormat::Text => println!("{label}: {}", path.display()),
+            EventsFormat::Jsonl if kind == "report" => stream_line(StreamLine::Report { path }),
+            EventsFormat::Jsonl => stream_line(StreamLine::RunFolder { path }),
         }
     }
 
-    /// The last line: how the command ended (text mode says this through the events).
+    /// The last line: how the run ended (text mode says this through the events).
     pub fn finished(
         &self,
-        outcome: &str,
+        stop: &StopReason,
         message: &str,
         final_program: Option<&std::path::Path>,
         exit_code: u8,
     ) {
         if self.format == EventsFormat::Jsonl {
-            let final_program =
-                final_program.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
-            json_line(&serde_json::json!({
-                "kind": "finished",
-                "outcome": outcome,
-                "message": message,
-                "final_program": final_program,
-                "exit_code": exit_code,
-            }));
+            stream_line(StreamLine::Finished {
+                stop: stop.clone(),
+                message: message.to_owned(),
+                final_program: final_program
+                    .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())),
+                exit_code,
+            });
         }
     }
 }
 
 /// The JSON-lines form of a run event.
 pub fn event_line(event: &viga_protocol::event::TimedEvent) {
-    json_line(&serde_json::json!({"kind": "event", "event": event}));
+    stream_line(StreamLine::Event {
+        event: event.clone(),
+    });
 }
 
 /// The JSON-lines form of an error that ended a command before or during its run.
 pub fn error_line(message: &str) {
-    json_line(&serde_json::json!({"kind": "error", "message": message}));
+    stream_line(StreamLine::Error {
+        message: message.to_owned(),
+    });
 }
 
-fn json_line(value: &serde_json::Value) {
+/// Prints one line of the typed stream.
+fn stream_line(line: StreamLine) {
     use std::io::Write as _;
+    let Ok(text) = serde_json::to_string(&StreamRecord::new(line)) else {
+        return;
+    };
     let mut stdout = std::io::stdout().lock();
     // A reader that went away (the panel closed) is no reason to stop the run.
-    let _ = writeln!(stdout, "{value}");
+    let _ = writeln!(stdout, "{text}");
     let _ = stdout.flush();
 }
 
 /// Shows a run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels it:
 /// a model call in flight is abandoned at once, a Blender call in flight finishes first, and
-/// the run then ends as cancelled, so the caller can still take its changes back.
+/// the run then ends as cancelled, so the caller can still take its changes back. With
+/// `leave_after`, a run still busy that long after the cancel is left to wind down (its
+/// folder is consistent at every moment, and `viga resume` continues it): `false` then.
 pub async fn follow_events<O: Send + 'static, F>(
     run: &mut viga_core::RunHandle<O, F>,
     out: &Output,
     what: &str,
     show: impl Fn(&viga_protocol::event::TimedEvent, bool),
-) {
+    leave_after: Option<std::time::Duration>,
+) -> bool {
     let jsonl = out.is_jsonl();
-    let mut cancelled = false;
+    let mut cancelled_at: Option<tokio::time::Instant> = None;
     loop {
+        let deadline = cancelled_at.zip(leave_after).map(|(at, grace)| at + grace);
         tokio::select! {
             event = run.next_event() => match event {
                 Some(event) => show(&event, jsonl),
-                None => return,
+                None => return true,
             },
-            signal = tokio::signal::ctrl_c(), if !cancelled => {
+            signal = tokio::signal::ctrl_c(), if cancelled_at.is_none() => {
                 if signal.is_ok() {
                     out.say(&format!("stopping {what} (Ctrl-C)..."));
                     run.cancel();
-                    cancelled = true;
+                    cancelled_at = Some(tokio::time::Instant::now());
                 }
             },
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                out.say(&format!("{what} was busy; left it (resume it with `viga resume`)"));
+                return false;
+            },
         }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

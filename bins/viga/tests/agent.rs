@@ -134,12 +134,12 @@ fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
     assert_eq!(
         (
             &finished["kind"],
-            &finished["outcome"],
+            &finished["stop"]["reason"],
             &finished["message"]
         ),
         (
             &json!("finished"),
-            &json!("answered"),
+            &json!("accepted"),
             &json!("The lamp is left of the table, and red.")
         ),
         "{lines:?}"
@@ -254,7 +254,11 @@ async fn attached_every_command_is_one_undo_step_in_the_users_scene() {
             String::from_utf8_lossy(&output.stderr)
         );
         let lines = stdout_lines(&output);
-        assert_eq!(lines.last().unwrap()["outcome"], "answered", "{lines:?}");
+        assert_eq!(
+            lines.last().unwrap()["stop"]["reason"],
+            "accepted",
+            "answered: {lines:?}"
+        );
         assert!(
             !run_folder(&lines).join("final.blend").exists(),
             "the person's scene holds the result"

@@ -202,7 +202,8 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
         let lines = stdout_lines(&output);
         let finished = lines.last().unwrap();
         assert_eq!(finished["kind"], "finished", "{lines:?}");
-        assert_eq!(finished["outcome"], "accepted");
+        assert_eq!(finished["stop"]["reason"], "accepted");
+        assert_eq!(finished["v"], 1, "every line carries the stream's version");
         let run_folder = lines
             .iter()
             .find(|line| line["kind"] == "run_folder")

@@ -32,15 +32,14 @@ STDERR_TAIL_LINES = 8
 MAX_THUMBNAILS = 4
 VIGA_PATH_FILE = "viga_path.txt"  # written into the package by `viga addon build`
 
+# The stream's lines are viga_protocol::stream's StreamRecord: `v` is its version, and every
+# kind of run ends with the same StopReason.
+STREAM_VERSION = 1
 OUTCOME_STATES = {
     "accepted": "FINISHED",
     "max_iterations": "FINISHED",
-    "done": "FINISHED",
-    "answered": "FINISHED",
-    "max_steps": "FINISHED",
     "cancelled": "CANCELLED",
     "failed": "FAILED",
-    "error": "FAILED",
 }
 ROLE_STEPS = {
     "planner": "writing code",
@@ -72,6 +71,7 @@ class Session:
         self.exited_at = None
         self.finished = None  # the `finished` line, once read
         self.error = None  # the message of an `error` line, once read
+        self.version_warned = False  # a line of another stream version was said once
         self.threads = [
             threading.Thread(target=_read_stdout, args=(proc.stdout, self.lines), name="viga-stdout", daemon=True),
             threading.Thread(target=_read_stderr, args=(proc.stderr, self), name="viga-stderr", daemon=True),
@@ -407,7 +407,7 @@ def _outcome(session):
     if finished is not None:
         exit_code = finished.get("exit_code")
         fallback = "FINISHED" if exit_code in (0, None) else "FAILED"
-        state = OUTCOME_STATES.get(_text(finished.get("outcome")), fallback)
+        state = OUTCOME_STATES.get(_text(_dict(finished.get("stop")).get("reason")), fallback)
         message = _text(finished.get("message"))
         if state == "FAILED" and not message:
             message = _stderr_summary(session)
@@ -461,6 +461,14 @@ def _handle_line(status, session, source, payload):
     if source in ("stderr", "text"):
         properties.append_log(status, payload, "OUTPUT")
         return
+    if payload.get("v") != STREAM_VERSION and not session.version_warned:
+        session.version_warned = True
+        properties.append_log(
+            status,
+            "viga speaks event stream version %r, this add-on %d: install the add-on this viga builds (viga addon build)"
+            % (payload.get("v"), STREAM_VERSION),
+            "WARNING",
+        )
     handler = MESSAGE_HANDLERS.get(payload.get("kind"))
     if handler is not None:
         handler(status, session, payload)  # unknown kinds are skipped: newer viga, older add-on
@@ -486,6 +494,10 @@ def _on_finished(status, session, message):
     session.finished = message
 
 
+def _on_notice(status, session, message):
+    properties.append_log(status, _text(message.get("message")), "INFO")
+
+
 def _on_error(status, session, message):
     session.error = _text(message.get("message")) or "viga refused to start"
     properties.append_log(status, session.error, "ERROR")
@@ -496,6 +508,7 @@ MESSAGE_HANDLERS = {
     "event": _on_event,
     "report": _on_report,
     "finished": _on_finished,
+    "notice": _on_notice,
     "error": _on_error,
 }
 

@@ -65,6 +65,23 @@ pub enum AttachError {
     },
 }
 
+impl AttachError {
+    /// What kind of failure this is: a Blender that does not answer is unavailable (a frozen
+    /// Blender); everything else is a setting or a file to fix.
+    pub fn kind(&self) -> viga_protocol::event::FailureKind {
+        use viga_protocol::event::FailureKind;
+        match self {
+            Self::Unreachable { .. } => FailureKind::BlenderUnavailable,
+            Self::NoneRunning { .. }
+            | Self::Stale { .. }
+            | Self::Several { .. }
+            | Self::Unreadable { .. }
+            | Self::Version { .. }
+            | Self::TokenRefused { .. } => FailureKind::Config,
+        }
+    }
+}
+
 /// The folder connection files are in: `$VIGA_CONNECTION_DIR`, else `$XDG_RUNTIME_DIR/viga`,
 /// else `~/.viga/connections` (the add-on's bridge uses the same rules).
 pub fn connection_dir() -> PathBuf {

@@ -79,6 +79,28 @@ pub enum EvalError {
 }
 
 impl EvalError {
+    /// What kind of failure this is, for the exit code: files that cannot be read or written
+    /// are `io`, Blender going away is `blender_unavailable`, a harness that cannot score an
+    /// instance is `other`, and everything about the selection and the data is `config`.
+    pub fn kind(&self) -> viga_protocol::event::FailureKind {
+        use viga_protocol::event::FailureKind;
+        match self {
+            Self::Io { .. } | Self::BadResults { .. } => FailureKind::Io,
+            Self::Blender(err) => viga_core::blender_failure_kind(err),
+            Self::Harness { .. } => FailureKind::Other,
+            #[cfg(feature = "clip")]
+            Self::Clip(_) => FailureKind::Other,
+            Self::DataDir { .. }
+            | Self::NoInstances { .. }
+            | Self::NoSuchInstance { .. }
+            | Self::MissingFile { .. }
+            | Self::UnknownTask(_)
+            | Self::BadShard { .. }
+            | Self::BadFitViews { .. }
+            | Self::ClipNotBuilt => FailureKind::Config,
+        }
+    }
+
     pub(crate) fn io(path: &Path, err: impl std::fmt::Display) -> Self {
         EvalError::Io {
             path: path.to_path_buf(),

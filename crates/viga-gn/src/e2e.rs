@@ -262,8 +262,10 @@ async fn run_within(run: GnRun, limit: Duration) -> Result<GnOutcome, String> {
 fn check_outcome(expect: &Expectations, outcome: &GnOutcome, failures: &mut Vec<String>) {
     if outcome.state != expect.state {
         failures.push(format!(
-            "state {:?}, expected {:?} (error: {:?})",
-            outcome.state, expect.state, outcome.error
+            "state {:?}, expected {:?} (problem: {:?})",
+            outcome.state,
+            expect.state,
+            outcome.problem()
         ));
     }
     let counters = &outcome.telemetry.counters;
@@ -280,15 +282,11 @@ fn check_outcome(expect: &Expectations, outcome: &GnOutcome, failures: &mut Vec<
         ));
     }
     if let Some(needle) = &expect.error_contains
-        && !outcome
-            .error
-            .as_deref()
-            .unwrap_or("")
-            .contains(needle.as_str())
+        && !outcome.problem().unwrap_or("").contains(needle.as_str())
     {
         failures.push(format!(
             "error {:?} does not contain {needle:?}",
-            outcome.error
+            outcome.problem()
         ));
     }
     if let Some(rounds) = expect.rounds

@@ -50,8 +50,13 @@ pub enum GnError {
     Provider(#[from] ProviderError),
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// A file could not be read or written.
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    /// A preset file or name that cannot be used (invalid content, a bad name, a name
+    /// already stored): a setting to fix.
+    #[error("{path}: {message}")]
+    Preset { path: PathBuf, message: String },
     /// What the worker reported as the run's result is not one to hand to a person's
     /// Blender (model code ran in the worker, so it is checked like any untrusted data).
     #[error("the run's result cannot be brought into your scene: {0}")]
@@ -88,7 +93,9 @@ impl GnError {
             Self::Provider(err) => viga_core::provider_failure_kind(err),
             Self::Blender { source, .. } => viga_core::blender_failure_kind(source),
             Self::File { .. } => FailureKind::Io,
-            Self::TrustedNotAllowed { .. } | Self::PresetNotFound { .. } => FailureKind::Config,
+            Self::TrustedNotAllowed { .. } | Self::PresetNotFound { .. } | Self::Preset { .. } => {
+                FailureKind::Config
+            }
             Self::Step(_)
             | Self::Program { .. }
             | Self::NoResult { .. }
@@ -101,6 +108,13 @@ impl GnError {
 
     pub(crate) fn file(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
         Self::File {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn preset(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Self::Preset {
             path: path.into(),
             message: message.to_string(),
         }

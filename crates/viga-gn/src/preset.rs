@@ -117,7 +117,7 @@ impl Preset {
     pub fn read(path: &Path) -> Result<Self, GnError> {
         let text = std::fs::read_to_string(path)
             .map_err(|err| GnError::file(path, format!("cannot read it: {err}")))?;
-        Self::from_json(&text).map_err(|err| GnError::file(path, err))
+        Self::from_json(&text).map_err(|err| GnError::preset(path, err))
     }
 }
 
@@ -138,7 +138,7 @@ impl PresetStore {
 
     fn path_of(&self, name: &str) -> Result<PathBuf, GnError> {
         if !valid_name(name) {
-            return Err(GnError::file(
+            return Err(GnError::preset(
                 &self.dir,
                 format!("{name:?} is not a preset name; use 1 to 64 letters, digits, '-' or '_'"),
             ));
@@ -210,7 +210,7 @@ impl PresetStore {
         let preset = Preset::read(path)?;
         let target = self.path_of(&preset.metadata.name)?;
         if target.exists() {
-            return Err(GnError::file(
+            return Err(GnError::preset(
                 &target,
                 "a preset of this name is already stored; delete or rename one of them first",
             ));

@@ -106,12 +106,11 @@ pub struct GnOutcome {
     pub state: RunState,
     /// Model replies received (from the model or the cache); 0 for a preset run.
     pub rounds: u32,
+    /// The model's last message when done, or why the rounds ran out.
     pub final_message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// What kind of failure `error` is (provider, Blender, files, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_kind: Option<FailureKind>,
+    /// How the run ended, as every kind of run says it: done is `accepted`, rounds spent
+    /// `max_iterations`, a failure `failed` with its message and kind.
+    pub stop: StopReason,
     pub transitions: Vec<StateChange>,
     pub steps: Vec<StepRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,6 +124,26 @@ pub struct GnOutcome {
     /// The name of the preset a preset run applied; `None` for a model run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,
+}
+
+impl GnOutcome {
+    /// What went wrong, in words: a failure's message, or why the rounds ran out; `None` for
+    /// a run that was done or cancelled.
+    pub fn problem(&self) -> Option<&str> {
+        match &self.stop {
+            StopReason::Failed { message, .. } => Some(message),
+            StopReason::MaxIterations => Some(&self.final_message),
+            StopReason::Accepted | StopReason::Cancelled => None,
+        }
+    }
+
+    /// The kind of a failure; `None` for a run that did not fail.
+    pub fn failure_kind(&self) -> Option<FailureKind> {
+        match &self.stop {
+            StopReason::Failed { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
 }
 
 /// Where a run's steps come from.
@@ -160,6 +179,8 @@ impl std::fmt::Debug for GnRun {
 /// How the state machine stopped.
 enum Ending {
     Done(String),
+    /// No accepted result within the rounds; why, in words.
+    RoundsRanOut(String),
     Cancelled,
     /// Why, and what kind of failure it was (front ends map kinds to exit codes).
     Error(String, FailureKind),
@@ -394,10 +415,10 @@ impl GnRun {
                 return ending;
             }
         }
-        Ending::Error(
-            rounds_ran_out(self.config.max_rounds, session.last_problem.as_deref()),
-            FailureKind::Other,
-        )
+        Ending::RoundsRanOut(rounds_ran_out(
+            self.config.max_rounds,
+            session.last_problem.as_deref(),
+        ))
     }
 
     /// Applies a preset's steps and checks the gates: one round without a model. A failing
@@ -903,34 +924,26 @@ impl Session {
             rounds,
             ..
         } = self;
-        let (state, final_message, error, failure_kind, stop) = match ending {
-            Ending::Done(message) => (RunState::Done, message, None, None, StopReason::Accepted),
-            Ending::Cancelled => (
-                RunState::Cancelled,
-                String::new(),
-                None,
-                None,
-                StopReason::Cancelled,
-            ),
+        let (state, final_message, stop) = match ending {
+            Ending::Done(message) => (RunState::Done, message, StopReason::Accepted),
+            Ending::RoundsRanOut(why) => (RunState::Error, why, StopReason::MaxIterations),
+            Ending::Cancelled => (RunState::Cancelled, String::new(), StopReason::Cancelled),
             Ending::Error(message, kind) => (
                 RunState::Error,
                 String::new(),
-                Some(message.clone()),
-                Some(kind),
                 StopReason::failed(message, kind),
             ),
         };
         recorder.transition(state, rounds.saturating_sub(1));
         recorder.emit(RunEvent::RunFinished {
-            stop,
+            stop: stop.clone(),
             iterations: rounds,
         });
         let outcome = GnOutcome {
             state,
             rounds,
             final_message,
-            error,
-            failure_kind,
+            stop,
             transitions: std::mem::take(&mut recorder.transitions),
             steps: std::mem::take(&mut recorder.steps),
             last_report,
@@ -1053,7 +1066,12 @@ mod tests {
                 took < Duration::from_secs(1),
                 "the run took {took:?} to stop"
             );
-            assert_eq!(outcome.state, RunState::Cancelled, "{:?}", outcome.error);
+            assert_eq!(
+                outcome.state,
+                RunState::Cancelled,
+                "{:?}",
+                outcome.problem()
+            );
             assert_eq!(outcome.rounds, 0);
             assert!(outcome.steps.is_empty());
             assert!(

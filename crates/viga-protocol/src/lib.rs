@@ -20,6 +20,7 @@ pub mod gn;
 pub mod iteration;
 pub mod manifest;
 pub mod message;
+pub mod stream;
 pub mod validate;
 
 pub use validate::{

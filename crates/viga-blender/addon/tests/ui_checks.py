@@ -224,6 +224,8 @@ if "--target" in args:
 for line in SCENARIO.get("stderr", []):
     print(line, file=sys.stderr, flush=True)
 for line in SCENARIO.get("lines", []):
+    if isinstance(line, dict):
+        line = dict({{"v": 1}}, **line)  # every line of viga's stream carries its version
     print(fill(line) if isinstance(line, str) else json.dumps(fill(line)), flush=True)
 time.sleep(SCENARIO.get("sleep", 0))
 sys.exit(SCENARIO.get("exit_code", 0))
@@ -283,7 +285,7 @@ SCENE_LINES = [
     event(19, "feedback_produced", index=2, feedback={"visual_differences": [], "suggestions": [], "accepted": True}),
     event(20, "run_finished", stop={"reason": "accepted"}, iterations=2),
     {"kind": "report", "path": "{run}/report.html"},
-    {"kind": "finished", "outcome": "accepted", "message": "accepted after 2 iterations",
+    {"kind": "finished", "stop": {"reason": "accepted"}, "message": "accepted after 2 iterations",
      "final_program": "{run}/final.py", "exit_code": 0},
 ]
 SCENE_FILES = {
@@ -863,7 +865,7 @@ def gn_run_trusted_and_no_apply():
         event(5, "gn_step_finished", record={"round": 1, "step_id": "s1", "action_type": "GN_OPS", "status": "succeeded", "message": "added nodes", "started_at": 1}),
         event(6, "gates_checked", index=1, report={"success": False, "failed_gates": ["OUTPUT_CONNECTED"], "messages": ["the output is not linked"]}),
         event(7, "gn_state_changed", round=2, **{"from": "verifying", "to": "done"}),
-        {"kind": "finished", "outcome": "done", "message": "built in 2 rounds", "final_program": None, "exit_code": 0},
+        {"kind": "finished", "stop": {"reason": "accepted"}, "message": "built in 2 rounds", "final_program": None, "exit_code": 0},
     ]
     path, argv_file = fake_viga("fake_gn", run_subdir="gn/20250101-1", lines=lines,
                                 files={"events.jsonl": timed(1, "run_started", run_id="g", task="scatter", protocol_version=1) + "\n"})
@@ -902,7 +904,7 @@ AGENT_LINES = [
     event(6, "model_called", index=3, role="agent", latency_ms=8.0, usage={"input_tokens": 400, "output_tokens": 15}),
     event(7, "run_finished", stop={"reason": "accepted"}, iterations=3),
     {"kind": "report", "path": "{run}/report.html"},
-    {"kind": "finished", "outcome": "answered", "message": AGENT_ANSWER, "final_program": None, "exit_code": 0},
+    {"kind": "finished", "stop": {"reason": "accepted"}, "message": AGENT_ANSWER, "final_program": None, "exit_code": 0},
 ]
 
 
@@ -1044,7 +1046,7 @@ def gn_run_in_this_blender_is_confirmed_every_run():
     assert operator.confirmed_trusted and not started
     # Confirmed, the run is trusted with this Blender; the next run asks again.
     path, argv_file = fake_viga("fake_gn_live", run_subdir="gn/live", lines=[
-        {"kind": "finished", "outcome": "done", "message": "done", "final_program": None, "exit_code": 0},
+        {"kind": "finished", "stop": {"reason": "accepted"}, "message": "done", "final_program": None, "exit_code": 0},
     ])
     configure(viga_path=path)
     bpy.ops.viga.start_run("EXEC_DEFAULT", confirmed_trusted=True)
@@ -1107,7 +1109,7 @@ def failed_runs_say_why():
     wait_for_run()
     assert (status().state, status().message) == ("FAILED", "model is empty; name the openai model"), status().message
     reset()
-    path, _ = fake_viga("fake_failed", lines=[{"kind": "finished", "outcome": "failed", "message": "", "final_program": None, "exit_code": 1}],
+    path, _ = fake_viga("fake_failed", lines=[{"kind": "finished", "stop": {"reason": "failed", "message": "", "kind": "other"}, "message": "", "final_program": None, "exit_code": 1}],
                         stderr=["Error: Blender went away"], exit_code=1)
     configure(viga_path=path)
     settings().task = "failed"
@@ -1214,7 +1216,7 @@ def resume_run_streams_events():
     lines = [
         event(1, "run_started", run_id="x", task="killed task", protocol_version=1, resumed_from_iteration=2),
         event(2, "iteration_started", index=3),
-        {"kind": "finished", "outcome": "max_iterations", "message": "budget spent", "final_program": os.path.join(folder, "final.py"), "exit_code": 0},
+        {"kind": "finished", "stop": {"reason": "max_iterations"}, "message": "budget spent", "final_program": os.path.join(folder, "final.py"), "exit_code": 0},
     ]
     path, argv_file = fake_viga("fake_resume", lines=lines)
     configure(viga_path=path)

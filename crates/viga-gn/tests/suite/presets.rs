@@ -57,12 +57,12 @@ fn a_preset_applies_the_same_tree_again() {
 
         fresh(&blender, PLANE).await;
         let outcome = run_preset(&blender, loaded.clone(), dir.path()).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert!(outcome.last_report.as_ref().unwrap().success);
         let first = tree_ir(&blender, "Grid").await;
         fresh(&blender, PLANE).await;
         let again = run_preset(&blender, loaded, dir.path()).await;
-        assert_eq!(again.state, RunState::Done, "{:?}", again.error);
+        assert_eq!(again.state, RunState::Done, "{:?}", again.problem());
         assert_eq!(tree_ir(&blender, "Grid").await, first);
         assert_eq!(first["nodes"][2]["inputs"]["Vertices X"], json!(5));
     });
@@ -74,7 +74,7 @@ fn a_preset_run_keeps_a_run_folder_labelled_as_a_preset() {
         fresh(&blender, PLANE).await;
         let output = tempfile::tempdir().unwrap();
         let outcome = run_preset(&blender, grid_preset(), output.path()).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.preset.as_deref(), Some("grid"));
         assert_eq!(outcome.rounds, 0);
         assert_eq!(
@@ -121,7 +121,7 @@ fn a_preset_step_that_fails_ends_the_preset_run_in_error() {
         ));
         let outcome = run_preset(&blender, preset, output.path()).await;
         assert_eq!(outcome.state, RunState::Error);
-        let error = outcome.error.unwrap();
+        let error = outcome.problem().unwrap().to_owned();
         assert!(
             error.starts_with("preset \"grid\": step \"ghost\" (GN_OPS) failed"),
             "{error}"

@@ -9,7 +9,7 @@ use viga_gn::{
     Canceller, ExecContext, ExecutorRegistry, GnBlender, GnError, GnOutcome, GnRun, GnRunConfig,
     PythonPolicy, ResponseCache, RunState, StepExecutor, StepOutcome,
 };
-use viga_protocol::event::{FailureKind, RunEvent, TimedEvent};
+use viga_protocol::event::{FailureKind, RunEvent, StopReason, TimedEvent};
 use viga_protocol::gn::{ActionType, GateName, GnStep};
 use viga_provider::scripted::{Expectation, Script, Turn};
 use viga_provider::{
@@ -98,7 +98,7 @@ fn a_good_reply_runs_to_done_and_writes_the_run_folder() {
             Some("Scene (JSON)"),
         )]);
         let (outcome, events) = run_with(&blender, config, provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.final_message, "finished");
         use RunState::*;
         assert_eq!(
@@ -185,7 +185,7 @@ fn an_invalid_reply_goes_back_to_the_model_before_anything_runs() {
             ),
         ]);
         let (outcome, _) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.telemetry.counters.protocol_errors, 2);
         assert_eq!(outcome.rounds, 3);
         // The first reply's valid first step never ran: the whole reply was refused.
@@ -226,7 +226,7 @@ fn failed_gates_send_the_report_back_and_the_run_retries() {
             ),
         ]);
         let (outcome, events) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.telemetry.counters.gate_failures, 1);
         use RunState::*;
         assert_eq!(
@@ -299,7 +299,7 @@ fn a_failing_step_goes_back_to_the_model_which_repairs_it() {
             ),
         ]);
         let (outcome, _) = run_with(&blender, config, provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.rounds, 2);
         assert_eq!(
             statuses(&outcome),
@@ -363,7 +363,7 @@ fn the_feedback_names_what_ran_this_round_and_before() {
             ),
         ]);
         let (outcome, _) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
     });
 }
 
@@ -387,7 +387,7 @@ fn steps_that_keep_failing_end_in_error_when_the_rounds_run_out() {
         ]);
         let (outcome, _) = run_with(&blender, config, provider).await;
         assert_eq!(outcome.state, RunState::Error);
-        let error = outcome.error.clone().unwrap();
+        let error = outcome.problem().unwrap().to_owned();
         assert!(error.contains("within 2 rounds"), "{error}");
         assert!(
             error.contains("the last problem: step \"still-bad\" (GN_OPS) failed"),
@@ -440,7 +440,7 @@ fn every_round_sees_the_scene_as_it_is_now() {
             ),
         ]);
         let (outcome, _) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
     });
 }
 
@@ -456,7 +456,7 @@ fn the_refreshed_snapshot_carries_sockets_and_node_types() {
             ),
         ]);
         let (outcome, _) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
     });
 }
 
@@ -474,7 +474,7 @@ fn the_model_can_ask_for_context_slices() {
             ),
         ]);
         let (outcome, _) = run_with(&blender, config(), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.telemetry.counters.context_requests, 1);
         use RunState::*;
         assert_eq!(
@@ -496,7 +496,12 @@ fn running_out_of_rounds_is_an_error() {
         ]);
         let (outcome, _) = run_with(&blender, config, provider).await;
         assert_eq!(outcome.state, RunState::Error);
-        assert!(outcome.error.unwrap().contains("within 2 rounds"));
+        assert_eq!(
+            outcome.stop,
+            StopReason::MaxIterations,
+            "rounds spent, as a loop's budget"
+        );
+        assert!(outcome.problem().unwrap().contains("within 2 rounds"));
     });
 }
 
@@ -528,14 +533,18 @@ fn a_failed_run_says_what_kind_of_failure_ended_it() {
         fresh(&blender, PLANE).await;
         let (outcome, _) = run_with(&blender, config(), Arc::new(RefusedKey)).await;
         assert_eq!(outcome.state, RunState::Error);
-        assert_eq!(outcome.failure_kind, Some(FailureKind::ProviderAuth));
-        assert!(outcome.error.unwrap().contains("REFUSED_KEY"));
+        assert_eq!(outcome.failure_kind(), Some(FailureKind::ProviderAuth));
+        assert!(outcome.problem().unwrap().contains("REFUSED_KEY"));
 
         let mut config = config();
         config.max_rounds = 1;
         let provider = scripted(vec![turn(&reply(vec![], false), None)]);
         let (outcome, _) = run_with(&blender, config, provider).await;
-        assert_eq!(outcome.failure_kind, Some(FailureKind::Other));
+        assert_eq!(
+            (outcome.stop.clone(), outcome.failure_kind()),
+            (StopReason::MaxIterations, None),
+            "a round without an accepted result is the budget, not a failure"
+        );
     });
 }
 
@@ -565,14 +574,14 @@ fn an_identical_second_run_is_answered_from_the_cache() {
         let provider: Arc<dyn Provider> = scripted.clone();
         fresh(&blender, PLANE).await;
         let (first, _) = run_with(&blender, cached_config(output.path()), provider.clone()).await;
-        assert_eq!(first.state, RunState::Done, "{:?}", first.error);
+        assert_eq!(first.state, RunState::Done, "{:?}", first.problem());
         assert_eq!(first.telemetry.counters.requests, 1);
         assert_eq!(first.telemetry.counters.cache_hits, 0);
         assert_eq!(cache_entries(output.path()), 1);
 
         fresh(&blender, PLANE).await;
         let (second, events) = run_with(&blender, cached_config(output.path()), provider).await;
-        assert_eq!(second.state, RunState::Done, "{:?}", second.error);
+        assert_eq!(second.state, RunState::Done, "{:?}", second.problem());
         assert_eq!(scripted.turns_used(), 1);
         assert_eq!(second.rounds, 1);
         assert_eq!(second.telemetry.counters.requests, 0);
@@ -627,7 +636,7 @@ fn refused_replies_are_not_cached_and_another_scene_misses() {
             turn(&reply(vec![target_step("t")], true), Some("malformed JSON")),
         ]);
         let (outcome, _) = run_with(&blender, cached_config(output.path()), provider).await;
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(
             cache_entries(output.path()),
             1,
@@ -642,7 +651,7 @@ fn refused_replies_are_not_cached_and_another_scene_misses() {
         .await;
         let provider = scripted(vec![turn(&reply(vec![target_step("t")], true), None)]);
         let (moved, _) = run_with(&blender, cached_config(output.path()), provider).await;
-        assert_eq!(moved.state, RunState::Done, "{:?}", moved.error);
+        assert_eq!(moved.state, RunState::Done, "{:?}", moved.problem());
         assert_eq!(moved.telemetry.counters.cache_hits, 0);
         assert_eq!(moved.telemetry.counters.requests, 1);
         assert_eq!(cache_entries(output.path()), 2);
@@ -733,7 +742,7 @@ fn registered_executors_replace_the_defaults() {
             .wait()
             .await
             .unwrap();
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(*seen.lock().unwrap(), ["py"]);
     });
 }

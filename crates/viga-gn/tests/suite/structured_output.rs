@@ -133,7 +133,7 @@ fn a_run_ends_done_through_the_json_in_text_fallback() {
             "the run says the server refused structured output: {warnings:?}"
         );
 
-        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.error);
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(outcome.final_message, "finished");
         assert!(outcome.targets.iter().any(|target| target.modifier == "GN"));
         let bodies = server.bodies();

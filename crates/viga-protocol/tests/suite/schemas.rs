@@ -7,6 +7,7 @@ use viga_protocol::iteration::IterationRecord;
 use viga_protocol::manifest::AddonManifest;
 use viga_protocol::message::{ChatMessage, ToolChoice, ToolSpec};
 use viga_protocol::schema_of;
+use viga_protocol::stream::StreamRecord;
 
 macro_rules! snapshot_schemas {
     ($($name:ident => $ty:ty),* $(,)?) => {
@@ -31,6 +32,7 @@ snapshot_schemas! {
     addon_manifest => AddonManifest,
     bridge_request => BridgeRequest,
     bridge_reply => BridgeReply,
+    stream_record => StreamRecord,
 }
 
 #[test]

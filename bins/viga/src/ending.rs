@@ -1,0 +1,188 @@
+//! How a command ends, in one place: the exit code of every kind of failure, what to do about
+//! it, and the last line of every run (a scene run, a Geometry Nodes run, the add-on agent).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use viga_protocol::event::{FailureKind, StopReason};
+use viga_provider::ProviderError;
+
+use crate::progress::Output;
+
+/// The exit code of each kind of failure; docs/configuration.md lists them.
+pub fn exit_code(kind: FailureKind) -> u8 {
+    match kind {
+        FailureKind::Other => 1,
+        FailureKind::Config => 2,
+        FailureKind::ProviderAuth => 3,
+        FailureKind::ProviderUnavailable => 4,
+        FailureKind::ContextOverflow => 5,
+        FailureKind::ProviderFailed => 6,
+        FailureKind::BlenderUnavailable => 7,
+        FailureKind::Io => 8,
+        FailureKind::Cancelled => 130,
+    }
+}
+
+/// The exit code of a run that stopped for `stop`.
+pub fn exit_code_of(stop: &StopReason) -> u8 {
+    match stop {
+        StopReason::Accepted | StopReason::MaxIterations => 0,
+        StopReason::Cancelled => exit_code(FailureKind::Cancelled),
+        StopReason::Failed { kind, .. } => exit_code(*kind),
+    }
+}
+
+/// What to do about a failure of `kind`, beyond what its message says; `run` is the run
+/// folder, when there is one to resume.
+pub fn advice(kind: FailureKind, run: Option<&Path>) -> Option<String> {
+    let resume = run
+        .map(|folder| format!(", then continue with `viga resume {}`", folder.display()))
+        .unwrap_or_default();
+    Some(match kind {
+        FailureKind::ProviderAuth => format!(
+            "check the API key: export the variable the message names (or name another with --api-key-env){resume}"
+        ),
+        FailureKind::ProviderUnavailable => format!(
+            "the model server is down, overloaded, rate-limited or unreachable; try again later{resume} (a --provider-config file with a larger `retry` waits longer)"
+        ),
+        FailureKind::ContextOverflow => "the prompt is too long for the model even with old memory and older images left out; start again with a smaller --memory or --resolution, or use a model with a longer context".to_owned(),
+        FailureKind::ProviderFailed => format!(
+            "the provider refused the request or answered with something unusable; check --model and --base-url{resume}"
+        ),
+        FailureKind::BlenderUnavailable => format!(
+            "Blender could not be started or restarted; `viga doctor` shows what is wrong (VIGA_BLENDER or VIGA_PYTHON choose another Blender){resume}"
+        ),
+        FailureKind::Io => "a file or folder could not be read or written: check the path in the message, its permissions and the free disk space".to_owned(),
+        // `other` is as often the model's (a Geometry Nodes step that never worked) as a bug:
+        // its message says which, and no general advice fits both.
+        FailureKind::Other | FailureKind::Config | FailureKind::Cancelled => return None,
+    })
+}
+
+/// The kind of the first typed error in the chain, if any: every library error type that
+/// can end a command says what kind of failure it is.
+pub fn failure_kind_of(err: &anyhow::Error) -> Option<FailureKind> {
+    err.chain().find_map(kind_of)
+}
+
+fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
+    if let Some(err) = cause.downcast_ref::<viga_core::CoreError>() {
+        return Some(err.kind());
+    }
+    if let Some(err) = cause.downcast_ref::<ProviderError>() {
+        return Some(viga_core::provider_failure_kind(err));
+    }
+    if let Some(err) = cause.downcast_ref::<viga_blender::TransportError>() {
+        return Some(viga_core::blender_failure_kind(err));
+    }
+    if cause.is::<viga_blender::LocateError>() {
+        return Some(FailureKind::BlenderUnavailable);
+    }
+    if let Some(err) = cause.downcast_ref::<viga_gn::GnError>() {
+        return Some(err.kind());
+    }
+    if let Some(err) = cause.downcast_ref::<viga_blender::attach::AttachError>() {
+        return Some(err.kind());
+    }
+    cause
+        .downcast_ref::<viga_eval::EvalError>()
+        .map(viga_eval::EvalError::kind)
+}
+
+/// How a followed run ended, for its last line.
+#[derive(Debug)]
+pub struct RunEnd<'a> {
+    /// `None`: left to wind down after a cancel.
+    pub stop: Option<&'a StopReason>,
+    /// More words: an answer, a last message; a failure's advice is added here.
+    pub message: String,
+    /// The program a person can apply, when the run left one.
+    pub final_program: Option<&'a Path>,
+    /// The run folder, to resume after a failure.
+    pub folder: Option<&'a Path>,
+}
+
+/// The last line of every run and its exit code: a failure says what to do about it.
+pub fn finish(out: &Output, end: RunEnd<'_>) -> ExitCode {
+    let left = StopReason::Cancelled;
+    let stop = end.stop.unwrap_or(&left);
+    let mut message = end.message;
+    if let StopReason::Failed { message: why, kind } = stop {
+        if message.is_empty() {
+            message.clone_from(why);
+        }
+        if let Some(advice) = advice(*kind, end.folder) {
+            out.say(&format!("what to do: {advice}"));
+            message.push_str(&format!("\nwhat to do: {advice}"));
+        }
+    }
+    let code = exit_code_of(stop);
+    out.finished(stop, &message, end.final_program, code);
+    ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_exit_code() {
+        let kinds = [
+            FailureKind::Other,
+            FailureKind::Config,
+            FailureKind::ProviderAuth,
+            FailureKind::ProviderUnavailable,
+            FailureKind::ContextOverflow,
+            FailureKind::ProviderFailed,
+            FailureKind::BlenderUnavailable,
+            FailureKind::Io,
+            FailureKind::Cancelled,
+        ];
+        let codes: std::collections::BTreeSet<u8> = kinds.iter().map(|k| exit_code(*k)).collect();
+        assert_eq!(codes.len(), kinds.len(), "one code per kind");
+        assert!(!codes.contains(&0));
+        assert_eq!(exit_code_of(&StopReason::MaxIterations), 0);
+        assert_eq!(
+            exit_code_of(&StopReason::failed(
+                "down",
+                FailureKind::ProviderUnavailable
+            )),
+            4
+        );
+    }
+
+    #[test]
+    fn typed_errors_keep_their_kind_through_context() {
+        let locate = anyhow::Error::new(viga_blender::LocateError::NotFound {
+            venv: std::path::PathBuf::from("/nowhere/.viga/venv"),
+        })
+        .context("starting Blender");
+        assert_eq!(
+            failure_kind_of(&locate),
+            Some(FailureKind::BlenderUnavailable)
+        );
+        let frozen = anyhow::Error::new(viga_blender::attach::AttachError::Unreachable {
+            pid: 7,
+            port: 1,
+            message: "timed out".into(),
+        });
+        assert_eq!(
+            failure_kind_of(&frozen),
+            Some(FailureKind::BlenderUnavailable),
+            "7, not 2"
+        );
+        let unwritable = anyhow::Error::new(viga_gn::GnError::File {
+            path: "/x".into(),
+            message: "read-only".into(),
+        });
+        assert_eq!(failure_kind_of(&unwritable), Some(FailureKind::Io));
+        let eval = anyhow::Error::new(viga_eval::EvalError::Io {
+            path: "/x".into(),
+            message: "full".into(),
+        });
+        assert_eq!(failure_kind_of(&eval), Some(FailureKind::Io));
+        let plain = anyhow::anyhow!("bad flag");
+        assert_eq!(failure_kind_of(&plain), None, "untyped: a usage error (2)");
+    }
+}
