@@ -1,0 +1,192 @@
+//! Hostile decks and a renderer that dies or hangs.
+
+use std::time::Duration;
+
+use viga_slides::{LostReason, Recovery, SlideWorker, SlidesConfig, SlidesError};
+use viga_testkit::within;
+
+use super::{LIMIT, TWO_SLIDES, config, deck, worker};
+
+/// `count` blank slides, each with its number in a text box.
+fn many_slides(count: usize) -> String {
+    format!(
+        "import os\nfrom pptx import Presentation\nfrom pptx.util import Inches\nprs = Presentation()\nfor n in range({count}):\n    s = prs.slides.add_slide(prs.slide_layouts[6])\n    s.shapes.add_textbox(Inches(1), Inches(1), Inches(2), Inches(1)).text = str(n + 1)\nprs.save(os.environ['VIGA_DECK_PATH'])\n"
+    )
+}
+
+#[tokio::test]
+async fn a_big_deck_is_rendered_and_described_only_up_to_the_bound() {
+    within(LIMIT, "the test", async {
+        let worker = SlideWorker::start(SlidesConfig {
+            max_slides: 3,
+            max_shapes: 1,
+            ..config()
+        })
+        .await
+        .unwrap();
+        let deck = deck(&worker, &many_slides(8)).await;
+        let render = worker.render(&deck, 64).await.unwrap();
+        assert_eq!(render.slide_count, 8);
+        assert_eq!(render.slides.len(), 3);
+        let structure = worker.structure(&deck).await.unwrap();
+        assert_eq!(structure.slide_count, 8);
+        assert_eq!(structure.slides.len(), 3);
+        assert!(
+            structure.to_text().contains("… slides 4 to 8 not listed"),
+            "{}",
+            structure.to_text()
+        );
+        // One past the bound can still be asked for by number.
+        assert_eq!(worker.render_slide(&deck, 8, 64).await.unwrap().number, 8);
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deck_that_is_not_a_presentation_is_refused_and_the_renderer_stays() {
+    within(LIMIT, "the test", async {
+        let worker = worker().await;
+        let html = "import os\nopen(os.environ['VIGA_DECK_PATH'], 'w').write('<html><img src=\"http://127.0.0.1:9/x.png\"></html>')\n";
+        let fake = deck(&worker, html).await;
+        let err = worker.render(&fake, 64).await.unwrap_err();
+        assert!(matches!(&err, SlidesError::Refused { message, .. } if message.contains("not a .pptx")), "{err}");
+        // A word processor's document (a valid ODT) saved under the deck's name.
+        let odt = r#"import os, zipfile
+manifest = '<?xml version="1.0"?><manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2"><manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.text"/><manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/></manifest:manifest>'
+content = '<?xml version="1.0"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2"><office:body><office:text><text:p>hello</text:p></office:text></office:body></office:document-content>'
+with zipfile.ZipFile(os.environ['VIGA_DECK_PATH'], 'w') as z:
+    z.writestr('mimetype', 'application/vnd.oasis.opendocument.text')
+    z.writestr('META-INF/manifest.xml', manifest)
+    z.writestr('content.xml', content)
+"#;
+        let text = deck(&worker, odt).await;
+        let err = worker.render(&text, 64).await.unwrap_err();
+        assert!(matches!(err, SlidesError::Refused { .. }), "{err}");
+        assert_eq!(worker.restarts(), 0);
+        let good = deck(&worker, TWO_SLIDES).await;
+        assert_eq!(worker.render(&good, 64).await.unwrap().slides.len(), 2);
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_killed_renderer_is_restarted_and_says_so() {
+    within(LIMIT, "the test", async {
+        let worker = worker().await;
+        let deck = deck(&worker, TWO_SLIDES).await;
+        let pid = worker.renderer_pid().await.unwrap();
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let err = worker.render(&deck, 64).await.unwrap_err();
+        let SlidesError::Lost {
+            reason, recovery, ..
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert!(
+            matches!(reason, LostReason::Exited(_) | LostReason::Disconnected(_)),
+            "{reason}"
+        );
+        assert_eq!(*recovery, Recovery::Restarted);
+        assert_eq!(worker.restarts(), 1);
+        assert_ne!(worker.renderer_pid().await, Some(pid));
+        assert_eq!(worker.render(&deck, 64).await.unwrap().slides.len(), 2);
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_render_past_its_limit_is_stopped_and_the_renderer_restarted() {
+    within(LIMIT, "the test", async {
+        let worker = SlideWorker::start(SlidesConfig {
+            call_timeout: Duration::from_secs(3),
+            max_slides: 200,
+            ..config()
+        })
+        .await
+        .unwrap();
+        let deck = deck(&worker, &many_slides(120)).await;
+        // 120 slides at 8192 pixels take far longer than 3 s.
+        let err = worker.render(&deck, 8192).await.unwrap_err();
+        let SlidesError::Lost {
+            reason, recovery, ..
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(*reason, LostReason::Timeout(Duration::from_secs(3)));
+        assert!(recovery.restarted(), "{recovery}");
+        assert_eq!(worker.render_slide(&deck, 1, 64).await.unwrap().width, 64);
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+/// A stand-in containment launcher: records its arguments, reports, and runs the program
+/// after `--`, as `viga contain` does.
+pub fn recording_launcher(
+    folder: &std::path::Path,
+) -> (viga_slides::Confinement, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let log = folder.join("launches.log");
+    let script = folder.join("launcher.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nlog=\"$1\"; shift\necho \"$@\" >> \"$log\"\necho 'VIGA_CONTAINED {\"policy\":\"recorded\"}'\nwhile [ \"$1\" != \"--\" ]; do shift; done; shift\nexec setsid \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let confinement = viga_slides::Confinement {
+        launcher: vec!["/bin/sh".into(), script.into(), log.clone().into()],
+        writable: Vec::new(),
+        readable: Some(Vec::new()),
+    };
+    (confinement, log)
+}
+
+#[tokio::test]
+async fn the_renderer_and_every_program_start_through_the_containment_launcher() {
+    within(LIMIT, "the test", async {
+        let folder = tempfile::tempdir().unwrap();
+        let (confinement, log) = recording_launcher(folder.path());
+        let worker = SlideWorker::start(SlidesConfig {
+            confinement: Some(confinement),
+            ..config()
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            worker.contained_report().await.as_deref(),
+            Some("{\"policy\":\"recorded\"}")
+        );
+        let result = worker.run_program(TWO_SLIDES, None).await.unwrap();
+        assert_eq!(
+            result.run.stdout.text, "saving to deck.pptx\n",
+            "the launcher's report is not the program's output"
+        );
+        let deck = result.deck.unwrap();
+        assert_eq!(worker.render(&deck, 64).await.unwrap().slides.len(), 2);
+        let launches = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = launches.lines().collect();
+        assert_eq!(lines.len(), 2, "the renderer, then the program: {launches}");
+        let scratch = worker.scratch_folder().display().to_string();
+        for line in &lines {
+            assert!(line.contains(&format!("--write {scratch} ")), "{line}");
+            assert!(
+                line.contains("--read "),
+                "reads are named when limited: {line}"
+            );
+        }
+        assert!(lines[0].contains("office.py"), "{}", lines[0]);
+        assert!(lines[1].contains("run_program.py"), "{}", lines[1]);
+        worker.shutdown().await;
+    })
+    .await;
+}
