@@ -196,6 +196,41 @@ impl BoundedCapture {
     }
 }
 
+/// Reads one message that ends with `delimiter` (a line, a NUL-terminated JSON message),
+/// without the delimiter. `None` at the end of the stream (a partial last message is
+/// dropped); a message longer than `limit` bytes is an error, found as soon as it is.
+pub async fn read_message<R>(
+    reader: &mut R,
+    delimiter: u8,
+    limit: usize,
+) -> std::io::Result<Option<Vec<u8>>>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    use tokio::io::AsyncBufReadExt as _;
+    let mut message = Vec::new();
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(None);
+        }
+        let end = available.iter().position(|byte| *byte == delimiter);
+        let part = &available[..end.unwrap_or(available.len())];
+        if message.len() + part.len() > limit {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a message longer than {limit} bytes"),
+            ));
+        }
+        message.extend_from_slice(part);
+        let used = end.map_or(available.len(), |at| at + 1);
+        reader.consume(used);
+        if end.is_some() {
+            return Ok(Some(message));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,40 +296,5 @@ mod tests {
             tail.contained_report().as_deref(),
             Some("{\"policy\":\"auto\"}")
         );
-    }
-}
-
-/// Reads one message that ends with `delimiter` (a line, a NUL-terminated JSON message),
-/// without the delimiter. `None` at the end of the stream (a partial last message is
-/// dropped); a message longer than `limit` bytes is an error, found as soon as it is.
-pub async fn read_message<R>(
-    reader: &mut R,
-    delimiter: u8,
-    limit: usize,
-) -> std::io::Result<Option<Vec<u8>>>
-where
-    R: tokio::io::AsyncBufRead + Unpin,
-{
-    use tokio::io::AsyncBufReadExt as _;
-    let mut message = Vec::new();
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(None);
-        }
-        let end = available.iter().position(|byte| *byte == delimiter);
-        let part = &available[..end.unwrap_or(available.len())];
-        if message.len() + part.len() > limit {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("a message longer than {limit} bytes"),
-            ));
-        }
-        message.extend_from_slice(part);
-        let used = end.map_or(available.len(), |at| at + 1);
-        reader.consume(used);
-        if end.is_some() {
-            return Ok(Some(message));
-        }
     }
 }

@@ -17,7 +17,7 @@ pub enum LostReason {
 impl std::fmt::Display for LostReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Timeout(limit) => write!(f, "no answer within {limit:?}, process killed"),
+            Self::Timeout(limit) => write!(f, "no answer within {limit:?}"),
             Self::Exited(status) => write!(f, "the process exited ({status})"),
             Self::Disconnected(why) => write!(f, "connection lost ({why})"),
         }
@@ -49,7 +49,7 @@ impl std::fmt::Display for Recovery {
             Self::ProcessKept => {
                 write!(f, "the process was kept, what the call worked on replaced")
             }
-            Self::Restarted => write!(f, "restarted"),
+            Self::Restarted => write!(f, "the process was killed and restarted"),
             Self::RestartFailed(why) => write!(f, "restart failed: {why}"),
         }
     }

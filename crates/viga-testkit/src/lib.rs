@@ -165,6 +165,28 @@ impl Drop for Watchdog {
     }
 }
 
+/// A stand-in containment launcher for tests of workers that take a launcher prefix: a
+/// shell script that appends its arguments to `launches.log` in `folder`, prints a
+/// `VIGA_CONTAINED` report, and runs the program after `--` in a session of its own, as
+/// `viga contain` does (without containing anything). Returns the launcher prefix and the
+/// log's path.
+pub fn recording_launcher(
+    folder: &std::path::Path,
+) -> (Vec<std::ffi::OsString>, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let log = folder.join("launches.log");
+    let script = folder.join("launcher.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nlog=\"$1\"; shift\necho \"$@\" >> \"$log\"\necho 'VIGA_CONTAINED {\"policy\":\"recorded\"}'\nwhile [ \"$1\" != \"--\" ]; do shift; done; shift\nexec setsid \"$@\"\n",
+    )
+    .unwrap_or_else(|err| panic!("cannot write {}: {err}", script.display()));
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|err| panic!("cannot make {} executable: {err}", script.display()));
+    let launcher = vec!["/bin/sh".into(), script.into(), log.clone().into()];
+    (launcher, log)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic: that is how they fail

@@ -129,33 +129,16 @@ async fn a_render_past_its_limit_is_stopped_and_the_renderer_restarted() {
     .await;
 }
 
-/// A stand-in containment launcher: records its arguments, reports, and runs the program
-/// after `--`, as `viga contain` does.
-pub fn recording_launcher(
-    folder: &std::path::Path,
-) -> (viga_slides::Confinement, std::path::PathBuf) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let log = folder.join("launches.log");
-    let script = folder.join("launcher.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\nlog=\"$1\"; shift\necho \"$@\" >> \"$log\"\necho 'VIGA_CONTAINED {\"policy\":\"recorded\"}'\nwhile [ \"$1\" != \"--\" ]; do shift; done; shift\nexec setsid \"$@\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let confinement = viga_slides::Confinement {
-        launcher: vec!["/bin/sh".into(), script.into(), log.clone().into()],
-        writable: Vec::new(),
-        readable: Some(Vec::new()),
-    };
-    (confinement, log)
-}
-
 #[tokio::test]
 async fn the_renderer_and_every_program_start_through_the_containment_launcher() {
     within(LIMIT, "the test", async {
         let folder = tempfile::tempdir().unwrap();
-        let (confinement, log) = recording_launcher(folder.path());
+        let (launcher, log) = viga_testkit::recording_launcher(folder.path());
+        let confinement = viga_slides::Confinement {
+            launcher,
+            writable: Vec::new(),
+            readable: Some(Vec::new()),
+        };
         let worker = SlideWorker::start(SlidesConfig {
             confinement: Some(confinement),
             ..config()
