@@ -220,7 +220,7 @@ impl WebWorker {
         let started = Instant::now();
         let page = self.pages.fetch_add(1, Ordering::Relaxed);
         // A site of its own per page: nothing one page stores (cookies, storage, cache) is
-        // seen by the next, and each gets a fresh renderer process.
+        // seen by the next.
         let url = format!("https://viga-page-{page}.invalid/");
         let mut state = self.state.lock().await;
         let step = async {
