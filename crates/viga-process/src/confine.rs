@@ -74,64 +74,32 @@ mod tests {
 
     #[test]
     fn the_prefix_names_folders_then_the_program() {
-        let mut confinement = Confinement {
-            launcher: words(&["/bin/viga", "contain", "--policy", "require"]),
-            writable: vec![PathBuf::from("/out")],
-            readable: None,
-        };
-        let (program, line) = confinement
-            .command_line(
-                &[Path::new("/scratch")],
-                &[Path::new("/usr/lib/libreoffice")],
-                Path::new("/venv/bin/python"),
-                &words(&["-I", "helper.py"]),
-            )
-            .unwrap();
-        assert_eq!(program, PathBuf::from("/bin/viga"));
-        assert_eq!(
-            line,
-            words(&[
-                "contain",
-                "--policy",
-                "require",
-                "--write",
-                "/out",
-                "--write",
-                "/scratch",
-                "--",
-                "/venv/bin/python",
-                "-I",
-                "helper.py"
-            ])
-        );
-
-        confinement.readable = Some(vec![PathBuf::from("/inputs")]);
-        let (_, line) = confinement
-            .command_line(
-                &[Path::new("/scratch")],
-                &[Path::new("/usr/lib/libreoffice")],
-                Path::new("/venv/bin/python"),
-                &[],
-            )
-            .unwrap();
-        assert_eq!(
-            line,
-            words(&[
-                "contain",
-                "--policy",
-                "require",
-                "--write",
-                "/out",
-                "--write",
-                "/scratch",
-                "--read",
-                "/inputs",
-                "--read",
-                "/usr/lib/libreoffice",
-                "--",
-                "/venv/bin/python"
-            ])
-        );
+        let launcher = words(&["/bin/viga", "contain", "--policy", "require"]);
+        let writes = words(&["--write", "/out", "--write", "/scratch"]);
+        let reads = words(&["--read", "/inputs", "--read", "/usr/lib/libreoffice"]);
+        let program = words(&["--", "/venv/bin/python", "-I", "helper.py"]);
+        for (readable, expected_reads) in [
+            (None, Vec::new()),
+            (Some(vec![PathBuf::from("/inputs")]), reads),
+        ] {
+            let confinement = Confinement {
+                launcher: launcher.clone(),
+                writable: vec![PathBuf::from("/out")],
+                readable,
+            };
+            let (first, line) = confinement
+                .command_line(
+                    &[Path::new("/scratch")],
+                    &[Path::new("/usr/lib/libreoffice")],
+                    Path::new("/venv/bin/python"),
+                    &words(&["-I", "helper.py"]),
+                )
+                .unwrap();
+            assert_eq!(first, PathBuf::from("/bin/viga"));
+            let expected: Vec<OsString> =
+                [&launcher[1..], &writes, &expected_reads, &program].concat();
+            assert_eq!(line, expected);
+        }
     }
 
     #[test]

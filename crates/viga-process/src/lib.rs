@@ -24,5 +24,5 @@ pub use confine::{CONTAINED_MARKER, Confinement, EmptyLauncher};
 pub use environment::clean_environment;
 pub use find::{NotFound, find_program, real_folder};
 pub use group::{Ended, kill_group, wait_then_kill_group};
-pub use lost::{LostReason, Recovery};
+pub use lost::{LostReason, Recovery, WorkerLost};
 pub use scratch::ScratchFolder;

@@ -54,3 +54,16 @@ impl std::fmt::Display for Recovery {
         }
     }
 }
+
+/// A warm worker's process lost during a call, and what its supervisor did: the error both
+/// renderers return for it, so a caller treats a lost slide renderer and a lost browser alike.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{worker} was lost during `{op}`: {reason}; {recovery}")]
+pub struct WorkerLost {
+    /// What was lost ("the slide renderer", "the page").
+    pub worker: &'static str,
+    /// The call it was lost in.
+    pub op: &'static str,
+    pub reason: LostReason,
+    pub recovery: Recovery,
+}

@@ -25,7 +25,7 @@ pub use program::{DECK_FILE, DECK_PATH_ENV, ProgramError, ProgramRun, ProgramSta
 pub use structure::{
     DeckStructure, ImageStructure, ParagraphStructure, RunStructure, ShapeStructure, SlideStructure,
 };
-pub use viga_process::{Confinement, LostReason, NotFound, Recovery};
+pub use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost};
 pub use worker::{
     Deck, DeckRender, MAX_PROGRAM_BYTES, MAX_RENDER_WIDTH, ProgramResult, Region, SlideImage,
     SlideWorker, SlidesConfig, SlidesError,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-use viga_process::{Confinement, LostReason, NotFound, Recovery, ScratchFolder, real_folder};
+use viga_process::{Confinement, NotFound, Recovery, ScratchFolder, WorkerLost, real_folder};
 
 use crate::locate::SlideTools;
 use crate::office::{OFFICE_SCRIPT, OfficeLaunch, OfficeProcess};
@@ -77,12 +77,8 @@ pub enum SlidesError {
     #[error("the slide renderer refused `{op}`: {message}")]
     Refused { op: &'static str, message: String },
     /// The renderer hung or died during the call; `recovery` says whether it was restarted.
-    #[error("the slide renderer was lost during `{op}`: {reason}; {recovery}")]
-    Lost {
-        op: &'static str,
-        reason: LostReason,
-        recovery: Recovery,
-    },
+    #[error(transparent)]
+    Lost(WorkerLost),
     /// What the renderer left could not be used (a link, too large, not a picture).
     #[error("unusable output of `{op}`: {message}")]
     Output { op: &'static str, message: String },
@@ -531,11 +527,12 @@ impl SlideWorker {
                     Err(why) => Recovery::RestartFailed(why),
                 };
                 tracing::warn!(worker = %self.config.name, op, %reason, %recovery, "slide renderer lost");
-                Err(SlidesError::Lost {
+                Err(SlidesError::Lost(WorkerLost {
+                    worker: "the slide renderer",
                     op,
                     reason,
                     recovery,
-                })
+                }))
             }
         }
     }

@@ -187,6 +187,28 @@ pub fn recording_launcher(
     (launcher, log)
 }
 
+/// The report [`recording_launcher`] prints, as a worker should keep it.
+pub const RECORDED_REPORT: &str = "{\"policy\":\"recorded\"}";
+
+/// Checks [`recording_launcher`]'s log: one launch per entry of `programs` (a word each
+/// command line must hold, in order), each with `scratch` writable and its reads named.
+#[track_caller]
+pub fn assert_launched(log: &std::path::Path, scratch: &std::path::Path, programs: &[&str]) {
+    let launches = std::fs::read_to_string(log)
+        .unwrap_or_else(|err| panic!("nothing was launched ({}: {err})", log.display()));
+    let lines: Vec<&str> = launches.lines().collect();
+    assert_eq!(lines.len(), programs.len(), "launches: {launches}");
+    let writable = format!("--write {} ", scratch.display());
+    for (line, program) in lines.iter().zip(programs) {
+        assert!(line.contains(&writable), "{writable:?} not in {line}");
+        assert!(
+            line.contains("--read "),
+            "reads are named when limited: {line}"
+        );
+        assert!(line.contains(program), "{program:?} not in {line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic: that is how they fail

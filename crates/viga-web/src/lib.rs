@@ -23,7 +23,7 @@ pub use page::{
     ElementBox, ElementStyle, LoadReport, Matched, PageReport, RefusedRequest, Screenshot, Shot,
     Viewport,
 };
-pub use viga_process::{Confinement, LostReason, NotFound, Recovery};
+pub use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost};
 pub use worker::{
     DEFAULT_STYLE_PROPERTIES, MAX_ELEMENTS, MAX_SHOT_HEIGHT, MAX_VIEWPORT, WebConfig, WebError,
     WebWorker,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-use viga_process::{Confinement, LostReason, NotFound, Recovery, real_folder};
+use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost, real_folder};
 
 use crate::browser::{Browser, BrowserLaunch};
 use crate::cdp::CdpError;
@@ -100,12 +100,8 @@ pub enum WebError {
     Refused(String),
     /// The call did not finish (or the browser died): `recovery` says whether only the tab
     /// was replaced or the whole browser restarted.
-    #[error("the page was stopped during `{op}`: {reason}; {recovery}")]
-    Lost {
-        op: &'static str,
-        reason: LostReason,
-        recovery: Recovery,
-    },
+    #[error(transparent)]
+    Lost(WorkerLost),
     /// What Chromium sent back could not be used.
     #[error("unusable output of `{op}`: {message}")]
     Output { op: &'static str, message: String },
@@ -467,11 +463,12 @@ impl WebWorker {
             (reason, _) => reason,
         };
         tracing::warn!(worker = %self.config.name, op, %reason, %recovery, "page stopped");
-        Err(WebError::Lost {
+        Err(WebError::Lost(WorkerLost {
+            worker: "the page",
             op,
             reason,
             recovery,
-        })
+        }))
     }
 
     /// Closes the tab and its browser context; false when the browser does not answer.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use viga_slides::{LostReason, Recovery, SlideWorker, SlidesConfig, SlidesError};
+use viga_slides::{LostReason, Recovery, SlideWorker, SlidesConfig, SlidesError, WorkerLost};
 use viga_testkit::within;
 
 use super::{LIMIT, TWO_SLIDES, config, deck, worker};
@@ -83,9 +83,9 @@ async fn a_killed_renderer_is_restarted_and_says_so() {
             .unwrap();
         assert!(killed.success());
         let err = worker.render(&deck, 64).await.unwrap_err();
-        let SlidesError::Lost {
+        let SlidesError::Lost(WorkerLost {
             reason, recovery, ..
-        } = &err
+        }) = &err
         else {
             panic!("{err}");
         };
@@ -115,9 +115,9 @@ async fn a_render_past_its_limit_is_stopped_and_the_renderer_restarted() {
         let deck = deck(&worker, &many_slides(120)).await;
         // 120 slides at 8192 pixels take far longer than 3 s.
         let err = worker.render(&deck, 8192).await.unwrap_err();
-        let SlidesError::Lost {
+        let SlidesError::Lost(WorkerLost {
             reason, recovery, ..
-        } = &err
+        }) = &err
         else {
             panic!("{err}");
         };
@@ -134,41 +134,22 @@ async fn the_renderer_and_every_program_start_through_the_containment_launcher()
     within(LIMIT, "the test", async {
         let folder = tempfile::tempdir().unwrap();
         let (launcher, log) = viga_testkit::recording_launcher(folder.path());
-        let confinement = viga_slides::Confinement {
+        let mut config = config();
+        config.confinement = Some(viga_slides::Confinement {
             launcher,
             writable: Vec::new(),
             readable: Some(Vec::new()),
-        };
-        let worker = SlideWorker::start(SlidesConfig {
-            confinement: Some(confinement),
-            ..config()
-        })
-        .await
-        .unwrap();
-        assert_eq!(
-            worker.contained_report().await.as_deref(),
-            Some("{\"policy\":\"recorded\"}")
-        );
+        });
+        let worker = SlideWorker::start(config).await.unwrap();
+        let report = worker.contained_report().await;
+        assert_eq!(report.as_deref(), Some(viga_testkit::RECORDED_REPORT));
         let result = worker.run_program(TWO_SLIDES, None).await.unwrap();
-        assert_eq!(
-            result.run.stdout.text, "saving to deck.pptx\n",
-            "the launcher's report is not the program's output"
-        );
-        let deck = result.deck.unwrap();
-        assert_eq!(worker.render(&deck, 64).await.unwrap().slides.len(), 2);
-        let launches = std::fs::read_to_string(&log).unwrap();
-        let lines: Vec<&str> = launches.lines().collect();
-        assert_eq!(lines.len(), 2, "the renderer, then the program: {launches}");
-        let scratch = worker.scratch_folder().display().to_string();
-        for line in &lines {
-            assert!(line.contains(&format!("--write {scratch} ")), "{line}");
-            assert!(
-                line.contains("--read "),
-                "reads are named when limited: {line}"
-            );
-        }
-        assert!(lines[0].contains("office.py"), "{}", lines[0]);
-        assert!(lines[1].contains("run_program.py"), "{}", lines[1]);
+        // The launcher's report line is not the program's output.
+        assert_eq!(result.run.stdout.text, "saving to deck.pptx\n");
+        let render = worker.render(&result.deck.unwrap(), 64).await.unwrap();
+        assert_eq!(render.slides.len(), 2);
+        let scratch = worker.scratch_folder().to_path_buf();
+        viga_testkit::assert_launched(&log, &scratch, &["office.py", "run_program.py"]);
         worker.shutdown().await;
     })
     .await;

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use viga_testkit::within;
-use viga_web::{LostReason, Recovery, Shot, WebConfig, WebError, WebWorker};
+use viga_web::{LostReason, Recovery, Shot, WebConfig, WebError, WebWorker, WorkerLost};
 
 use super::{LIMIT, SMALL, config, pixel};
 
@@ -39,11 +39,12 @@ async fn a_page_that_never_finishes_loading_is_stopped_at_the_limit() {
             "{:?}",
             started.elapsed()
         );
-        let WebError::Lost {
+        let WebError::Lost(WorkerLost {
             op,
             reason,
             recovery,
-        } = &err
+            ..
+        }) = &err
         else {
             panic!("{err}");
         };
@@ -77,10 +78,10 @@ async fn a_script_that_never_ends_after_loading_is_stopped_at_the_limit() {
         assert!(
             matches!(
                 &err,
-                WebError::Lost {
+                WebError::Lost(WorkerLost {
                     reason: LostReason::Timeout(_),
                     ..
-                }
+                })
             ),
             "{err}"
         );
@@ -98,7 +99,7 @@ async fn a_page_that_eats_memory_is_stopped_and_the_next_one_works() {
         let hog = "<body><script>const kept = []; while (true) kept.push('x'.repeat(1 << 20) + Math.random());</script></body>";
         let err = worker.load(hog, SMALL).await.unwrap_err();
         assert!(
-            matches!(err, WebError::PageFailed(_) | WebError::Lost { .. }),
+            matches!(err, WebError::PageFailed(_) | WebError::Lost(_)),
             "{err}"
         );
         still_works(&worker).await;
@@ -112,10 +113,12 @@ async fn chromium_starts_through_the_containment_launcher() {
     within(LIMIT, "the test", async {
         let folder = tempfile::tempdir().unwrap();
         let (launcher, log) = viga_testkit::recording_launcher(folder.path());
+        let readable = Some(Vec::new());
+        let writable = Vec::new();
         let confinement = viga_web::Confinement {
             launcher,
-            writable: Vec::new(),
-            readable: Some(Vec::new()),
+            writable,
+            readable,
         };
         let worker = WebWorker::start(WebConfig {
             confinement: Some(confinement),
@@ -123,19 +126,11 @@ async fn chromium_starts_through_the_containment_launcher() {
         })
         .await
         .unwrap();
-        assert_eq!(
-            worker.contained_report().await.as_deref(),
-            Some("{\"policy\":\"recorded\"}")
-        );
         still_works(&worker).await;
-        let launches = std::fs::read_to_string(&log).unwrap();
-        let scratch = worker.scratch_folder().display().to_string();
-        assert!(
-            launches.contains(&format!("--write {scratch} ")),
-            "{launches}"
-        );
-        assert!(launches.contains("--read "), "{launches}");
-        assert!(launches.contains("--remote-debugging-pipe"), "{launches}");
+        let scratch = worker.scratch_folder().to_path_buf();
+        viga_testkit::assert_launched(&log, &scratch, &["--remote-debugging-pipe"]);
+        let report = worker.contained_report().await;
+        assert_eq!(report.as_deref(), Some(viga_testkit::RECORDED_REPORT));
         worker.shutdown().await;
     })
     .await;
