@@ -17,12 +17,16 @@ this process had when it started (LibreOffice's own output goes to stderr). The 
 import ctypes
 import json
 import os
+import re
 import sys
+import zipfile
 
 READY = "VIGA_SLIDES_READY "
 LOK_DOCTYPE_PRESENTATION = 2
 MAX_REQUEST_BYTES = 1 << 20
 MAX_TEXT = 2000
+# The largest presentation.xml read to count a deck's slides.
+MAX_PRESENTATION_XML = 64 << 20
 
 # LibreOfficeKit's C interface: a struct of function pointers per object, in this order
 # (LibreOfficeKit.h; members are only ever appended, so these indices are stable).
@@ -117,6 +121,11 @@ class Office:
         with open(deck, "rb") as head:
             if head.read(4) != b"PK\x03\x04":
                 raise Refused("the deck is not a .pptx file (not a zip archive)")
+        # LibreOffice lays out every slide when it opens a deck (minutes for 10,000), so a
+        # deck with too many is refused before it is opened.
+        listed = count_slides(deck)
+        if listed > int(request["max_deck_slides"]):
+            raise Refused("the deck has %d slides; at most %d are rendered" % (listed, request["max_deck_slides"]))
         doc = self.load(file_url(deck).encode(), b"Language=en-US")
         if not doc:
             raise Refused("LibreOffice could not open the deck: " + self.last_error())
@@ -152,6 +161,19 @@ class Office:
             return {"slide_count": count, "images": images}
         finally:
             method(doc, DOC_DESTROY, None)()
+
+
+def count_slides(deck):
+    """The slides a .pptx lists, from its presentation.xml, without opening it."""
+    try:
+        with zipfile.ZipFile(deck) as archive:
+            info = archive.getinfo("ppt/presentation.xml")
+            if info.file_size > MAX_PRESENTATION_XML:
+                raise Refused("the deck's presentation.xml is larger than %d bytes" % MAX_PRESENTATION_XML)
+            listing = archive.read(info)
+    except (KeyError, zipfile.BadZipFile) as error:
+        raise Refused("the deck is not a .pptx file (%s)" % error)
+    return len(re.findall(rb"<(?:[A-Za-z_][\w.-]*:)?sldId[\s/>]", listing))
 
 
 def cut(text):

@@ -36,6 +36,9 @@ pub struct SlidesConfig {
     pub confinement: Option<Confinement>,
     /// Slides rendered or described per deck at most; the rest are counted, not rendered.
     pub max_slides: usize,
+    /// A deck with more slides than this is not opened for rendering at all (LibreOffice lays
+    /// out every slide of a deck it opens: minutes for 10,000).
+    pub max_deck_slides: usize,
     /// Shapes described per slide at most.
     pub max_shapes: usize,
     /// The largest deck a program may leave.
@@ -55,6 +58,7 @@ impl SlidesConfig {
             startup_timeout: Duration::from_secs(60),
             confinement: None,
             max_slides: 50,
+            max_deck_slides: 1000,
             max_shapes: 200,
             max_deck_bytes: 100 * 1024 * 1024,
             max_image_bytes: 64 * 1024 * 1024,
@@ -443,6 +447,7 @@ impl SlideWorker {
             "width": width,
             "slides": number.map(|n| vec![n]),
             "max_slides": self.config.max_slides,
+            "max_deck_slides": self.config.max_deck_slides,
         });
         let result = self.collect_render(&out, &request).await;
         let _ = std::fs::remove_dir_all(&out_dir);

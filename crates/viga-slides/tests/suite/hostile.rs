@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use viga_slides::{LostReason, Recovery, SlideWorker, SlidesConfig, SlidesError, WorkerLost};
+use viga_slides::{
+    LostReason, ProgramStatus, Recovery, SlideWorker, SlidesConfig, SlidesError, WorkerLost,
+};
 use viga_testkit::within;
 
 use super::{LIMIT, TWO_SLIDES, config, deck, worker};
@@ -150,6 +152,62 @@ async fn the_renderer_and_every_program_start_through_the_containment_launcher()
         assert_eq!(render.slides.len(), 2);
         let scratch = worker.scratch_folder().to_path_buf();
         viga_testkit::assert_launched(&log, &scratch, &["office.py", "run_program.py"]);
+        worker.shutdown().await;
+    })
+    .await;
+}
+
+/// A deck of 10,000 slides, written straight into the .pptx archive (python-pptx itself takes
+/// minutes to add that many).
+const TEN_THOUSAND_SLIDES: &str = r#"
+import io, os, re, zipfile
+from pptx import Presentation
+from pptx.util import Inches
+COUNT = 10000
+prs = Presentation()
+prs.slides.add_slide(prs.slide_layouts[6]).shapes.add_textbox(Inches(1), Inches(1), Inches(3), Inches(1)).text = "many"
+one = io.BytesIO()
+prs.save(one)
+source = zipfile.ZipFile(one)
+slide, slide_rels = source.read("ppt/slides/slide1.xml"), source.read("ppt/slides/_rels/slide1.xml.rels")
+ids = "".join('<p:sldId id="%d" r:id="rIdS%d"/>' % (256 + n, n) for n in range(COUNT))
+presentation = re.sub(r"<p:sldIdLst>.*?</p:sldIdLst>", "<p:sldIdLst>" + ids + "</p:sldIdLst>", source.read("ppt/presentation.xml").decode(), flags=re.S)
+links = "".join('<Relationship Id="rIdS%d" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/slide" Target="slides/slide%d.xml"/>' % (n, n + 1) for n in range(COUNT))
+relations = re.sub(r'<Relationship[^>]*relationships/slide"[^>]*/>', "", source.read("ppt/_rels/presentation.xml.rels").decode()).replace("</Relationships>", links + "</Relationships>")
+kinds = "".join('<Override PartName="/ppt/slides/slide%d.xml" ContentType="application/vnd.openxmlformats-officedocument.presentationml.slide+xml"/>' % (n + 1) for n in range(1, COUNT))
+types = source.read("[Content_Types].xml").decode().replace("</Types>", kinds + "</Types>")
+replaced = {"ppt/presentation.xml": presentation, "ppt/_rels/presentation.xml.rels": relations, "[Content_Types].xml": types}
+with zipfile.ZipFile(os.environ["VIGA_DECK_PATH"], "w", zipfile.ZIP_DEFLATED) as out:
+    for item in source.infolist():
+        if not item.filename.startswith("ppt/slides/"):
+            out.writestr(item.filename, replaced.get(item.filename) or source.read(item.filename))
+    for n in range(1, COUNT + 1):
+        out.writestr("ppt/slides/slide%d.xml" % n, slide)
+        out.writestr("ppt/slides/_rels/slide%d.xml.rels" % n, slide_rels)
+"#;
+
+#[tokio::test]
+async fn a_ten_thousand_slide_deck_is_bounded() {
+    within(LIMIT, "the test", async {
+        let worker = worker().await;
+        // Built slide by slide it takes too long, and is stopped.
+        let slow = "from pptx import Presentation\nprs = Presentation()\nfor _ in range(10000):\n    prs.slides.add_slide(prs.slide_layouts[6])\n";
+        let result = worker.run_program(slow, Some(Duration::from_secs(3))).await.unwrap();
+        assert_eq!(result.run.status, ProgramStatus::TimedOut { limit_ms: 3000 });
+        // Written directly, it is refused for rendering before LibreOffice opens it, and
+        // described only in part.
+        let deck = deck(&worker, TEN_THOUSAND_SLIDES).await;
+        let started = std::time::Instant::now();
+        let err = worker.render(&deck, 64).await.unwrap_err();
+        assert!(
+            matches!(&err, SlidesError::Refused { message, .. } if message.contains("the deck has 10000 slides; at most 1000 are rendered")),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        let structure = worker.structure(&deck).await.unwrap();
+        assert_eq!(structure.slide_count, 10_000);
+        assert_eq!(structure.slides.len(), 50);
+        assert_eq!(worker.restarts(), 0);
         worker.shutdown().await;
     })
     .await;
