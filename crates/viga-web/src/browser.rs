@@ -81,6 +81,12 @@ impl Drop for Browser {
 impl Browser {
     pub async fn start(launch: &BrowserLaunch) -> Result<Self, String> {
         let profile = launch.scratch.join("profile");
+        // Fresh at every start: a restarted browser keeps nothing of the pages before.
+        if let Err(err) = std::fs::remove_dir_all(&profile)
+            && err.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(format!("could not clear Chromium's profile: {err}"));
+        }
         let mut chromium_args: Vec<OsString> = FLAGS.iter().map(OsString::from).collect();
         let mut user_data = OsString::from("--user-data-dir=");
         user_data.push(&profile);
