@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import zipfile
+from xml.etree import ElementTree
 
 READY = "VIGA_SLIDES_READY "
 LOK_DOCTYPE_PRESENTATION = 2
@@ -126,6 +127,7 @@ class Office:
         listed = count_slides(deck)
         if listed > int(request["max_deck_slides"]):
             raise Refused("the deck has %d slides; at most %d are rendered" % (listed, request["max_deck_slides"]))
+        refuse_outside_links(deck)
         doc = self.load(file_url(deck).encode(), b"Language=en-US")
         if not doc:
             raise Refused("LibreOffice could not open the deck: " + self.last_error())
@@ -174,6 +176,31 @@ def count_slides(deck):
     except (KeyError, zipfile.BadZipFile) as error:
         raise Refused("the deck is not a .pptx file (%s)" % error)
     return len(re.findall(rb"<(?:[A-Za-z_][\w.-]*:)?sldId[\s/>]", listing))
+
+
+def refuse_outside_links(deck):
+    """LibreOffice fetches a picture, video or object a deck links to by address (an HTTP
+    request, seen here) instead of embedding: such a deck is refused, whatever the address.
+    Hyperlinks, which it does not follow, are allowed."""
+    with zipfile.ZipFile(deck) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".rels"):
+                continue
+            if info.file_size > MAX_PRESENTATION_XML:
+                raise Refused("%s is larger than %d bytes" % (info.filename, MAX_PRESENTATION_XML))
+            try:
+                relations = ElementTree.fromstring(archive.read(info))
+            except ElementTree.ParseError as error:
+                raise Refused("%s is not XML (%s)" % (info.filename, error))
+            for relation in relations.iter():
+                if not relation.tag.endswith("Relationship"):
+                    continue
+                external = relation.get("TargetMode", "").strip().lower() == "external"
+                hyperlink = relation.get("Type", "").endswith("/hyperlink")
+                if external and not hyperlink:
+                    raise Refused(
+                        "the deck links to an outside file (%s) instead of embedding it: add pictures with "
+                        "slide.shapes.add_picture(path or file object)" % cut(relation.get("Target", ""))[:200])
 
 
 def cut(text):

@@ -212,3 +212,46 @@ async fn a_ten_thousand_slide_deck_is_bounded() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_deck_that_links_a_picture_from_outside_is_refused_and_nothing_is_fetched() {
+    within(LIMIT, "the test", async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        // A picture added, then its relationship turned into a link to the loopback server.
+        let program = format!(
+            r#"import io, os, re, zipfile
+from pptx import Presentation
+from pptx.util import Inches
+import PIL.Image
+picture = io.BytesIO()
+PIL.Image.new("RGB", (4, 4), (255, 0, 0)).save(picture, "PNG")
+picture.seek(0)
+prs = Presentation()
+prs.slides.add_slide(prs.slide_layouts[6]).shapes.add_picture(picture, Inches(1), Inches(1))
+whole = io.BytesIO()
+prs.save(whole)
+source = zipfile.ZipFile(whole)
+with zipfile.ZipFile(os.environ["VIGA_DECK_PATH"], "w") as out:
+    for item in source.infolist():
+        data = source.read(item.filename)
+        if item.filename == "ppt/slides/slide1.xml":
+            data = data.replace(b'r:embed="', b'r:link="')
+        if item.filename == "ppt/slides/_rels/slide1.xml.rels":
+            data = re.sub(rb'Target="../media/image1.png"', b'Target="http://127.0.0.1:{port}/x.png" TargetMode="&#69;xternal"', data)
+        out.writestr(item, data)
+"#
+        );
+        let worker = worker().await;
+        let linked = deck(&worker, &program).await;
+        let err = worker.render(&linked, 64).await.unwrap_err();
+        assert!(
+            matches!(&err, SlidesError::Refused { message, .. } if message.contains(&format!("outside file (http://127.0.0.1:{port}/x.png)"))),
+            "{err}"
+        );
+        assert!(listener.accept().is_err(), "LibreOffice fetched the linked picture");
+        worker.shutdown().await;
+    })
+    .await;
+}
