@@ -11,10 +11,10 @@ const KEPT: [&str; 4] = ["PATH", "LANG", "LANGUAGE", "TZ"];
 
 /// Names more variables to pass on, comma-separated: the same variable as the Blender
 /// workers' (`VIGA_WORKER_ENV`).
-pub const EXTRA_ENV: &str = "VIGA_WORKER_ENV";
+const EXTRA_ENV: &str = "VIGA_WORKER_ENV";
 
-/// Clears `command`'s environment, keeps [`KEPT`], the locale (`LC_*`) and the names in
-/// [`EXTRA_ENV`], and points `HOME`, the XDG folders and `TMPDIR` into `scratch`, so that
+/// Clears `command`'s environment, keeps `PATH`, `LANG`, `LANGUAGE`, `TZ`, the locale
+/// (`LC_*`) and the names in `VIGA_WORKER_ENV`, and points `HOME`, the XDG folders and `TMPDIR` into `scratch`, so that
 /// nothing the process writes for itself (profiles, caches, crash reports) lands outside it.
 pub fn clean_environment<'a>(
     command: &'a mut tokio::process::Command,
