@@ -25,4 +25,4 @@ pub use environment::clean_environment;
 pub use find::{NotFound, find_program, real_folder};
 pub use group::{Ended, kill_group, wait_then_kill_group};
 pub use lost::{LostReason, Recovery, WorkerLost};
-pub use scratch::ScratchFolder;
+pub use scratch::{ScratchFolder, private_folder};

@@ -171,9 +171,6 @@ struct RenderedFile {
 #[derive(Debug)]
 pub struct SlideWorker {
     config: SlidesConfig,
-    /// Private to this worker (mode 0700): `scratch/` (where the processes may write),
-    /// `scripts/`, `kept/` (decks, written by viga only). Held for its removal on drop.
-    _root: tempfile::TempDir,
     scratch: ScratchFolder,
     scripts: PathBuf,
     kept: PathBuf,
@@ -185,17 +182,18 @@ pub struct SlideWorker {
     restarts: AtomicU32,
     /// Serialises programs, so one program's leftovers are gone before the next starts.
     program_lock: Mutex<()>,
+    /// Private to this worker (mode 0700): `scratch/` (where the processes may write),
+    /// `scripts/`, `kept/` (decks, written by viga only). Held for its removal on drop:
+    /// last, so the processes (above) are killed before their folder goes.
+    _root: tempfile::TempDir,
 }
 
 impl SlideWorker {
     /// Starts LibreOffice and waits until it is ready.
     pub async fn start(config: SlidesConfig) -> Result<Self, SlidesError> {
-        let root = tempfile::Builder::new()
-            .prefix("viga-slides-")
-            .tempdir()
-            .map_err(|err| {
-                SlidesError::Start(format!("could not make the worker's folder: {err}"))
-            })?;
+        let root = viga_process::private_folder("viga-slides-").map_err(|err| {
+            SlidesError::Start(format!("could not make the worker's folder: {err}"))
+        })?;
         let make = |name: &str| {
             let folder = root.path().join(name);
             std::fs::create_dir(&folder)

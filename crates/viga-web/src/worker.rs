@@ -146,21 +146,20 @@ impl From<CdpError> for Failure {
 #[derive(Debug)]
 pub struct WebWorker {
     config: WebConfig,
-    /// Chromium's home, profile and temporary files (mode 0700), removed with the worker.
-    root: tempfile::TempDir,
     readable: Vec<PathBuf>,
     state: Mutex<State>,
     version: String,
     restarts: AtomicU32,
     pages: AtomicU64,
+    /// Chromium's home, profile and temporary files (mode 0700), removed with the worker:
+    /// last, so Chromium (above) is killed before its folder goes.
+    root: tempfile::TempDir,
 }
 
 impl WebWorker {
     /// Starts Chromium and opens its tab.
     pub async fn start(config: WebConfig) -> Result<Self, WebError> {
-        let root = tempfile::Builder::new()
-            .prefix("viga-web-")
-            .tempdir()
+        let root = viga_process::private_folder("viga-web-")
             .map_err(|err| WebError::Start(format!("could not make the worker's folder: {err}")))?;
         let readable = real_folder(&config.chromium).into_iter().collect();
         let mut worker = Self {
