@@ -2,7 +2,8 @@
 //!
 //! - `setup`: make a Blender available (the project-local bpy virtual environment, or the
 //!   user's own binary named by `VIGA_BLENDER`); idempotent and instant when already done.
-//! - `test`: `setup`, then the whole test suite.
+//! - `test`: `setup`, the Debian packages the slide and page tests need (installed in CI as
+//!   root, else named), then the whole test suite.
 //! - `demo`: `setup`, then the smallest real thing viga does today: build a scene in real
 //!   Blender and render it.
 //! - `addon-host`: `setup`, then `viga addon host`: a headless Blender with the viga
@@ -11,6 +12,7 @@
 mod demo;
 mod eval;
 mod setup;
+mod system;
 
 use std::process::Command;
 
@@ -26,11 +28,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// Install Blender (bpy 5.0.1 + numpy<2 into .viga/venv), or check VIGA_BLENDER.
+    /// Install Blender and python-pptx (bpy 5.0.1, numpy<2, python-pptx 1.0.2 into
+    /// .viga/venv), or check VIGA_BLENDER.
     Setup,
     /// Run setup, then build and render a small scene in real Blender (output/demo/).
     Demo,
-    /// Run setup, then the whole test suite; extra arguments go to `cargo test`.
+    /// Run setup, check LibreOffice and Chromium (CI as root installs them), then the whole
+    /// test suite; extra arguments go to `cargo test`.
     Test {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         cargo_args: Vec<String>,
@@ -63,6 +67,7 @@ fn main() -> Result<()> {
         }
         Task::Test { cargo_args } => {
             setup::run()?;
+            system::ensure_packages()?;
             // N-CLIP's network is a feature of its own; the tests check it too.
             cargo(
                 &["test", "--workspace", "--features", "viga-eval/clip"],

@@ -7,9 +7,11 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, bail};
 use viga_blender::BlenderLauncher;
 use viga_blender::locate::{BLENDER_ENV, BPY_VERSION, PYTHON_ENV, VENV_DIR, venv_python};
+use viga_slides::locate::PPTX_REQUIREMENT;
 
-/// What the venv must hold; the stamp records it, so a change here reinstalls.
-const REQUIREMENTS: [&str; 2] = ["bpy==5.0.1", "numpy<2"];
+/// What the venv must hold; the stamp records it, so a change here reinstalls. python-pptx
+/// is for slides (viga-slides runs its programs with this venv's Python).
+const REQUIREMENTS: [&str; 3] = ["bpy==5.0.1", "numpy<2", PPTX_REQUIREMENT];
 const STAMP_FILE: &str = "viga-setup.json";
 /// Overrides the Python 3.11 interpreter used to create the venv.
 const PYTHON311_ENV: &str = "VIGA_PYTHON311";

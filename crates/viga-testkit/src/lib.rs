@@ -165,6 +165,50 @@ impl Drop for Watchdog {
     }
 }
 
+/// A stand-in containment launcher for tests of workers that take a launcher prefix: a
+/// shell script that appends its arguments to `launches.log` in `folder`, prints a
+/// `VIGA_CONTAINED` report, and runs the program after `--` in a session of its own, as
+/// `viga contain` does (without containing anything). Returns the launcher prefix and the
+/// log's path.
+pub fn recording_launcher(
+    folder: &std::path::Path,
+) -> (Vec<std::ffi::OsString>, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let log = folder.join("launches.log");
+    let script = folder.join("launcher.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nlog=\"$1\"; shift\necho \"$@\" >> \"$log\"\necho 'VIGA_CONTAINED {\"policy\":\"recorded\"}'\nwhile [ \"$1\" != \"--\" ]; do shift; done; shift\nexec setsid \"$@\"\n",
+    )
+    .unwrap_or_else(|err| panic!("cannot write {}: {err}", script.display()));
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|err| panic!("cannot make {} executable: {err}", script.display()));
+    let launcher = vec!["/bin/sh".into(), script.into(), log.clone().into()];
+    (launcher, log)
+}
+
+/// The report [`recording_launcher`] prints, as a worker should keep it.
+pub const RECORDED_REPORT: &str = "{\"policy\":\"recorded\"}";
+
+/// Checks [`recording_launcher`]'s log: one launch per entry of `programs` (a word each
+/// command line must hold, in order), each with `scratch` writable and its reads named.
+#[track_caller]
+pub fn assert_launched(log: &std::path::Path, scratch: &std::path::Path, programs: &[&str]) {
+    let launches = std::fs::read_to_string(log)
+        .unwrap_or_else(|err| panic!("nothing was launched ({}: {err})", log.display()));
+    let lines: Vec<&str> = launches.lines().collect();
+    assert_eq!(lines.len(), programs.len(), "launches: {launches}");
+    let writable = format!("--write {} ", scratch.display());
+    for (line, program) in lines.iter().zip(programs) {
+        assert!(line.contains(&writable), "{writable:?} not in {line}");
+        assert!(
+            line.contains("--read "),
+            "reads are named when limited: {line}"
+        );
+        assert!(line.contains(program), "{program:?} not in {line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic: that is how they fail

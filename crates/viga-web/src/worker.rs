@@ -1,0 +1,725 @@
+//! A web worker: one warm Chromium and one tab, supervised like the Blender worker: every
+//! call has a limit; a page that never finishes loading or a script that never ends is
+//! stopped there (its tab closed, or the whole browser killed and restarted when the
+//! browser itself does not answer), and the error says which.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost, real_folder};
+
+use crate::browser::{Browser, BrowserLaunch};
+use crate::cdp::CdpError;
+use crate::page::{
+    ElementBox, ElementStyle, LoadReport, Matched, PageReport, Screenshot, Served, Shot, Signals,
+    Viewport, boxes_script, styles_script,
+};
+
+/// The largest window, in CSS pixels a side.
+pub const MAX_VIEWPORT: u32 = 4096;
+/// The tallest full-page screenshot.
+pub const MAX_SHOT_HEIGHT: u32 = 16384;
+/// Elements described per query at most.
+pub const MAX_ELEMENTS: usize = 100;
+const MAX_SELECTOR_CHARS: usize = 1000;
+const MAX_PROPERTIES: usize = 64;
+/// What `computed_styles` reads when no property is named.
+pub const DEFAULT_STYLE_PROPERTIES: [&str; 15] = [
+    "display",
+    "position",
+    "color",
+    "background-color",
+    "font-family",
+    "font-size",
+    "font-weight",
+    "text-align",
+    "margin",
+    "padding",
+    "border",
+    "width",
+    "height",
+    "opacity",
+    "z-index",
+];
+/// How long closing a stuck tab may take before the browser is restarted instead.
+const TAB_CLOSE_LIMIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    pub chromium: PathBuf,
+    /// Limit of a page load, from the request to its load event.
+    pub load_timeout: Duration,
+    /// Limit of every other call (a screenshot, a query).
+    pub call_timeout: Duration,
+    pub startup_timeout: Duration,
+    /// Start Chromium through this launcher (no network, writes only in its scratch folder).
+    pub confinement: Option<Confinement>,
+    /// The largest document accepted.
+    pub max_html_bytes: usize,
+    pub name: String,
+}
+
+impl WebConfig {
+    pub fn new(chromium: PathBuf) -> Self {
+        Self {
+            chromium,
+            load_timeout: Duration::from_secs(15),
+            call_timeout: Duration::from_secs(20),
+            startup_timeout: Duration::from_secs(30),
+            confinement: None,
+            max_html_bytes: 8 * 1024 * 1024,
+            name: "web".to_owned(),
+        }
+    }
+
+    /// Chromium as [`crate::locate::find_chromium`] finds it, with the default limits.
+    pub fn locate() -> Result<Self, NotFound> {
+        crate::locate::find_chromium().map(Self::new)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    #[error(transparent)]
+    NotFound(#[from] NotFound),
+    #[error("could not start Chromium: {0}")]
+    Start(String),
+    /// The request cannot be done as asked (a document too large, a window too big, a bad
+    /// selector, nothing loaded yet).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The page could not be shown (its renderer crashed, out of memory).
+    #[error("the page failed: {0}")]
+    PageFailed(String),
+    /// Chromium refused a command; the browser is fine.
+    #[error("Chromium refused {0}")]
+    Refused(String),
+    /// The call did not finish (or the browser died): `recovery` says whether only the tab
+    /// was replaced or the whole browser restarted.
+    #[error(transparent)]
+    Lost(WorkerLost),
+    /// What Chromium sent back could not be used.
+    #[error("unusable output of `{op}`: {message}")]
+    Output { op: &'static str, message: String },
+}
+
+/// The tab pages are shown in, in a browser context (profile) of its own.
+#[derive(Debug, Clone)]
+struct Tab {
+    context: String,
+    target: String,
+    session: String,
+    viewport: Viewport,
+    /// The isolated world the verifier's queries run in, made once per page.
+    world: Option<i64>,
+    /// A page has been loaded into it.
+    loaded: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    browser: Option<Browser>,
+    tab: Option<Tab>,
+}
+
+/// Why a step failed: Chromium said no (the browser is fine), or the step is lost.
+enum Failure {
+    Refused(String),
+    Lost(LostReason),
+    Page(WebError),
+}
+
+impl From<CdpError> for Failure {
+    fn from(err: CdpError) -> Self {
+        match err {
+            CdpError::Protocol { .. } => Self::Refused(err.to_string()),
+            CdpError::Closed(why) => Self::Lost(LostReason::Disconnected(why)),
+        }
+    }
+}
+
+/// A supervised Chromium.
+#[derive(Debug)]
+pub struct WebWorker {
+    config: WebConfig,
+    readable: Vec<PathBuf>,
+    state: Mutex<State>,
+    version: String,
+    restarts: AtomicU32,
+    pages: AtomicU64,
+    /// Chromium's home, profile and temporary files (mode 0700), removed with the worker:
+    /// last, so Chromium (above) is killed before its folder goes.
+    root: tempfile::TempDir,
+}
+
+impl WebWorker {
+    /// Starts Chromium and opens its tab.
+    pub async fn start(config: WebConfig) -> Result<Self, WebError> {
+        let root = viga_process::private_folder("viga-web-")
+            .map_err(|err| WebError::Start(format!("could not make the worker's folder: {err}")))?;
+        let readable = real_folder(&config.chromium).into_iter().collect();
+        let mut worker = Self {
+            config,
+            root,
+            readable,
+            state: Mutex::default(),
+            version: String::new(),
+            restarts: AtomicU32::new(0),
+            pages: AtomicU64::new(0),
+        };
+        let browser = Browser::start(&worker.launch())
+            .await
+            .map_err(WebError::Start)?;
+        tracing::info!(worker = %worker.config.name, version = %browser.version, "Chromium ready");
+        worker.version = browser.version.clone();
+        worker.state.get_mut().browser = Some(browser);
+        Ok(worker)
+    }
+
+    /// Chromium's product and version, as it reported them.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// How many times Chromium was restarted.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Where Chromium may write.
+    pub fn scratch_folder(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// What the containment launcher reported for the running browser (JSON), if any.
+    pub async fn contained_report(&self) -> Option<String> {
+        self.state.lock().await.browser.as_ref()?.contained_report()
+    }
+
+    /// Shows `html` in a window of `viewport` and waits for its load event. The document is
+    /// served from memory at an address of its own; every other request is refused and
+    /// reported. Replaces the page shown before.
+    pub async fn load(&self, html: &str, viewport: Viewport) -> Result<LoadReport, WebError> {
+        if html.len() > self.config.max_html_bytes {
+            return Err(WebError::BadRequest(format!(
+                "the document is {} bytes; at most {} are shown",
+                html.len(),
+                self.config.max_html_bytes
+            )));
+        }
+        check_viewport(viewport)?;
+        let started = Instant::now();
+        let page = self.pages.fetch_add(1, Ordering::Relaxed);
+        // A site of its own per page: nothing one page stores (cookies, storage, cache) is
+        // seen by the next.
+        let url = format!("https://viga-page-{page}.invalid/");
+        let mut state = self.state.lock().await;
+        let step = async {
+            let tab = self.open_tab(&mut state, viewport).await?;
+            let Some(browser) = state.browser.as_ref() else {
+                return Err(Failure::Lost(LostReason::Disconnected(
+                    "no browser".to_owned(),
+                )));
+            };
+            if let Ok(mut served) = browser.interceptor.served.lock() {
+                *served = Served {
+                    url: url.clone(),
+                    html: std::sync::Arc::new(html.as_bytes().to_vec()),
+                    report: PageReport::default(),
+                };
+            }
+            browser
+                .interceptor
+                .signals
+                .send_modify(|signals| signals.crashed = false);
+            let mut signals = browser.interceptor.signals.subscribe();
+            let loads_before = signals.borrow().loads;
+            let navigated = browser
+                .cdp
+                .call("Page.navigate", json!({"url": url}), Some(&tab.session))
+                .await?;
+            if let Some(error) = navigated["errorText"].as_str() {
+                return Err(Failure::Page(WebError::PageFailed(format!(
+                    "the document did not load ({error})"
+                ))));
+            }
+            let settled = signals
+                .wait_for(|now: &Signals| now.loads > loads_before || now.crashed)
+                .await
+                .map(|now| *now)
+                .map_err(|_| Failure::Lost(LostReason::Disconnected("no signals".to_owned())))?;
+            if settled.crashed {
+                return Err(Failure::Page(WebError::PageFailed(
+                    "its renderer crashed (out of memory, or killed)".to_owned(),
+                )));
+            }
+            Ok(())
+        };
+        let outcome = tokio::time::timeout(self.config.load_timeout, step).await;
+        let result = self
+            .settle(&mut state, "load", self.config.load_timeout, outcome)
+            .await;
+        if let Err(WebError::PageFailed(_)) = &result {
+            // A crashed renderer's tab is not used again.
+            self.close_tab(&mut state).await;
+        }
+        result?;
+        if let Some(tab) = state.tab.as_mut() {
+            tab.loaded = true;
+            tab.world = None;
+        }
+        let report = served_report(&state);
+        Ok(LoadReport {
+            url,
+            report,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// A PNG of the page as it is now, after resizing or scrolling if asked.
+    pub async fn screenshot(&self, shot: Shot) -> Result<Screenshot, WebError> {
+        if let Some(viewport) = shot.viewport {
+            check_viewport(viewport)?;
+        }
+        let mut state = self.state.lock().await;
+        let (session, viewport) = loaded_tab(&state)?;
+        let step = async {
+            let browser = browser_of(&state)?;
+            let viewport = shot.viewport.unwrap_or(viewport);
+            if shot.viewport.is_some() {
+                set_viewport(browser, &session, viewport).await?;
+            }
+            if let Some((x, y)) = shot.scroll {
+                if !(x.is_finite() && y.is_finite()) {
+                    return Err(Failure::Page(WebError::BadRequest(
+                        "scroll to finite coordinates".to_owned(),
+                    )));
+                }
+                // Scrolled, then two frames so the picture shows it.
+                let scroll = format!(
+                    "window.scrollTo({x}, {y}); new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+                );
+                evaluate(browser, &session, None, &scroll).await?;
+            }
+            let mut params = json!({"format": "png"});
+            if shot.full_page {
+                let metrics = browser
+                    .cdp
+                    .call("Page.getLayoutMetrics", json!({}), Some(&session))
+                    .await?;
+                let height = metrics["cssContentSize"]["height"]
+                    .as_f64()
+                    .unwrap_or(f64::from(viewport.height))
+                    .clamp(1.0, f64::from(MAX_SHOT_HEIGHT))
+                    .ceil();
+                params = json!({
+                    "format": "png",
+                    "captureBeyondViewport": true,
+                    "clip": {"x": 0, "y": 0, "width": viewport.width, "height": height, "scale": 1},
+                });
+            }
+            let shot = browser
+                .cdp
+                .call("Page.captureScreenshot", params, Some(&session))
+                .await?;
+            Ok((shot, viewport))
+        };
+        let outcome = tokio::time::timeout(self.config.call_timeout, step).await;
+        let (shot, viewport) = self
+            .settle(&mut state, "screenshot", self.config.call_timeout, outcome)
+            .await?;
+        if let Some(tab) = state.tab.as_mut() {
+            tab.viewport = viewport;
+        }
+        decode_png(&shot)
+    }
+
+    /// Loads `html` and takes a screenshot of the window: what a program's render is.
+    pub async fn render(
+        &self,
+        html: &str,
+        viewport: Viewport,
+    ) -> Result<(LoadReport, Screenshot), WebError> {
+        let report = self.load(html, viewport).await?;
+        let shot = self.screenshot(Shot::default()).await?;
+        Ok((report, shot))
+    }
+
+    /// The boxes of the elements `selector` matches (the first [`MAX_ELEMENTS`]).
+    pub async fn element_boxes(&self, selector: &str) -> Result<Matched<ElementBox>, WebError> {
+        check_selector(selector)?;
+        self.query("element_boxes", &boxes_script(selector, MAX_ELEMENTS))
+            .await
+    }
+
+    /// Computed styles of the elements `selector` matches: `properties`, or
+    /// [`DEFAULT_STYLE_PROPERTIES`] when empty.
+    pub async fn computed_styles(
+        &self,
+        selector: &str,
+        properties: &[&str],
+    ) -> Result<Matched<ElementStyle>, WebError> {
+        check_selector(selector)?;
+        let properties = if properties.is_empty() {
+            &DEFAULT_STYLE_PROPERTIES[..]
+        } else {
+            properties
+        };
+        if properties.len() > MAX_PROPERTIES || properties.iter().any(|name| name.len() > 100) {
+            return Err(WebError::BadRequest(format!(
+                "ask for at most {MAX_PROPERTIES} properties, each a CSS property name"
+            )));
+        }
+        self.query(
+            "computed_styles",
+            &styles_script(selector, properties, MAX_ELEMENTS),
+        )
+        .await
+    }
+
+    /// What the page shown now did so far: refused requests, script errors.
+    pub async fn page_report(&self) -> PageReport {
+        served_report(&*self.state.lock().await)
+    }
+
+    /// Closes Chromium.
+    pub async fn shutdown(self) {
+        let mut state = self.state.into_inner();
+        if let Some(browser) = state.browser.take() {
+            browser.shutdown().await;
+        }
+    }
+
+    async fn query<T: DeserializeOwned>(
+        &self,
+        op: &'static str,
+        script: &str,
+    ) -> Result<T, WebError> {
+        let mut state = self.state.lock().await;
+        let (session, _) = loaded_tab(&state)?;
+        let world = state.tab.as_ref().and_then(|tab| tab.world);
+        let step = async {
+            let browser = browser_of(&state)?;
+            let world = match world {
+                Some(world) => world,
+                None => isolated_world(browser, &session).await?,
+            };
+            let value = evaluate(browser, &session, Some(world), script).await?;
+            Ok((value, world))
+        };
+        let outcome = tokio::time::timeout(self.config.call_timeout, step).await;
+        let (value, world) = self
+            .settle(&mut state, op, self.config.call_timeout, outcome)
+            .await?;
+        if let Some(tab) = state.tab.as_mut() {
+            tab.world = Some(world);
+        }
+        if let Some(error) = value["error"].as_str() {
+            return Err(WebError::BadRequest(format!(
+                "the selector is not valid CSS: {error}"
+            )));
+        }
+        serde_json::from_value(value).map_err(|err| WebError::Output {
+            op,
+            message: err.to_string(),
+        })
+    }
+
+    /// Turns a step's outcome into the caller's result, recovering from a lost step: a step
+    /// that ran out of time costs its tab (or, if the browser does not answer, the browser);
+    /// a broken connection costs the browser.
+    async fn settle<T>(
+        &self,
+        state: &mut State,
+        op: &'static str,
+        limit: Duration,
+        outcome: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
+    ) -> Result<T, WebError> {
+        let reason = match outcome {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(Failure::Refused(message))) => return Err(WebError::Refused(message)),
+            Ok(Err(Failure::Page(err))) => return Err(err),
+            Ok(Err(Failure::Lost(reason))) => reason,
+            Err(_) => LostReason::Timeout(limit),
+        };
+        let browser_up = state.browser.is_some();
+        let recovery = if matches!(reason, LostReason::Timeout(_))
+            && browser_up
+            && self.close_tab(state).await
+        {
+            Recovery::ProcessKept
+        } else {
+            self.restart(state).await
+        };
+        let reason = match (reason, state.browser.as_mut()) {
+            (LostReason::Disconnected(why), Some(browser)) => {
+                browser.lost_reason(&CdpError::Closed(why)).await
+            }
+            (reason, _) => reason,
+        };
+        tracing::warn!(worker = %self.config.name, op, %reason, %recovery, "page stopped");
+        Err(WebError::Lost(WorkerLost {
+            worker: "the page",
+            op,
+            reason,
+            recovery,
+        }))
+    }
+
+    /// Closes the tab and its browser context; false when the browser does not answer.
+    async fn close_tab(&self, state: &mut State) -> bool {
+        let Some(tab) = state.tab.take() else {
+            return true;
+        };
+        let Some(browser) = state.browser.as_ref() else {
+            return false;
+        };
+        let close = async {
+            browser
+                .cdp
+                .call("Target.closeTarget", json!({"targetId": tab.target}), None)
+                .await?;
+            browser
+                .cdp
+                .call(
+                    "Target.disposeBrowserContext",
+                    json!({"browserContextId": tab.context}),
+                    None,
+                )
+                .await
+        };
+        matches!(
+            tokio::time::timeout(TAB_CLOSE_LIMIT, close).await,
+            Ok(Ok(_))
+        )
+    }
+
+    async fn restart(&self, state: &mut State) -> Recovery {
+        state.tab = None;
+        if let Some(mut browser) = state.browser.take() {
+            browser.kill();
+        }
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        match Browser::start(&self.launch()).await {
+            Ok(browser) => {
+                state.browser = Some(browser);
+                Recovery::Restarted
+            }
+            Err(why) => Recovery::RestartFailed(why),
+        }
+    }
+
+    /// The tab, made (with a browser context of its own) when there is none, at `viewport`.
+    async fn open_tab(&self, state: &mut State, viewport: Viewport) -> Result<Tab, Failure> {
+        if state.browser.is_none() {
+            // An earlier restart failed: try again.
+            let browser = Browser::start(&self.launch())
+                .await
+                .map_err(|why| Failure::Page(WebError::Start(why)))?;
+            state.browser = Some(browser);
+        }
+        if let Some(tab) = state.tab.as_mut() {
+            if tab.viewport != viewport {
+                let browser = state.browser.as_ref().ok_or_else(|| {
+                    Failure::Lost(LostReason::Disconnected("no browser".to_owned()))
+                })?;
+                set_viewport(browser, &tab.session, viewport).await?;
+                tab.viewport = viewport;
+            }
+            return Ok(tab.clone());
+        }
+        let browser = browser_of(state)?;
+        let context = browser
+            .cdp
+            .call("Target.createBrowserContext", json!({}), None)
+            .await?;
+        let context = string_field(&context, "browserContextId")?;
+        let target = browser
+            .cdp
+            .call(
+                "Target.createTarget",
+                json!({"url": "about:blank", "browserContextId": context}),
+                None,
+            )
+            .await?;
+        let target = string_field(&target, "targetId")?;
+        let attached = browser
+            .cdp
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": target, "flatten": true}),
+                None,
+            )
+            .await?;
+        let session = string_field(&attached, "sessionId")?;
+        for domain in ["Page.enable", "Runtime.enable", "Network.enable"] {
+            browser.cdp.call(domain, json!({}), Some(&session)).await?;
+        }
+        set_viewport(browser, &session, viewport).await?;
+        let tab = Tab {
+            context,
+            target,
+            session,
+            viewport,
+            world: None,
+            loaded: false,
+        };
+        state.tab = Some(tab.clone());
+        Ok(tab)
+    }
+
+    fn launch(&self) -> BrowserLaunch {
+        BrowserLaunch {
+            chromium: self.config.chromium.clone(),
+            scratch: self.root.path().to_path_buf(),
+            readable: self.readable.clone(),
+            confinement: self.config.confinement.clone(),
+            startup_timeout: self.config.startup_timeout,
+            name: self.config.name.clone(),
+        }
+    }
+}
+
+fn check_viewport(viewport: Viewport) -> Result<(), WebError> {
+    let fits = |side: u32| (1..=MAX_VIEWPORT).contains(&side);
+    if fits(viewport.width) && fits(viewport.height) {
+        Ok(())
+    } else {
+        Err(WebError::BadRequest(format!(
+            "a window is 1 to {MAX_VIEWPORT} pixels a side, not {}x{}",
+            viewport.width, viewport.height
+        )))
+    }
+}
+
+fn check_selector(selector: &str) -> Result<(), WebError> {
+    if selector.trim().is_empty() || selector.chars().count() > MAX_SELECTOR_CHARS {
+        return Err(WebError::BadRequest(format!(
+            "give a CSS selector of 1 to {MAX_SELECTOR_CHARS} characters, like `h1` or `#total`"
+        )));
+    }
+    Ok(())
+}
+
+fn browser_of(state: &State) -> Result<&Browser, Failure> {
+    state
+        .browser
+        .as_ref()
+        .ok_or_else(|| Failure::Lost(LostReason::Disconnected("no browser".to_owned())))
+}
+
+fn loaded_tab(state: &State) -> Result<(String, Viewport), WebError> {
+    match &state.tab {
+        Some(tab) if tab.loaded => Ok((tab.session.clone(), tab.viewport)),
+        _ => Err(WebError::BadRequest(
+            "no page is shown (none was loaded, or it was lost): load the document first"
+                .to_owned(),
+        )),
+    }
+}
+
+fn served_report(state: &State) -> PageReport {
+    state
+        .browser
+        .as_ref()
+        .and_then(|browser| {
+            browser
+                .interceptor
+                .served
+                .lock()
+                .ok()
+                .map(|s| s.report.clone())
+        })
+        .unwrap_or_default()
+}
+
+fn string_field(value: &Value, field: &str) -> Result<String, Failure> {
+    value[field]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Failure::Refused(format!("no {field} in Chromium's answer")))
+}
+
+async fn set_viewport(browser: &Browser, session: &str, viewport: Viewport) -> Result<(), Failure> {
+    let metrics = json!({
+        "width": viewport.width,
+        "height": viewport.height,
+        "deviceScaleFactor": 1,
+        "mobile": false,
+    });
+    browser
+        .cdp
+        .call("Emulation.setDeviceMetricsOverride", metrics, Some(session))
+        .await?;
+    Ok(())
+}
+
+/// A world of its own in the page's main frame: the page's scripts cannot replace the DOM
+/// functions the verifier's queries call there.
+async fn isolated_world(browser: &Browser, session: &str) -> Result<i64, Failure> {
+    let tree = browser
+        .cdp
+        .call("Page.getFrameTree", json!({}), Some(session))
+        .await?;
+    let frame = tree["frameTree"]["frame"]["id"].clone();
+    let world = browser
+        .cdp
+        .call(
+            "Page.createIsolatedWorld",
+            json!({"frameId": frame, "worldName": "viga-inspect"}),
+            Some(session),
+        )
+        .await?;
+    world["executionContextId"]
+        .as_i64()
+        .ok_or_else(|| Failure::Refused("no isolated world".to_owned()))
+}
+
+async fn evaluate(
+    browser: &Browser,
+    session: &str,
+    world: Option<i64>,
+    expression: &str,
+) -> Result<Value, Failure> {
+    let mut params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+    if let Some(world) = world {
+        params["contextId"] = json!(world);
+    }
+    let mut reply = browser
+        .cdp
+        .call("Runtime.evaluate", params, Some(session))
+        .await?;
+    if let Some(details) = reply.get("exceptionDetails") {
+        let text = details["exception"]["description"]
+            .as_str()
+            .or_else(|| details["text"].as_str())
+            .unwrap_or("an exception");
+        return Err(Failure::Refused(format!("the query raised {text}")));
+    }
+    Ok(reply["result"]["value"].take())
+}
+
+fn decode_png(shot: &Value) -> Result<Screenshot, WebError> {
+    use base64::Engine as _;
+    let unusable = |message: String| WebError::Output {
+        op: "screenshot",
+        message,
+    };
+    let data = shot["data"]
+        .as_str()
+        .ok_or_else(|| unusable("no picture".to_owned()))?;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|err| unusable(err.to_string()))?;
+    let picture = image::load_from_memory_with_format(&png, image::ImageFormat::Png)
+        .map_err(|err| unusable(err.to_string()))?;
+    Ok(Screenshot {
+        width: picture.width(),
+        height: picture.height(),
+        png,
+    })
+}
