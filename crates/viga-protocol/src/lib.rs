@@ -23,7 +23,8 @@ pub mod message;
 pub mod validate;
 
 pub use validate::{
-    CompiledSchema, ProtocolError, ProtocolType, Violation, parse_json, parse_value, schema_of,
+    CompiledSchema, ProtocolError, ProtocolType, Violation, json_candidates, parse_json,
+    parse_value, schema_of,
 };
 
 /// The version of viga's wire protocol: the Geometry Nodes step protocol, the bridge
