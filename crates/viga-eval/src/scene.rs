@@ -9,7 +9,7 @@ use viga_protocol::bridge::{RenderRequest, SceneReset};
 use viga_protocol::iteration::ExecutionResult;
 
 use crate::chamfer::Triangle;
-use crate::layout::Instance;
+use crate::layout::{Instance, Suite};
 use crate::leak::CameraPose;
 use crate::scores::RenderSpec;
 
@@ -196,12 +196,18 @@ fn view_number(name: &str) -> Option<u32> {
 
 /// Checks the instance's views (`Camera1..CameraN`, N = its goal renders) against the
 /// scene's objects named `Camera<k>`: the same set, every one a camera. Other objects whose
-/// names start with `Camera` (`Camera`, `Camera.001`) are not views and are ignored. The
-/// error says what differs and what to fix.
+/// names start with `Camera` (`Camera`, `Camera.001`) are not views and are ignored. A
+/// BlenderBench instance needs only its views to be cameras: VIGA renders Camera1 alone
+/// whatever other cameras a scene has, so further `Camera<k>` are not views there. The error
+/// says what differs and what to fix.
 pub fn check_views(instance: &Instance, objects: &[(String, String)]) -> Result<(), String> {
+    let expected: Vec<String> = instance.cameras().collect();
     let mut numbered: Vec<(u32, &str, &str)> = objects
         .iter()
         .filter_map(|(name, kind)| view_number(name).map(|k| (k, name.as_str(), kind.as_str())))
+        .filter(|(_, name, _)| {
+            instance.task.suite() == Suite::BlenderGym || expected.iter().any(|e| e == name)
+        })
         .collect();
     numbered.sort_unstable();
     if let Some((_, name, kind)) = numbered.iter().find(|(.., kind)| *kind != "CAMERA") {
@@ -209,7 +215,6 @@ pub fn check_views(instance: &Instance, objects: &[(String, String)]) -> Result<
             "the scene's object {name} is a {kind} object, not a camera, so view {name} cannot be rendered; fix the instance's scene"
         ));
     }
-    let expected: Vec<String> = instance.cameras().collect();
     let found: Vec<&str> = numbered.iter().map(|(_, name, _)| *name).collect();
     if found == expected {
         return Ok(());
@@ -337,5 +342,17 @@ mod tests {
             err.contains("Camera2 is a MESH object, not a camera"),
             "{err}"
         );
+
+        // BlenderBench: a further numbered camera, or object, is no view.
+        let mut level = instance(1);
+        level.task = Task::Level1;
+        let extra = objects(&[
+            ("Camera1", "CAMERA"),
+            ("Camera2", "MESH"),
+            ("Camera3", "CAMERA"),
+        ]);
+        assert_eq!(check_views(&level, &extra), Ok(()));
+        let err = check_views(&level, &objects(&[("Camera2", "CAMERA")])).unwrap_err();
+        assert!(err.contains("no camera for Camera1"), "{err}");
     }
 }
