@@ -1,5 +1,6 @@
 //! `cargo xtask eval …`: the evaluation front end is `viga eval` (in the product binary);
-//! this forwards to it, except `make-mini`, which regenerates a fixture of this repository.
+//! this forwards to it, except `make-mini` and `make-bench-mini`, which regenerate the
+//! BlenderGym and BlenderBench mini-suites, fixtures of this repository.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,12 +9,33 @@ use anyhow::{Context as _, Result};
 use viga_blender::BlenderLauncher;
 use viga_blender::oneshot::run_script;
 
-const MINI_SCRIPT: &str = include_str!("../../fixtures/blendergym-mini/make_mini.py");
-const MINI_DIR: &str = "fixtures/blendergym-mini";
+/// What both mini-suite scripts use, run in front of either (see its docstring).
+const MINI_SCENES: &str = include_str!("../../fixtures/mini_scenes.py");
 
-/// `eval make-mini [--out DIR] [--size N] [--samples N]`, or any `viga eval` command.
+/// A mini-suite's generator script and its fixture folder.
+struct MiniSuite {
+    script: &'static str,
+    dir: &'static str,
+}
+
+const GYM_MINI: MiniSuite = MiniSuite {
+    script: include_str!("../../fixtures/blendergym-mini/make_mini.py"),
+    dir: "fixtures/blendergym-mini",
+};
+const BENCH_MINI: MiniSuite = MiniSuite {
+    script: include_str!("../../fixtures/blenderbench-mini/make_mini.py"),
+    dir: "fixtures/blenderbench-mini",
+};
+
+/// `eval make-mini|make-bench-mini [--out DIR] [--size N] [--samples N]`, or any `viga eval`
+/// command.
 pub fn run(args: &[String], launcher: impl FnOnce() -> Result<BlenderLauncher>) -> Result<()> {
-    if args.first().map(String::as_str) != Some("make-mini") {
+    let mini = match args.first().map(String::as_str) {
+        Some("make-mini") => Some(GYM_MINI),
+        Some("make-bench-mini") => Some(BENCH_MINI),
+        _ => None,
+    };
+    let Some(mini) = mini else {
         // N-CLIP's network (candle) is built only when asked for: --clip-weights.
         let features: &[&str] = if args.iter().any(|a| a.starts_with("--clip-weights")) {
             &["--features", "clip"]
@@ -25,8 +47,8 @@ pub fn run(args: &[String], launcher: impl FnOnce() -> Result<BlenderLauncher>) 
         cargo_args.extend(features);
         cargo_args.extend(["--", "eval"]);
         return crate::cargo(&cargo_args, args);
-    }
-    let mut out = crate::setup::workspace_root().join(MINI_DIR);
+    };
+    let mut out = crate::setup::workspace_root().join(mini.dir);
     let (mut size, mut samples) = (64u32, 16u32);
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
@@ -37,7 +59,10 @@ pub fn run(args: &[String], launcher: impl FnOnce() -> Result<BlenderLauncher>) 
             "--out" => out = PathBuf::from(value),
             "--size" => size = value.parse().context("--size takes a number of pixels")?,
             "--samples" => samples = value.parse().context("--samples takes a number")?,
-            other => anyhow::bail!("unknown make-mini flag {other}; use --out, --size, --samples"),
+            other => anyhow::bail!(
+                "unknown {} flag {other}; use --out, --size, --samples",
+                args[0]
+            ),
         }
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -46,7 +71,7 @@ pub fn run(args: &[String], launcher: impl FnOnce() -> Result<BlenderLauncher>) 
         .context("could not start the async runtime")?;
     let result = runtime.block_on(run_script(
         &launcher()?,
-        MINI_SCRIPT,
+        &format!("{MINI_SCENES}\n{}", mini.script),
         &[
             out.clone().into(),
             size.to_string().into(),

@@ -45,8 +45,9 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         host_args: Vec<String>,
     },
-    /// BlenderGym evaluation: `eval blendergym`, `report`, `merge`, `bench` (forwarded to
-    /// `viga eval`), and `make-mini` (regenerates fixtures/blendergym-mini).
+    /// BlenderGym and BlenderBench evaluation: `eval blendergym`, `blenderbench`, `report`,
+    /// `merge`, `bench` (forwarded to `viga eval`), `make-mini` and `make-bench-mini`
+    /// (regenerate fixtures/blendergym-mini and fixtures/blenderbench-mini).
     Eval {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

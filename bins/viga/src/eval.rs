@@ -1,7 +1,10 @@
-//! `viga eval`: BlenderGym evaluation (the logic lives in `viga-eval`; this parses flags,
-//! starts the worker pool and shows progress). `cargo xtask eval …` forwards here.
+//! `viga eval`: BlenderGym and BlenderBench evaluation (the logic lives in `viga-eval`; this
+//! parses flags, starts the worker pool and shows progress). `cargo xtask eval …` forwards
+//! here.
 //!
 //! - `blendergym`: score a baseline or the agent on a BlenderGym-layout folder, one shard of it.
+//! - `blenderbench`: the same on a BlenderBench-layout folder, with the answer-leakage check,
+//!   and the reference-free judge when given a provider for it.
 //! - `report`: rewrite an output folder's summary and tables.
 //! - `merge`: combine shard outputs into one folder.
 //! - `bench`: instances per hour with 1 and 2 workers on the mini-suite.
@@ -15,18 +18,25 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use viga_blender::{WorkerPool, locate};
 use viga_eval::agent::AgentProposer;
+use viga_eval::judge::{Judge, Judgement};
+use viga_eval::leak::LeakStatus;
 use viga_eval::report::{self, Summary};
 use viga_eval::runner::RunSummary;
 use viga_eval::search::SearchProposer;
 use viga_eval::{
-    Baseline, EvalConfig, EvalEvent, FitViews, Proposer, RenderEngine, RenderSpec, Selection, Shard,
+    Baseline, EvalConfig, EvalEvent, FitViews, Proposer, RenderEngine, RenderSpec, Selection,
+    Shard, Suite, Task,
 };
-use viga_provider::{ProviderConfig, ProviderKind, build_provider};
+use viga_provider::{Provider, ProviderConfig, ProviderKind, build_provider};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
     /// Score a system on a BlenderGym-layout folder (bench_data or the mini-suite).
     Blendergym(Box<BlendergymArgs>),
+    /// Score a system on a BlenderBench-layout folder (level1..level3, or the mini-suite),
+    /// checking each instance for a leaked answer; `--judge-provider` adds the reference-free
+    /// judge.
+    Blenderbench(Box<BlenderbenchArgs>),
     /// Rewrite summary.json, report.md and report.html of an output folder.
     Report { out: PathBuf },
     /// Combine the output folders of several shards into one, then write its reports.
@@ -87,18 +97,18 @@ impl RenderArgs {
     }
 }
 
+/// What every benchmark's command takes: the data, the system under test, the workers.
 #[derive(Debug, Args)]
-pub struct BlendergymArgs {
-    /// The folder of <task><i>/ instances (BlenderGym's bench_data, or fixtures/blendergym-mini).
+pub struct SystemArgs {
+    /// The benchmark's data folder (BlenderGym's bench_data, BlenderBench's folder of level1..
+    /// level3, or a mini-suite under fixtures/).
     #[arg(long)]
     data: PathBuf,
     /// Where results go; rerunning with the same folder resumes.
     #[arg(long)]
     out: PathBuf,
-    /// Comma-separated tasks (blendshape, placement, geometry, lighting, material).
-    #[arg(long, value_delimiter = ',')]
-    tasks: Option<Vec<String>>,
-    /// Comma-separated instance folder names, e.g. placement1,lighting3.
+    /// Comma-separated instance names, e.g. placement1,lighting3 (BlenderGym) or
+    /// level1-camera1 (BlenderBench: level, dash, folder).
     #[arg(long, value_delimiter = ',')]
     instances: Option<Vec<String>>,
     /// A baseline system (no model); without it, the agent runs with --provider.
@@ -118,22 +128,16 @@ pub struct BlendergymArgs {
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 10)]
     max_iterations: u32,
-    /// Programs the search baseline may score per instance.
-    #[arg(long, default_value_t = 200)]
-    search_budget: u32,
-    /// Comma-separated views the search baseline fits (minimises PL on), e.g. Camera1;
-    /// default: every scored view, which makes its figures an upper bound. Scoring is on
-    /// every view either way, and the reports give PL on the fit and the held-out views.
-    #[arg(long, value_delimiter = ',')]
-    search_views: Option<Vec<String>>,
+    /// Side in pixels of the views the agent's verifier looks at while it works (the scores
+    /// use --resolution).
+    #[arg(long, default_value_t = 256)]
+    verifier_resolution: u32,
     /// Warm Blender workers working in parallel.
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// i/n: this process's shard (0 <= i < n), e.g. $SLURM_ARRAY_TASK_ID/$N.
     #[arg(long, default_value = "0/1")]
     shard: String,
-    #[arg(long, default_value_t = viga_eval::chamfer::DEFAULT_POINTS)]
-    chamfer_points: usize,
     /// CLIP ViT-B/32 weights (safetensors, Hugging Face openai/clip-vit-base-patch32 layout)
     /// for N-CLIP; without them N-CLIP is reported as unavailable. See docs/eval.md.
     #[arg(long)]
@@ -147,9 +151,51 @@ pub struct BlendergymArgs {
     render: RenderArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct BlendergymArgs {
+    #[command(flatten)]
+    system: SystemArgs,
+    /// Comma-separated tasks (blendshape, placement, geometry, lighting, material).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Option<Vec<String>>,
+    /// Programs the search baseline may score per instance.
+    #[arg(long, default_value_t = 200)]
+    search_budget: u32,
+    /// Comma-separated views the search baseline fits (minimises PL on), e.g. Camera1;
+    /// default: every scored view, which makes its figures an upper bound. Scoring is on
+    /// every view either way, and the reports give PL on the fit and the held-out views.
+    #[arg(long, value_delimiter = ',')]
+    search_views: Option<Vec<String>>,
+    #[arg(long, default_value_t = viga_eval::chamfer::DEFAULT_POINTS)]
+    chamfer_points: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BlenderbenchArgs {
+    #[command(flatten)]
+    system: SystemArgs,
+    /// Comma-separated levels (level1, level2, level3).
+    #[arg(long, value_delimiter = ',')]
+    levels: Option<Vec<String>>,
+    /// The reference-free judge's provider (openai, anthropic, gemini, openai_compatible,
+    /// scripted): a vision-language model rates each final render 0-5 on four criteria.
+    /// Without it nothing is judged and the reports have no judge column.
+    #[arg(long)]
+    judge_provider: Option<String>,
+    #[arg(long, requires = "judge_provider")]
+    judge_model: Option<String>,
+    /// The judge's API base URL (openai_compatible).
+    #[arg(long, requires = "judge_provider")]
+    judge_base_url: Option<String>,
+    /// The scripted judge's script file.
+    #[arg(long, requires = "judge_provider")]
+    judge_script: Option<PathBuf>,
+}
+
 pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
     match command {
         EvalCommand::Blendergym(args) => blendergym(*args).await?,
+        EvalCommand::Blenderbench(args) => blenderbench(*args).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
         EvalCommand::Merge { into, shards } => {
             print_summary(&report::merge(&shards, &into)?, &into);
@@ -171,20 +217,19 @@ pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
+/// The configuration every benchmark shares, for `suite` with its task selection.
+fn config_from(args: &SystemArgs, suite: Suite, tasks: Option<&[String]>) -> Result<EvalConfig> {
     let mut config = EvalConfig::new(&args.data, &args.out, args.render.spec()?);
+    config.suite = suite;
     config.shard = args.shard.parse::<Shard>()?;
-    config.chamfer_points = args.chamfer_points;
     config.clip_weights = args.clip_weights.clone();
     config.oracle_selected = args.oracle_selected;
     config.selection = Selection {
-        tasks: args
-            .tasks
-            .as_ref()
+        tasks: tasks
             .map(|tasks| {
                 tasks
                     .iter()
-                    .map(|t| t.parse())
+                    .map(|t| t.parse::<Task>())
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?,
@@ -193,26 +238,50 @@ fn config_from(args: &BlendergymArgs) -> Result<EvalConfig> {
     Ok(config)
 }
 
-/// The system under test: a baseline, or the agent with a provider.
-fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn Proposer>> {
-    if args.search_views.is_some() && !matches!(args.baseline, Some(BaselineArg::Search)) {
-        bail!(
-            "--search-views applies to --baseline search only (the views the search fits); the other systems fit no views or, the agent, Camera1"
-        );
-    }
+/// A model provider from flags (the agent's or the judge's); keys come from the environment.
+fn provider_from(
+    kind: &str,
+    model: Option<&str>,
+    base_url: Option<&str>,
+    script: Option<&Path>,
+) -> Result<Arc<dyn Provider>> {
+    let kind: ProviderKind = serde_json::from_value(serde_json::Value::String(kind.to_owned()))
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "unknown provider {kind:?}; use openai, anthropic, gemini, openai_compatible or scripted"
+            )
+        })?;
+    let mut settings = ProviderConfig::new(kind, model.unwrap_or_default().to_owned());
+    settings.base_url = base_url.map(str::to_owned);
+    settings.script = script.map(Path::to_path_buf);
+    Ok(build_provider(&settings)?)
+}
+
+/// The system under test: a baseline, or the agent with a provider. `search` is BlenderGym's
+/// search baseline, when that is the benchmark.
+fn proposer_from(
+    args: &SystemArgs,
+    config: &EvalConfig,
+    search: Option<&BlendergymArgs>,
+) -> Result<Arc<dyn Proposer>> {
     match (&args.baseline, &args.provider) {
         (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
         (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
         (Some(BaselineArg::Search), _) => {
-            if args.search_budget < 2 {
+            let Some(search) = search else {
+                bail!(
+                    "the search baseline is run on BlenderGym only; use --baseline noop or oracle, or the agent"
+                );
+            };
+            if search.search_budget < 2 {
                 bail!("--search-budget must be at least 2 (the start program and one move)");
             }
-            let fit_views = match &args.search_views {
+            let fit_views = match &search.search_views {
                 Some(names) => FitViews::parse(names)?,
                 None => FitViews::AllScored,
             };
             Ok(Arc::new(SearchProposer {
-                budget: args.search_budget,
+                budget: search.search_budget,
                 render: config.render,
                 timeout: config.timeout,
                 fit_views,
@@ -222,45 +291,78 @@ fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn P
             "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
         ),
         (None, Some(kind)) => {
-            let kind: ProviderKind = serde_json::from_value(serde_json::Value::String(kind.clone())).map_err(|_| {
-                anyhow::anyhow!("unknown provider {kind:?}; use openai, anthropic, gemini, openai_compatible or scripted")
-            })?;
-            let mut settings = ProviderConfig::new(kind, args.model.clone().unwrap_or_default());
-            settings.base_url.clone_from(&args.base_url);
-            settings.script.clone_from(&args.script);
+            let provider = provider_from(
+                kind,
+                args.model.as_deref(),
+                args.base_url.as_deref(),
+                args.script.as_deref(),
+            )?;
             if args.max_iterations == 0 {
                 bail!("--max-iterations must be at least 1");
             }
-            Ok(Arc::new(AgentProposer::new(
-                build_provider(&settings)?,
-                args.max_iterations,
-            )))
+            if !(16..=4096).contains(&args.verifier_resolution) {
+                bail!("--verifier-resolution must be between 16 and 4096");
+            }
+            let mut agent = AgentProposer::new(provider, args.max_iterations);
+            agent.verifier_render.width = args.verifier_resolution;
+            agent.verifier_render.height = args.verifier_resolution;
+            Ok(Arc::new(agent))
         }
     }
 }
 
 async fn blendergym(args: BlendergymArgs) -> Result<()> {
     // Checked before Blender starts, so bad flags fail at once.
-    let config = config_from(&args)?;
+    let mut config = config_from(&args.system, Suite::BlenderGym, args.tasks.as_deref())?;
+    config.chamfer_points = args.chamfer_points;
+    if args.search_views.is_some() && !matches!(args.system.baseline, Some(BaselineArg::Search)) {
+        bail!(
+            "--search-views applies to --baseline search only (the views the search fits); the other systems fit no views or, the agent, Camera1"
+        );
+    }
+    let proposer = proposer_from(&args.system, &config, Some(&args))?;
+    evaluate(config, proposer, args.system.workers).await
+}
+
+async fn blenderbench(args: BlenderbenchArgs) -> Result<()> {
+    let mut config = config_from(&args.system, Suite::BlenderBench, args.levels.as_deref())?;
+    if let Some(kind) = &args.judge_provider {
+        config.judge = Some(Judge::new(provider_from(
+            kind,
+            args.judge_model.as_deref(),
+            args.judge_base_url.as_deref(),
+            args.judge_script.as_deref(),
+        )?));
+    }
+    let proposer = proposer_from(&args.system, &config, None)?;
+    evaluate(config, proposer, args.system.workers).await
+}
+
+/// Scores `proposer` as `config` says on a pool of `workers` contained Blenders, then writes
+/// and prints the reports.
+async fn evaluate(config: EvalConfig, proposer: Arc<dyn Proposer>, workers: usize) -> Result<()> {
     let instances = config
         .shard
-        .select(viga_eval::discover(&config.data, &config.selection)?);
-    if args.workers == 0 {
+        .select(config.suite.discover(&config.data, &config.selection)?);
+    if workers == 0 {
         bail!("--workers must be at least 1");
     }
-    let proposer = proposer_from(&args, &config)?;
     proposer.check(&instances)?;
     println!(
-        "eval: {} on {} (shard {}), {}, {} worker(s)",
+        "eval: {} on {} ({}, shard {}), {}, {} worker(s){}",
         proposer.system(),
         config.data.display(),
+        config.suite.name(),
         config.shard,
         config.render,
-        args.workers
+        workers,
+        config
+            .judge
+            .as_ref()
+            .map_or(String::new(), |judge| format!(", judge {}", judge.label()))
     );
-    let pool = Arc::new(
-        WorkerPool::start(args.workers, crate::contain::worker_config(locate()?, &[])?).await?,
-    );
+    let pool =
+        Arc::new(WorkerPool::start(workers, crate::contain::worker_config(locate()?, &[])?).await?);
     let summary = run_with_progress(&config, pool, proposer).await?;
     for (instance, error) in &summary.failed {
         eprintln!("FAILED {instance}: {error}");
@@ -304,7 +406,7 @@ async fn run_with_progress(
                         count += 1;
                     }
                     shown.println(format!(
-                        "{:<14} PL {:<10} CD {}{}",
+                        "{:<14} PL {:<10} CD {}{}{}{}",
                         scores.instance,
                         scores
                             .pl
@@ -313,6 +415,19 @@ async fn run_with_progress(
                         scores
                             .n_clip
                             .map_or(String::new(), |n_clip| format!(" N-CLIP {n_clip:.4}")),
+                        match &scores.judge {
+                            Some(Judgement::Judged { scores, .. }) => {
+                                format!(" judge {:.2}/5", scores.mean())
+                            }
+                            Some(Judgement::Failed { .. }) => " judge failed".to_owned(),
+                            Some(Judgement::NotJudged { .. }) | None => String::new(),
+                        },
+                        match &scores.answer_leak {
+                            Some(check) if check.status == LeakStatus::Leaks => {
+                                format!(" ANSWER LEAK: {}", check.leaked.join(", "))
+                            }
+                            _ => String::new(),
+                        },
                     ));
                     if count > 0 {
                         shown.set_message(format!("mean PL {:.6}", sum / count as f64));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::Feedback;
+use viga_protocol::json_candidates;
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
@@ -333,21 +334,6 @@ fn tool_call_in_text(text: &str) -> Option<(String, Value)> {
         };
         arguments.is_object().then_some((name, arguments))
     })
-}
-
-/// The places in `text` a JSON object may be: each fenced block, then the span from the
-/// first `{` to the last `}`.
-fn json_candidates(text: &str) -> impl Iterator<Item = &str> {
-    let fenced = text.split("```").skip(1).step_by(2).map(|block| {
-        let body = block.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-        body.trim()
-    });
-    let span = text
-        .find('{')
-        .zip(text.rfind('}'))
-        .filter(|(start, end)| start < end)
-        .map(|(start, end)| &text[start..=end]);
-    fenced.chain(span)
 }
 
 /// A verdict written as text: a JSON object (fenced or bare) in the Feedback shape, or else

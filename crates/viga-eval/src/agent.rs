@@ -1,5 +1,6 @@
 //! The system under test that matters: the VIGA loop itself. It edits the instance's start
-//! program on the instance's base scene, with the goal's Camera1 render as its target, and
+//! program on the instance's base scene, with the goal's Camera1 render (or the picture of the
+//! goal a BlenderBench instance ships) as its target, and
 //! proposes its own final program — the last one the verifier accepted, or else the last that
 //! ran — never one picked by looking at the ground truth.
 
@@ -15,7 +16,7 @@ use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::Provider;
 
 use crate::EvalError;
-use crate::layout::{Instance, Task};
+use crate::layout::{Instance, Suite, Task};
 use crate::runner::{Proposal, Proposer};
 
 #[derive(Clone)]
@@ -56,24 +57,63 @@ impl std::fmt::Debug for AgentProposer {
 }
 
 /// The engine the agent's verifier judges a task's renders in: Cycles (low samples,
-/// denoised) for lighting and material tasks, since Workbench shows neither lights nor most
-/// material settings; Workbench for shapes and places, which it shows as well at a fraction
-/// of the time (about 0.06 s against 1.5 s for a 256x256 view on a 2-core machine).
+/// denoised) for lighting and material tasks and for BlenderBench's multi-step and
+/// compositional levels (which change lights and materials too), since Workbench shows
+/// neither lights nor most material settings; Workbench for shapes, places and camera
+/// adjustment, which it shows as well at a fraction of the time (about 0.06 s against 1.5 s
+/// for a 256x256 view on a 2-core machine).
 pub fn verifier_engine(task: Task) -> RenderEngine {
     match task {
-        Task::Lighting | Task::Material => RenderEngine::Cycles,
-        Task::Blendshape | Task::Placement | Task::Geometry => RenderEngine::Workbench,
+        Task::Lighting | Task::Material | Task::Level2 | Task::Level3 => RenderEngine::Cycles,
+        Task::Blendshape | Task::Placement | Task::Geometry | Task::Level1 => {
+            RenderEngine::Workbench
+        }
     }
 }
 
-/// The task the agent is given: BlenderGym's edit task, with the start program to edit.
+/// What each BlenderBench level asks of the program, for the agent's task.
+fn level_guidance(task: Task) -> &'static str {
+    match task {
+        Task::Level1 => {
+            "Camera adjustment: move Camera1 until its view matches the target. The program must set Camera1's \
+             location and rotation (and its lens if the framing needs it) itself; leave every other object, light \
+             and material as the program has them. The verifier's own views do not count: only Camera1's does."
+        }
+        Task::Level2 => {
+            "Multi-step editing: the target needs several dependent changes (for example a light to be turned \
+             on before a shape or material can be judged); make them one after another, checking each."
+        }
+        Task::Level3 => {
+            "Compositional editing: the target combines a new viewpoint (set Camera1's pose in the program) with \
+             changes to the scene itself (lights, objects, shapes)."
+        }
+        _ => "",
+    }
+}
+
+/// The task the agent is given: BlenderGym's edit task, or a BlenderBench level's with the
+/// instance's own task text, and the start program to edit.
 pub fn task_text(instance: &Instance, start_program: &str) -> String {
-    format!(
-        "BlenderGym {} task: edit this Blender Python program so that the scene, seen from Camera1, matches the \
-         target image. The program runs on the instance's base scene every time; keep its structure and change \
-         only what differs from the target.\n\nCurrent program (start.py):\n```python\n{start_program}```",
-        instance.task.name()
-    )
+    match instance.task.suite() {
+        Suite::BlenderGym => format!(
+            "BlenderGym {} task: edit this Blender Python program so that the scene, seen from Camera1, matches the \
+             target image. The program runs on the instance's base scene every time; keep its structure and change \
+             only what differs from the target.\n\nCurrent program (start.py):\n```python\n{start_program}```",
+            instance.task.name()
+        ),
+        Suite::BlenderBench => format!(
+            "BlenderBench {} ({}) task: edit this Blender Python program so that the scene, seen from Camera1, \
+             matches the target image and the task below. The program runs on the instance's base scene every \
+             time; keep its structure.\n\n{}\n\nTask: {}\n\nCurrent program (start.py):\n```python\n{start_program}```",
+            instance.task.name(),
+            instance.task.level_title().unwrap_or_default(),
+            level_guidance(instance.task),
+            instance
+                .description
+                .as_deref()
+                .unwrap_or("(no task text: match the target image)"),
+        ),
+    }
 }
 
 #[async_trait]
@@ -97,7 +137,8 @@ impl Proposer for AgentProposer {
     ) -> Result<Proposal, EvalError> {
         let start = std::fs::read_to_string(&instance.start_py)
             .map_err(|err| EvalError::io(&instance.start_py, err))?;
-        let Some(target) = goal_renders.first() else {
+        // The picture of the goal the instance shows a model, else the goal's Camera1 render.
+        let Some(target) = instance.visual_prompt.as_ref().or(goal_renders.first()) else {
             return Err(EvalError::Harness {
                 instance: instance.name.clone(),
                 message: "the goal has no Camera1 render to use as the target".to_owned(),
@@ -105,7 +146,7 @@ impl Proposer for AgentProposer {
         };
         let mut config = RunConfig::new(task_text(instance, &start));
         config.task_name = instance.name.clone();
-        config.mode = "blendergym".to_owned();
+        config.mode = instance.task.suite().name().to_ascii_lowercase();
         config.targets = vec![TargetSpec {
             path: target.clone(),
             view: Some("Camera1".to_owned()),
@@ -183,6 +224,9 @@ mod tests {
                 (Task::Geometry, RenderEngine::Workbench),
                 (Task::Lighting, RenderEngine::Cycles),
                 (Task::Material, RenderEngine::Cycles),
+                (Task::Level1, RenderEngine::Workbench),
+                (Task::Level2, RenderEngine::Cycles),
+                (Task::Level3, RenderEngine::Cycles),
             ]
         );
     }

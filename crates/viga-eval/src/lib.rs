@@ -1,8 +1,10 @@
 //! # viga-eval
 //!
-//! BlenderGym evaluation of viga and of baselines, on real Blender.
+//! BlenderGym and BlenderBench evaluation of viga and of baselines, on real Blender.
 //!
-//! **Owns:** reading the BlenderGym layout ([`layout`]); deterministic shards ([`shard`]);
+//! **Owns:** reading the BlenderGym and BlenderBench layouts ([`layout`]); BlenderBench's
+//! answer-leakage check ([`leak`]) and reference-free judge ([`judge`], only with a provider);
+//! deterministic shards ([`shard`]);
 //! the metrics: PL exactly as BlenderGym defines it (from `viga_skills::metrics`), Chamfer
 //! distance ([`chamfer`], our documented point-to-surface definition, since the public
 //! evaluator has none; labelled as ours beside the published column);
@@ -21,7 +23,9 @@ pub mod agent;
 pub mod chamfer;
 #[cfg(feature = "clip")]
 pub mod clip;
+pub mod judge;
 pub mod layout;
+pub mod leak;
 #[cfg(not(feature = "clip"))]
 pub mod no_clip;
 pub mod report;
@@ -34,7 +38,7 @@ pub mod shard;
 
 use std::path::{Path, PathBuf};
 
-pub use layout::{Instance, Selection, Task, discover};
+pub use layout::{Instance, Selection, Suite, Task, discover, discover_levels};
 pub use runner::{Baseline, EvalConfig, EvalEvent, Proposal, Proposer, run};
 pub use scores::{FitViews, InstanceScores, RenderSpec};
 pub use shard::Shard;
@@ -43,12 +47,18 @@ pub use viga_protocol::bridge::RenderEngine;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("cannot read the data folder {}: {message}; pass the BlenderGym bench_data folder (--data)", path.display())]
+    #[error("cannot read the data folder {}: {message}; pass the benchmark's data folder (--data)", path.display())]
     DataDir { path: PathBuf, message: String },
     #[error("{}: {message}", path.display())]
     Io { path: PathBuf, message: String },
-    #[error("no BlenderGym instances (folders named <task><i>, e.g. placement1) in {} match the selection", data.display())]
-    NoInstances { data: PathBuf },
+    #[error("no {layout} in {} match the selection", data.display())]
+    NoInstances { data: PathBuf, layout: &'static str },
+    #[error("{task} is not a {suite} task; {suite}'s are {tasks}")]
+    WrongSuite {
+        task: String,
+        suite: &'static str,
+        tasks: String,
+    },
     #[error("instance {name} is not in {} (or not in the selected tasks)", data.display())]
     NoSuchInstance { name: String, data: PathBuf },
     #[error("instance {instance} is missing {file} (looked in {}); the layout needs blender_file.blend, start.py, goal.py and renders/goal/render1.png", dir.display())]
@@ -57,7 +67,9 @@ pub enum EvalError {
         file: String,
         dir: PathBuf,
     },
-    #[error("unknown task {0:?}; use blendshape, placement, geometry, lighting or material")]
+    #[error(
+        "unknown task {0:?}; use blendshape, placement, geometry, lighting or material (BlenderGym), or level1, level2 or level3 (BlenderBench)"
+    )]
     UnknownTask(String),
     #[error("bad shard {spec:?}: {why}")]
     BadShard { spec: String, why: String },

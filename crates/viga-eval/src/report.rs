@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use viga_core::report::escape;
 
 use crate::EvalError;
-use crate::layout::Task;
+use crate::judge::Judgement;
+use crate::layout::{Suite, Task};
+use crate::leak::LeakStatus;
 use crate::scores::{
     ChamferDefinition, EvalSettings, FitViews, HARNESS_FAILURE_FILE, HarnessFailure,
     InstanceScores, SCORES_FILE, SELECTED_FILE, SETTINGS_FILE, SelectedInstance, read_json,
@@ -103,6 +105,42 @@ pub struct Summary {
     pub views: ViewsSummary,
     /// Over all instances of all tasks; not a leaderboard figure (it has none).
     pub overall: TaskOverall,
+    /// The reference-free judge's ratings per BlenderBench level; present only when the
+    /// evaluation had a judge (`settings.judge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<Vec<JudgeSummary>>,
+    /// BlenderBench: the answer-leakage check of every scored instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_leaks: Option<Vec<LeakEntry>>,
+}
+
+/// The judge's ratings of one level's final programs: means over the judged instances
+/// (integers 0 to 5 each; higher is better).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeSummary {
+    pub task: Task,
+    /// Scored instances the judge rated.
+    pub judged: usize,
+    /// Scored instances whose judgement failed (a malformed answer, the model unreachable):
+    /// in no mean.
+    pub failed: usize,
+    /// Scored instances with nothing to judge (the proposal is not executable): in no mean.
+    pub not_judged: usize,
+    pub task_completion: Option<f64>,
+    pub visual_quality: Option<f64>,
+    pub spatial_accuracy: Option<f64>,
+    pub detail_accuracy: Option<f64>,
+    /// Mean over the judged instances of each one's mean of the four ratings.
+    pub mean: Option<f64>,
+}
+
+/// One instance's answer-leakage check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeakEntry {
+    pub instance: String,
+    pub task: Task,
+    pub status: LeakStatus,
+    pub detail: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,7 +288,22 @@ pub fn summarise(settings: &EvalSettings, results: &Collected) -> Result<Summary
         })
     });
     let total = |of: &BTreeMap<Task, usize>| of.values().sum::<usize>();
+    let bench = settings.suite == Suite::BlenderBench;
     Ok(Summary {
+        judge: settings.judge.is_some().then(|| judge_summaries(scores)),
+        answer_leaks: bench.then(|| {
+            scores
+                .iter()
+                .filter_map(|s| {
+                    s.answer_leak.as_ref().map(|check| LeakEntry {
+                        instance: s.instance.clone(),
+                        task: s.task,
+                        status: check.status,
+                        detail: check.detail.clone(),
+                    })
+                })
+                .collect()
+        }),
         settings: settings.clone(),
         selection: "final".to_owned(),
         overall: TaskOverall {
@@ -369,6 +422,42 @@ fn task_summaries(
     tasks
 }
 
+/// The judge's ratings per task, over the scored instances it rated.
+fn judge_summaries(scores: &[InstanceScores]) -> Vec<JudgeSummary> {
+    let mut tasks = Vec::new();
+    for task in Task::ALL {
+        let of_task: Vec<&InstanceScores> = scores.iter().filter(|s| s.task == task).collect();
+        if of_task.is_empty() {
+            continue;
+        }
+        let judged: Vec<_> = of_task
+            .iter()
+            .filter_map(|s| s.judge.as_ref().and_then(Judgement::scores))
+            .collect();
+        let count = |outcome: fn(&Judgement) -> bool| {
+            of_task
+                .iter()
+                .filter(|s| s.judge.as_ref().is_some_and(outcome))
+                .count()
+        };
+        let criterion = |pick: fn(&crate::judge::JudgeScores) -> u8| {
+            mean(judged.iter().map(|scores| f64::from(pick(scores))))
+        };
+        tasks.push(JudgeSummary {
+            task,
+            judged: judged.len(),
+            failed: count(|j| matches!(j, Judgement::Failed { .. })),
+            not_judged: count(|j| matches!(j, Judgement::NotJudged { .. })),
+            task_completion: criterion(|s| s.task_completion),
+            visual_quality: criterion(|s| s.visual_quality),
+            spatial_accuracy: criterion(|s| s.spatial_accuracy),
+            detail_accuracy: criterion(|s| s.detail_accuracy),
+            mean: mean(judged.iter().map(|scores| scores.mean())),
+        });
+    }
+    tasks
+}
+
 /// The all-instances figure per task: the proposal's figures where it is executable, else
 /// start.py's.
 fn all_instances(scores: &[InstanceScores]) -> Vec<AllInstancesSummary> {
@@ -479,14 +568,19 @@ fn abbreviation(task: Task) -> &'static str {
         Task::Geometry => "Geo",
         Task::Lighting => "Li",
         Task::Material => "Mat",
+        Task::Level1 => "L1",
+        Task::Level2 => "L2",
+        Task::Level3 => "L3",
     }
 }
 
 /// The columns: per task PL and N-CLIP, and for the shape tasks CD twice, ours and the
-/// published one side by side: the definitions differ, so they are never one column.
-fn header() -> Vec<String> {
+/// published one side by side: the definitions differ, so they are never one column. With a
+/// judge (BlenderBench), one column per level for its mean rating.
+fn header(summary: &Summary) -> Vec<String> {
+    let suite = summary.settings.suite;
     let mut header = vec!["system".to_owned()];
-    for task in Task::ALL {
+    for &task in suite.tasks() {
         let short = abbreviation(task);
         header.push(format!("{short} PL"));
         header.push(format!("{short} N-CLIP"));
@@ -495,8 +589,16 @@ fn header() -> Vec<String> {
             header.push(format!("{short} CD (published)"));
         }
     }
+    if summary.judge.is_some() {
+        for &task in suite.tasks() {
+            header.push(format!("{} {JUDGE_COLUMN}", abbreviation(task)));
+        }
+    }
     header
 }
+
+/// The judge's columns' heading: labelled as a judge's rating, which runs the other way.
+pub const JUDGE_COLUMN: &str = "judge (VLM, 0-5, higher is better)";
 
 /// How the oracle-selected row is labelled wherever it is shown.
 pub const ORACLE_SELECTED_LABEL: &str =
@@ -513,12 +615,12 @@ struct RowFigures {
     cd: Option<f64>,
 }
 
-/// Our row, in the leaderboard's columns and scales. "--": under the 25% rule; "n/a": the
+/// Our row, in the suite's columns and scales. "--": under the 25% rule; "n/a": the
 /// metric is unavailable (N-CLIP without weights); "not run": no instance of the task.
 /// The published CD columns are left empty.
-fn our_row(label: String, tasks: &[RowFigures]) -> Vec<String> {
+fn our_row(label: String, suite: Suite, tasks: &[RowFigures]) -> Vec<String> {
     let mut row = vec![label];
-    for task in Task::ALL {
+    for &task in suite.tasks() {
         let found = tasks.iter().find(|t| t.task == task);
         let cell = |value: Option<f64>, scale: f64| match found {
             None => "not run".to_owned(),
@@ -534,6 +636,22 @@ fn our_row(label: String, tasks: &[RowFigures]) -> Vec<String> {
         }
     }
     row
+}
+
+/// The judge's cells of a row: its mean rating per level for the final row (`judge`),
+/// empty for the others, which it does not rate.
+fn judge_cells(suite: Suite, judge: Option<&[JudgeSummary]>) -> Vec<String> {
+    suite
+        .tasks()
+        .iter()
+        .map(|&task| match judge {
+            None => String::new(),
+            Some(levels) => match levels.iter().find(|j| j.task == task) {
+                None => "not run".to_owned(),
+                Some(j) => j.mean.map_or("n/a".to_owned(), |mean| format!("{mean:.2}")),
+            },
+        })
+        .collect()
 }
 
 fn task_row(tasks: &[TaskSummary]) -> Vec<RowFigures> {
@@ -554,7 +672,7 @@ fn task_row(tasks: &[TaskSummary]) -> Vec<RowFigures> {
 fn published_row(published: &Published) -> Vec<String> {
     let mut row = vec![format!("{} (published, theirs)", published.system)];
     let mut values = published.values.iter();
-    for task in Task::ALL {
+    for task in Task::GYM {
         let mut take = || values.next().map_or(String::new(), |v| (*v).to_owned());
         row.push(take());
         row.push(take());
@@ -566,14 +684,27 @@ fn published_row(published: &Published) -> Vec<String> {
     row
 }
 
-/// The table's rows, ours first; `true` marks the published (theirs) rows.
+/// The table's rows, ours first; `true` marks the published (theirs) rows, which only
+/// BlenderGym has (see the BlenderBench notes).
 fn rows(summary: &Summary) -> Vec<(bool, Vec<String>)> {
     let system = &summary.settings.system;
+    let suite = summary.settings.suite;
+    let judged = summary.judge.is_some();
+    let with_judge = |mut row: Vec<String>, judge: Option<&[JudgeSummary]>| {
+        if judged {
+            row.extend(judge_cells(suite, judge));
+        }
+        row
+    };
     let mut rows = vec![(
         false,
-        our_row(
-            format!("{system} (ours, {})", summary.selection),
-            &task_row(&summary.tasks),
+        with_judge(
+            our_row(
+                format!("{system} (ours, {})", summary.selection),
+                suite,
+                &task_row(&summary.tasks),
+            ),
+            summary.judge.as_deref(),
         ),
     )];
     let all: Vec<RowFigures> = summary
@@ -591,20 +722,33 @@ fn rows(summary: &Summary) -> Vec<(bool, Vec<String>)> {
     if !all.is_empty() {
         rows.push((
             false,
-            our_row(format!("{system} (ours, {ALL_INSTANCES_LABEL})"), &all),
+            with_judge(
+                our_row(
+                    format!("{system} (ours, {ALL_INSTANCES_LABEL})"),
+                    suite,
+                    &all,
+                ),
+                None,
+            ),
         ));
     }
     if let Some(tasks) = &summary.oracle_selected {
         rows.push((
             false,
-            our_row(
-                format!("{system} (ours, {ORACLE_SELECTED_LABEL})"),
-                &task_row(tasks),
+            with_judge(
+                our_row(
+                    format!("{system} (ours, {ORACLE_SELECTED_LABEL})"),
+                    suite,
+                    &task_row(tasks),
+                ),
+                None,
             ),
         ));
     }
-    for published in &PUBLISHED {
-        rows.push((true, published_row(published)));
+    if suite == Suite::BlenderGym {
+        for published in &PUBLISHED {
+            rows.push((true, published_row(published)));
+        }
     }
     rows
 }
@@ -626,32 +770,40 @@ fn cd_note(summary: &Summary) -> String {
     )
 }
 
+/// `items` joined by `separator`, or `none` when there are none.
+fn joined_or(items: &[String], separator: &str, none: &str) -> String {
+    if items.is_empty() {
+        none.to_owned()
+    } else {
+        items.join(separator)
+    }
+}
+
 /// The views note: what was scored, what the system fitted, and whether they are the same.
 fn views_notes(summary: &Summary) -> Vec<String> {
     let views = &summary.views;
     let mut notes = vec![format!(
         "Scored views: every camera of each instance, Camera1..CameraN with N its goal renders, checked against the scene's Camera<k> objects ({}).",
-        if views.scored.is_empty() {
-            "none scored yet".to_owned()
-        } else {
-            views.scored.join(", ")
-        }
+        joined_or(&views.scored, ", ", "none scored yet")
     )];
     let Some(fit) = &views.fit else {
         notes.push("Fit views: none; the system does not look at the goal renders.".to_owned());
         return notes;
     };
     if views.fit_is_scored == Some(true) {
-        let mut note = format!(
-            "Fit views: {}. The system minimised PL on the very views it is scored on, so its figures are an upper bound on what fitting those views can reach, not a fair comparison with a model (which is given Camera1 only).",
-            fit.describe()
-        );
-        if summary.settings.system.starts_with("search") {
-            note.push_str(
-                " Fit on fewer views (--search-views Camera1) to score it on views it never saw.",
-            );
-        }
-        notes.push(note);
+        notes.push(if summary.settings.system.starts_with("search") {
+            format!(
+                "Fit views: {}. The system minimised PL on the very views it is scored on, so its figures are an upper bound on what fitting those views can reach, not a fair comparison with a model (which is given Camera1 only). Fit on fewer views (--search-views Camera1) to score it on views it never saw.",
+                fit.describe()
+            )
+        } else {
+            // The agent: its instances have no view besides the target's (BlenderBench's
+            // have Camera1 only).
+            format!(
+                "Fit views: {}. The system was shown these goal views as its target, and the instances have no other view, so none was held out.",
+                fit.describe()
+            )
+        });
         return notes;
     }
     let split: Vec<String> = summary
@@ -673,31 +825,96 @@ fn views_notes(summary: &Summary) -> Vec<String> {
     notes.push(format!(
         "Fit views: {} (the goal views the system saw and worked to match); every other view is held out and scored all the same. PL on the fit views / on the held-out views, same scales, executable instances: {}.",
         fit.describe(),
-        if split.is_empty() {
-            "none executable".to_owned()
-        } else {
-            split.join("; ")
-        }
+        joined_or(&split, "; ", "none executable")
     ));
     notes
 }
 
-fn notes(summary: &Summary) -> Vec<String> {
+/// What BlenderBench's table shows and does not: the scale, why it has no published rows,
+/// the judge, and the answer-leakage check of every instance.
+fn blenderbench_notes(summary: &Summary) -> Vec<String> {
     let mut notes = vec![
-        "PL and N-CLIP are shown x1e-3 for blendshape (BS) and placement (Pl), x1e-2 for geometry, lighting and material, as on the leaderboard; CD is unscaled. Lower is better.".to_owned(),
+        "Levels: level1 (L1) camera adjustment, level2 (L2) multi-step editing, level3 (L3) compositional editing. PL and N-CLIP are shown x1e-2 (our scale); lower is better.".to_owned(),
         format!(
-            "Ours: the system's own final program per instance, rendered with {} by Blender {}; the goal re-rendered the same way. The first row is over executable instances only. The published rows used Cycles 512x512 at 512 samples in Blender 3.6 on the full BlenderGym set: compare only runs with the same settings and data.",
+            "Ours: the system's own final program per instance, rendered with {} by Blender {}; the goal re-rendered the same way from goal.py. The first row is over executable instances only. No published rows: VIGA's evaluator reports, per instance, the round with the lowest N-CLIP against the goal renders, a choice made with the ground truth (our oracle-selected row, --oracle-selected, is that kind of figure), and its numbers were measured on other data and settings.",
             summary.settings.render,
             summary.settings.blender_version
         ),
-        match &summary.settings.clip_weights {
-            Some(weights) => format!(
-                "\"--\": fewer than 25% of the task's instances were executable. N-CLIP: 1 - cosine similarity of CLIP ViT-B/32 image embeddings, weights {weights}."
-            ),
-            None => "\"--\": fewer than 25% of the task's instances were executable. \"n/a\": N-CLIP is unavailable (no CLIP weights configured), never estimated.".to_owned(),
-        },
-        cd_note(summary),
     ];
+    match (&summary.judge, &summary.settings.judge) {
+        (Some(levels), Some(label)) => {
+            let per_level: Vec<String> = levels
+                .iter()
+                .map(|j| {
+                    let show = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.2}"));
+                    format!(
+                        "{}: {} judged, {} failed, {} not judged; task completion {}, visual quality {}, spatial accuracy {}, detail accuracy {}, mean {}",
+                        j.task,
+                        j.judged,
+                        j.failed,
+                        j.not_judged,
+                        show(j.task_completion),
+                        show(j.visual_quality),
+                        show(j.spatial_accuracy),
+                        show(j.detail_accuracy),
+                        show(j.mean)
+                    )
+                })
+                .collect();
+            notes.push(format!(
+                "Judge columns: a vision-language model's reference-free rating ({label}), not a measurement. Each executable instance's final Camera1 render is rated against the task text and the picture of the goal the agent was shown, on task completion, visual quality, spatial accuracy and detail accuracy, integers 0-5, higher is better; a column is the mean of the four, over the judged instances of the level. A failed judgement (an answer that is not one JSON object in the judge's schema, or a model that could not be asked) is in no mean and never guessed. {}.",
+                per_level.join("; ")
+            ));
+        }
+        _ => notes.push(
+            "No judge: no reference-free ratings were made (give --judge-provider to have a vision-language model rate the results).".to_owned(),
+        ),
+    }
+    if let Some(leaks) = &summary.answer_leaks {
+        let flagged = leaks
+            .iter()
+            .filter(|entry| entry.status == LeakStatus::Leaks)
+            .count();
+        let per_instance: Vec<String> = leaks
+            .iter()
+            .map(|entry| match entry.status {
+                LeakStatus::Leaks => format!("{}: LEAKS ({})", entry.instance, entry.detail),
+                other => format!("{}: {}", entry.instance, other.describe()),
+            })
+            .collect();
+        notes.push(format!(
+            "Answer-leakage check (does blender_file.blend already hold the goal camera pose of a camera the task moves?): {flagged} of {} scored instance(s) leak. {}.",
+            leaks.len(),
+            joined_or(&per_instance, "; ", "none scored yet")
+        ));
+    }
+    notes
+}
+
+fn notes(summary: &Summary) -> Vec<String> {
+    let clip_note = match &summary.settings.clip_weights {
+        Some(weights) => format!(
+            "\"--\": fewer than 25% of the task's instances were executable. N-CLIP: 1 - cosine similarity of CLIP ViT-B/32 image embeddings, weights {weights}."
+        ),
+        None => "\"--\": fewer than 25% of the task's instances were executable. \"n/a\": N-CLIP is unavailable (no CLIP weights configured), never estimated.".to_owned(),
+    };
+    let mut notes = match summary.settings.suite {
+        Suite::BlenderGym => vec![
+            "PL and N-CLIP are shown x1e-3 for blendshape (BS) and placement (Pl), x1e-2 for geometry, lighting and material, as on the leaderboard; CD is unscaled. Lower is better.".to_owned(),
+            format!(
+                "Ours: the system's own final program per instance, rendered with {} by Blender {}; the goal re-rendered the same way. The first row is over executable instances only. The published rows used Cycles 512x512 at 512 samples in Blender 3.6 on the full BlenderGym set: compare only runs with the same settings and data.",
+                summary.settings.render,
+                summary.settings.blender_version
+            ),
+            clip_note,
+            cd_note(summary),
+        ],
+        Suite::BlenderBench => {
+            let mut notes = blenderbench_notes(summary);
+            notes.insert(2, clip_note);
+            notes
+        }
+    };
     notes.extend(views_notes(summary));
     let as_start: Vec<String> = summary
         .all_instances
@@ -756,7 +973,7 @@ fn notes(summary: &Summary) -> Vec<String> {
 }
 
 pub fn markdown(summary: &Summary) -> String {
-    let header = header();
+    let header = header(summary);
     let mut out = String::from("| ");
     out.push_str(&header.join(" | "));
     out.push_str(" |\n|");
@@ -773,10 +990,11 @@ pub fn markdown(summary: &Summary) -> String {
 }
 
 pub fn html(summary: &Summary) -> String {
-    let mut out = String::from(
-        "<!doctype html>\n<meta charset=\"utf-8\">\n<title>BlenderGym evaluation</title>\n<style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px;text-align:right}td:first-child{text-align:left}tr.theirs{color:#666}</style>\n<table>\n<tr>",
+    let mut out = format!(
+        "<!doctype html>\n<meta charset=\"utf-8\">\n<title>{} evaluation</title>\n<style>table{{border-collapse:collapse}}td,th{{border:1px solid #999;padding:2px 6px;text-align:right}}td:first-child{{text-align:left}}tr.theirs{{color:#666}}</style>\n<table>\n<tr>",
+        summary.settings.suite.name()
     );
-    for head in header() {
+    for head in header(summary) {
         let _ = write!(out, "<th>{}</th>", escape(&head));
     }
     out.push_str("</tr>\n");
@@ -908,6 +1126,7 @@ mod tests {
 
     fn settings() -> EvalSettings {
         EvalSettings {
+            suite: Suite::BlenderGym,
             system: "noop".to_owned(),
             render: RenderSpec {
                 engine: RenderEngine::Cycles,
@@ -921,6 +1140,7 @@ mod tests {
             oracle_selected: false,
             fit_views: None,
             cd_definition: ChamferDefinition::CURRENT,
+            judge: None,
         }
     }
 
@@ -941,6 +1161,8 @@ mod tests {
             proposal_note: None,
             oracle_selected: None,
             start_program: None,
+            answer_leak: None,
+            judge: None,
             seconds: 1.0,
         }
     }
@@ -1567,5 +1789,109 @@ mod tests {
         )
         .unwrap();
         assert!(collect(&a).unwrap().failures.is_empty());
+    }
+
+    #[test]
+    fn blenderbench_judge_figures_count_failures_apart_and_need_a_judge() {
+        use crate::judge::JudgeScores;
+        use crate::leak::LeakCheck;
+
+        let mut settings = settings();
+        settings.suite = Suite::BlenderBench;
+        let level = |name: &str, task: Task, judge: Option<Judgement>, status: LeakStatus| {
+            let mut s = scores(name, task, Some(0.01), None);
+            s.judge = judge;
+            s.answer_leak = Some(LeakCheck {
+                status,
+                moved: Vec::new(),
+                leaked: Vec::new(),
+                detail: format!("{} detail", status.describe()),
+            });
+            s
+        };
+        let judged = |rating: u8| Judgement::Judged {
+            scores: JudgeScores {
+                task_completion: rating,
+                visual_quality: rating,
+                spatial_accuracy: rating,
+                detail_accuracy: 1,
+            },
+            justification: String::new(),
+        };
+        let results = |settings: &EvalSettings| {
+            let judge = |j: Judgement| settings.judge.is_some().then_some(j);
+            let mut all = vec![
+                level(
+                    "level1-a",
+                    Task::Level1,
+                    judge(judged(5)),
+                    LeakStatus::Leaks,
+                ),
+                level(
+                    "level1-b",
+                    Task::Level1,
+                    judge(judged(1)),
+                    LeakStatus::Clean,
+                ),
+                level(
+                    "level1-c",
+                    Task::Level1,
+                    judge(Judgement::Failed {
+                        error: "malformed".to_owned(),
+                    }),
+                    LeakStatus::Clean,
+                ),
+                level(
+                    "level2-a",
+                    Task::Level2,
+                    judge(Judgement::NotJudged {
+                        reason: "not executable".to_owned(),
+                    }),
+                    LeakStatus::NoCameraChange,
+                ),
+            ];
+            for s in &mut all {
+                s.settings = settings.clone();
+            }
+            Collected::from_scores(all)
+        };
+
+        // Without a judge: no judge figures, no judge column.
+        let plain = summarise(&settings, &results(&settings)).unwrap();
+        assert_eq!(plain.judge, None);
+        assert!(!markdown(&plain).contains(JUDGE_COLUMN));
+        let leaks = plain.answer_leaks.as_ref().unwrap();
+        assert_eq!(leaks.len(), 4);
+        assert_eq!(leaks[0].status, LeakStatus::Leaks);
+        assert!(markdown(&plain).contains("1 of 4 scored instance(s) leak"));
+
+        let unjudged = settings.clone();
+        settings.judge = Some("scripted/judge".to_owned());
+        assert_eq!(
+            unjudged.differences(&settings),
+            ["no judge vs judge scripted/judge"]
+        );
+        let with_judge = summarise(&settings, &results(&settings)).unwrap();
+        let levels = with_judge.judge.as_ref().unwrap();
+        assert_eq!(
+            (levels[0].judged, levels[0].failed, levels[0].not_judged),
+            (2, 1, 0)
+        );
+        // (5+5+5+1)/4 and (1+1+1+1)/4, averaged: the failed judgement is in no mean.
+        assert_eq!(levels[0].mean, Some(2.5));
+        assert_eq!(levels[0].task_completion, Some(3.0));
+        assert_eq!((levels[1].judged, levels[1].not_judged), (0, 1));
+        assert_eq!(levels[1].mean, None);
+        let table = markdown(&with_judge);
+        assert!(table.contains(&format!("L1 {JUDGE_COLUMN}")), "{table}");
+        assert!(table.contains("| 2.50 | n/a | not run |"), "{table}");
+        // The judge rates the final program only: the other rows leave its cells empty.
+        assert!(
+            table
+                .contains("start.py) | 1.0000 | n/a | 1.0000 | n/a | not run | not run |  |  |  |"),
+            "{table}"
+        );
+        // BlenderBench has no published rows.
+        assert!(!table.contains("(published, theirs)"), "{table}");
     }
 }

@@ -16,7 +16,9 @@ use viga_protocol::bridge::BridgeCommand;
 use crate::chamfer::{self, DEFAULT_POINTS, SurfaceIndex};
 #[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
-use crate::layout::{self, Instance, Selection};
+use crate::judge::{Judge, Judgement};
+use crate::layout::{Instance, Selection, Suite};
+use crate::leak::{self, CameraPose};
 #[cfg(not(feature = "clip"))]
 use crate::no_clip::ClipBackend;
 use crate::scene::{self, Surface};
@@ -31,6 +33,8 @@ use crate::{EvalError, write_atomic};
 
 #[derive(Debug, Clone)]
 pub struct EvalConfig {
+    /// Which benchmark's layout `data` holds.
+    pub suite: Suite,
     /// The `bench_data` folder.
     pub data: PathBuf,
     pub out: PathBuf,
@@ -47,11 +51,14 @@ pub struct EvalConfig {
     /// Also score every other program the system proposed, and start.py, for the labelled
     /// oracle-selected figure. Costs one run and render set per distinct program.
     pub oracle_selected: bool,
+    /// BlenderBench's reference-free judge; without one no result is judged.
+    pub judge: Option<Judge>,
 }
 
 impl EvalConfig {
     pub fn new(data: impl Into<PathBuf>, out: impl Into<PathBuf>, render: RenderSpec) -> Self {
         Self {
+            suite: Suite::BlenderGym,
             data: data.into(),
             out: out.into(),
             selection: Selection::default(),
@@ -61,6 +68,7 @@ impl EvalConfig {
             timeout: Duration::from_secs(1800),
             clip_weights: None,
             oracle_selected: false,
+            judge: None,
         }
     }
 }
@@ -234,13 +242,23 @@ pub async fn run(
             message: "Chamfer distance needs at least one point per surface".to_owned(),
         });
     }
+    if config.judge.is_some() && config.suite != Suite::BlenderBench {
+        return Err(EvalError::Harness {
+            instance: "(all)".to_owned(),
+            message: format!(
+                "the reference-free judge is BlenderBench's; {} is scored against its goal renders only",
+                config.suite.name()
+            ),
+        });
+    }
     let clip = load_clip(config.clip_weights.as_deref()).await?;
     let instances = config
         .shard
-        .select(layout::discover(&config.data, &config.selection)?);
+        .select(config.suite.discover(&config.data, &config.selection)?);
     proposer.check(&instances)?;
     let blender_version = pool.acquire().await?.hello().blender_version.clone();
     let settings = EvalSettings {
+        suite: config.suite,
         system: proposer.system(),
         render: config.render,
         chamfer_points: config.chamfer_points,
@@ -249,6 +267,7 @@ pub async fn run(
         oracle_selected: config.oracle_selected,
         fit_views: proposer.fit_views(),
         cd_definition: ChamferDefinition::CURRENT,
+        judge: config.judge.as_ref().map(Judge::label),
     };
     std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     check_settings(&config.out, &settings)?;
@@ -465,6 +484,8 @@ struct Goal {
     /// Indexed once, and shared with the blocking threads that compute Chamfer distances
     /// against it.
     surface: Option<Arc<SurfaceIndex>>,
+    /// BlenderBench: the goal's camera poses, for the answer-leakage check.
+    camera_poses: Option<Vec<CameraPose>>,
 }
 
 async fn render_goal(
@@ -486,6 +507,15 @@ async fn render_goal(
         .await
         .map_err(|err| harness(instance, format!("the scene's cameras: {err}")))?;
     scene::check_views(instance, &cameras).map_err(|message| harness(instance, message))?;
+    let camera_poses = if instance.task.suite() == Suite::BlenderBench {
+        Some(
+            scene::camera_poses(blender, None, config.timeout)
+                .await
+                .map_err(|err| harness(instance, format!("the goal's camera poses: {err}")))?,
+        )
+    } else {
+        None
+    };
     let renders = scene::render_views(blender, instance, config.render, config.timeout)
         .await
         .map_err(|err| harness(instance, format!("the goal cannot be rendered: {err}")))?;
@@ -502,6 +532,7 @@ async fn render_goal(
         renders,
         paths,
         surface,
+        camera_poses,
     })
 }
 
@@ -530,6 +561,14 @@ async fn evaluate(
     let started = Instant::now();
     let dir = config.out.join(&instance.name);
     let goal = render_goal(config, instance, blender.as_ref(), &dir).await?;
+    let answer_leak = match &goal.camera_poses {
+        Some(poses) => Some(
+            leak::check(blender.as_ref(), instance, poses, config.timeout)
+                .await
+                .map_err(|err| harness(instance, format!("the answer-leakage check: {err}")))?,
+        ),
+        None => None,
+    };
     let proposal = proposer
         .propose(instance, &goal.paths, blender.clone(), &dir)
         .await?;
@@ -569,6 +608,10 @@ async fn evaluate(
     } else {
         None
     };
+    let judge = match &config.judge {
+        Some(judge) => Some(judge_proposal(judge, instance, &goal, &headline, &dir).await?),
+        None => None,
+    };
     let n_clip_note = match (&clip, headline.n_clip) {
         (None, _) => N_CLIP_UNAVAILABLE.to_owned(),
         (Some(_), None) => N_CLIP_NOT_EXECUTABLE.to_owned(),
@@ -599,6 +642,8 @@ async fn evaluate(
             n_clip: start.n_clip,
             cd: start.cd,
         }),
+        answer_leak,
+        judge,
         seconds: started.elapsed().as_secs_f64(),
     };
     write_json(&dir.join(SCORES_FILE), &scores)?;
@@ -611,6 +656,32 @@ async fn evaluate(
         _ => {}
     }
     Ok(scores)
+}
+
+/// The judge's ratings of the headline proposal's Camera1 render, against the picture of the
+/// goal the agent is shown (the instance's visual prompt, else the goal's Camera1 render).
+async fn judge_proposal(
+    judge: &Judge,
+    instance: &Instance,
+    goal: &Goal,
+    headline: &ProgramScores,
+    dir: &Path,
+) -> Result<Judgement, EvalError> {
+    if let Some(error) = &headline.error {
+        return Ok(Judgement::NotJudged {
+            reason: format!("the proposal is not executable ({error})"),
+        });
+    }
+    let reference =
+        match &instance.visual_prompt {
+            Some(path) => std::fs::read(path).map_err(|err| EvalError::io(path, err))?,
+            None => goal.renders.first().cloned().ok_or_else(|| {
+                harness(instance, "the goal has no Camera1 render to judge against")
+            })?,
+        };
+    let render_path = dir.join("proposal").join("render1.png");
+    let render = std::fs::read(&render_path).map_err(|err| EvalError::io(&render_path, err))?;
+    Ok(judge.judge(instance, reference, render).await)
 }
 
 fn read_start(instance: &Instance) -> Result<String, EvalError> {
@@ -884,6 +955,8 @@ mod tests {
             start_py: PathBuf::new(),
             goal_py: PathBuf::new(),
             views: 2,
+            description: None,
+            visual_prompt: None,
         };
         let red = png(&RgbImage::from_pixel(64, 64, Rgb([200, 10, 10])));
         let stripes = png(&RgbImage::from_fn(64, 64, |x, _| {

@@ -9,7 +9,8 @@ use viga_protocol::bridge::{RenderRequest, SceneReset};
 use viga_protocol::iteration::ExecutionResult;
 
 use crate::chamfer::Triangle;
-use crate::layout::Instance;
+use crate::layout::{Instance, Suite};
+use crate::leak::CameraPose;
 use crate::scores::RenderSpec;
 
 /// The line the surface script prints its JSON after.
@@ -60,6 +61,25 @@ import bpy as _viga_bpy
 print("VIGA_CAMERAS:" + _viga_json.dumps([[_viga_o.name, _viga_o.type] for _viga_o in _viga_bpy.context.scene.objects if _viga_o.name.startswith("Camera")]))
 "#;
 
+/// The line the camera poses script prints its JSON after.
+const CAMERA_POSES_MARKER: &str = "VIGA_CAMERA_POSES:";
+
+/// World pose (location, rotation as a quaternion w, x, y, z) and focal length of every
+/// camera object of the scene. The view layer is updated first: a program that just set a
+/// camera's `location` has not moved its world matrix yet.
+const CAMERA_POSES_SCRIPT: &str = r#"
+import json as _viga_json
+import bpy as _viga_bpy
+_viga_bpy.context.view_layer.update()
+_viga_poses = []
+for _viga_o in _viga_bpy.context.scene.objects:
+    if _viga_o.type != "CAMERA":
+        continue
+    _viga_loc, _viga_rot, _viga_scale = _viga_o.matrix_world.decompose()
+    _viga_poses.append({"name": _viga_o.name, "location": list(_viga_loc), "rotation": list(_viga_rot), "lens": _viga_o.data.lens})
+print("VIGA_CAMERA_POSES:" + _viga_json.dumps(_viga_poses))
+"#;
+
 #[derive(Debug, Deserialize)]
 struct SurfaceReply {
     objects: Vec<String>,
@@ -77,9 +97,9 @@ pub struct Surface {
 pub enum SceneError {
     #[error(transparent)]
     Transport(#[from] TransportError),
-    #[error("the surface script failed in Blender: {0}")]
+    #[error("the script failed in Blender: {0}")]
     Script(String),
-    #[error("the surface script's output is malformed: {0}")]
+    #[error("the script's output is malformed: {0}")]
     Malformed(String),
 }
 
@@ -124,6 +144,14 @@ async fn script_reply<T: serde::de::DeserializeOwned>(
     timeout: Duration,
 ) -> Result<T, SceneError> {
     let result = blender.execute(script, None, Some(timeout)).await?;
+    parse_reply(&result, marker)
+}
+
+/// The JSON a script printed after `marker`, or why there is none.
+fn parse_reply<T: serde::de::DeserializeOwned>(
+    result: &ExecutionResult,
+    marker: &str,
+) -> Result<T, SceneError> {
     if let Some(error) = &result.error {
         return Err(SceneError::Script(error.to_string()));
     }
@@ -145,6 +173,20 @@ pub async fn camera_objects(
     script_reply(blender, CAMERAS_SCRIPT, CAMERAS_MARKER, timeout).await
 }
 
+/// The world pose and focal length of every camera of the current scene, after a program ran
+/// with `reset` (`None`: the scene as it is). Running the script with a reset reads the
+/// scene file itself, before any program.
+pub async fn camera_poses(
+    blender: &dyn BlenderTransport,
+    reset: Option<SceneReset>,
+    timeout: Duration,
+) -> Result<Vec<CameraPose>, SceneError> {
+    let result = blender
+        .execute(CAMERA_POSES_SCRIPT, reset, Some(timeout))
+        .await?;
+    parse_reply(&result, CAMERA_POSES_MARKER)
+}
+
 /// `k` when `name` is `Camera<k>` exactly (k from 1, no leading zero).
 fn view_number(name: &str) -> Option<u32> {
     name.strip_prefix("Camera")
@@ -154,12 +196,18 @@ fn view_number(name: &str) -> Option<u32> {
 
 /// Checks the instance's views (`Camera1..CameraN`, N = its goal renders) against the
 /// scene's objects named `Camera<k>`: the same set, every one a camera. Other objects whose
-/// names start with `Camera` (`Camera`, `Camera.001`) are not views and are ignored. The
-/// error says what differs and what to fix.
+/// names start with `Camera` (`Camera`, `Camera.001`) are not views and are ignored. A
+/// BlenderBench instance needs only its views to be cameras: VIGA renders Camera1 alone
+/// whatever other cameras a scene has, so further `Camera<k>` are not views there. The error
+/// says what differs and what to fix.
 pub fn check_views(instance: &Instance, objects: &[(String, String)]) -> Result<(), String> {
+    let expected: Vec<String> = instance.cameras().collect();
     let mut numbered: Vec<(u32, &str, &str)> = objects
         .iter()
         .filter_map(|(name, kind)| view_number(name).map(|k| (k, name.as_str(), kind.as_str())))
+        .filter(|(_, name, _)| {
+            instance.task.suite() == Suite::BlenderGym || expected.iter().any(|e| e == name)
+        })
         .collect();
     numbered.sort_unstable();
     if let Some((_, name, kind)) = numbered.iter().find(|(.., kind)| *kind != "CAMERA") {
@@ -167,7 +215,6 @@ pub fn check_views(instance: &Instance, objects: &[(String, String)]) -> Result<
             "the scene's object {name} is a {kind} object, not a camera, so view {name} cannot be rendered; fix the instance's scene"
         ));
     }
-    let expected: Vec<String> = instance.cameras().collect();
     let found: Vec<&str> = numbered.iter().map(|(_, name, _)| *name).collect();
     if found == expected {
         return Ok(());
@@ -244,6 +291,8 @@ mod tests {
             start_py: PathBuf::new(),
             goal_py: PathBuf::new(),
             views,
+            description: None,
+            visual_prompt: None,
         }
     }
 
@@ -293,5 +342,17 @@ mod tests {
             err.contains("Camera2 is a MESH object, not a camera"),
             "{err}"
         );
+
+        // BlenderBench: a further numbered camera, or object, is no view.
+        let mut level = instance(1);
+        level.task = Task::Level1;
+        let extra = objects(&[
+            ("Camera1", "CAMERA"),
+            ("Camera2", "MESH"),
+            ("Camera3", "CAMERA"),
+        ]);
+        assert_eq!(check_views(&level, &extra), Ok(()));
+        let err = check_views(&level, &objects(&[("Camera2", "CAMERA")])).unwrap_err();
+        assert!(err.contains("no camera for Camera1"), "{err}");
     }
 }

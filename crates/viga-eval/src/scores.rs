@@ -6,7 +6,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::EvalError;
-use crate::layout::Task;
+use crate::judge::Judgement;
+use crate::layout::{Suite, Task};
+use crate::leak::LeakCheck;
 
 pub const SCORES_FILE: &str = "scores.json";
 pub const SETTINGS_FILE: &str = "eval.json";
@@ -25,6 +27,9 @@ pub use viga_protocol::bridge::RenderSpec;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvalSettings {
+    /// The benchmark whose layout was read; absent in BlenderGym results.
+    #[serde(default, skip_serializing_if = "Suite::is_blendergym")]
+    pub suite: Suite,
     /// Which system proposed the programs: `noop`, `oracle`, `search`, `agent <provider>/<model>`.
     pub system: String,
     pub render: RenderSpec,
@@ -44,6 +49,10 @@ pub struct EvalSettings {
     /// How CD was computed; results from before the field are point-to-point.
     #[serde(default = "ChamferDefinition::legacy")]
     pub cd_definition: ChamferDefinition,
+    /// The reference-free judge (`provider/model`), when one rated the results; absent: no
+    /// judge, and no judge scores anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
 }
 
 /// The definition of Chamfer distance a result used (see [`crate::chamfer`]).
@@ -138,6 +147,13 @@ impl EvalSettings {
     /// Differences from `other`, in words.
     pub fn differences(&self, other: &EvalSettings) -> Vec<String> {
         let mut out = Vec::new();
+        if self.suite != other.suite {
+            out.push(format!(
+                "benchmark {} vs {}",
+                self.suite.name(),
+                other.suite.name()
+            ));
+        }
         if self.system != other.system {
             out.push(format!("system {:?} vs {:?}", self.system, other.system));
         }
@@ -183,6 +199,18 @@ impl EvalSettings {
                 "CD {} vs {}",
                 self.cd_definition.name(),
                 other.cd_definition.name()
+            ));
+        }
+        if self.judge != other.judge {
+            let describe = |judge: &Option<String>| {
+                judge
+                    .as_deref()
+                    .map_or("no judge".to_owned(), |judge| format!("judge {judge}"))
+            };
+            out.push(format!(
+                "{} vs {}",
+                describe(&self.judge),
+                describe(&other.judge)
             ));
         }
         if self.oracle_selected != other.oracle_selected {
@@ -246,6 +274,13 @@ pub struct InstanceScores {
     /// the all-instances figure counts it in the proposal's place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_program: Option<StartProgram>,
+    /// BlenderBench: whether the scene file already holds the goal camera pose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_leak: Option<LeakCheck>,
+    /// The reference-free judge's ratings of the proposal's Camera1 render, present when the
+    /// evaluation has a judge (`settings.judge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<Judgement>,
     /// Wall time for the instance: goal, proposal and scoring.
     pub seconds: f64,
 }

@@ -70,7 +70,8 @@ impl StopReason {
 /// Which role a model call served.
 // No doc comments on the variants: schemars would turn the plain string enum of the schema
 // into a `oneOf`. `planner` is the plan call before the generator's program (seed 000 step 2);
-// `agent` is the add-on agent's tool-calling turn (seed 004).
+// `agent` is the add-on agent's tool-calling turn (seed 004); `judge` is an evaluation's
+// reference-free judge (BlenderBench), which rates a result and takes no part in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelRole {
@@ -81,6 +82,7 @@ pub enum ModelRole {
     Investigate,
     GnAssistant,
     Agent,
+    Judge,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

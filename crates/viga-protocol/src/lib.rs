@@ -24,7 +24,8 @@ pub mod stream;
 pub mod validate;
 
 pub use validate::{
-    CompiledSchema, ProtocolError, ProtocolType, Violation, parse_json, parse_value, schema_of,
+    CompiledSchema, ProtocolError, ProtocolType, Violation, json_candidates, parse_json,
+    parse_value, schema_of,
 };
 
 /// The version of viga's wire protocol: the Geometry Nodes step protocol, the bridge

@@ -145,6 +145,22 @@ pub fn parse_json<T: ProtocolType>(text: &str) -> Result<T, ProtocolError> {
     parse_value(value)
 }
 
+/// The places in a model's `text` a JSON object may be: each fenced block, then the span
+/// from the first `{` to the last `}`. Models wrap JSON in fences or prose; whatever is found
+/// still goes through [`parse_json`].
+pub fn json_candidates(text: &str) -> impl Iterator<Item = &str> {
+    let fenced = text.split("```").skip(1).step_by(2).map(|block| {
+        let body = block.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+        body.trim()
+    });
+    let span = text
+        .find('{')
+        .zip(text.rfind('}'))
+        .filter(|(start, end)| start < end)
+        .map(|(start, end)| &text[start..=end]);
+    fenced.chain(span)
+}
+
 /// Validate an already-parsed JSON value and convert it.
 pub fn parse_value<T: ProtocolType>(value: Value) -> Result<T, ProtocolError> {
     check_version::<T>(&value)?;

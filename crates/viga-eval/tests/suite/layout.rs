@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use viga_eval::{Selection, Task, discover};
+use viga_eval::{Selection, Suite, Task, discover};
 
 fn instance(root: &Path, name: &str, views: u32) {
     let dir = root.join(name);
@@ -77,4 +77,134 @@ fn a_missing_file_names_the_instance_and_the_file() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("cannot read the data folder"), "{err}");
+}
+
+#[test]
+fn blenderbench_levels_are_read_with_their_task_text_and_goal_picture() {
+    let root = tempfile::tempdir().unwrap();
+    instance(root.path(), "level1/camera10", 1);
+    instance(root.path(), "level1/camera2", 1);
+    instance(root.path(), "level3/scene", 2);
+    instance(root.path(), "level2/attribute5", 1);
+    std::fs::write(
+        root.path().join("level1/camera2/task.txt"),
+        "  Move Camera1.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path().join("level1/camera2/renders/goal/style1.png"),
+        "",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path()
+            .join("level2/attribute5/renders/goal/style1.png"),
+        "",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path()
+            .join("level2/attribute5/renders/goal/visprompt1.png"),
+        "",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.path().join("level1/.cache")).unwrap();
+    std::fs::write(root.path().join("level1/notes.txt"), "").unwrap();
+    // A BlenderGym folder beside them is not a BlenderBench instance.
+    instance(root.path(), "placement1", 1);
+
+    let all = Suite::BlenderBench
+        .discover(root.path(), &Selection::default())
+        .unwrap();
+    let names: Vec<_> = all.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "level1-camera2",
+            "level1-camera10",
+            "level2-attribute5",
+            "level3-scene"
+        ]
+    );
+    let camera2 = &all[0];
+    assert_eq!(camera2.task, Task::Level1);
+    assert_eq!(camera2.description.as_deref(), Some("Move Camera1."));
+    assert!(
+        camera2
+            .visual_prompt
+            .as_ref()
+            .unwrap()
+            .ends_with("renders/goal/style1.png")
+    );
+    assert_eq!(all[1].description, None);
+    assert_eq!(all[1].visual_prompt, None);
+    // visprompt1.png is preferred, as in VIGA's prompt builder.
+    assert!(
+        all[2]
+            .visual_prompt
+            .as_ref()
+            .unwrap()
+            .ends_with("visprompt1.png")
+    );
+    // The goal picture is no view: views are render<k>.png.
+    assert_eq!((all[2].views, all[3].views), (1, 2));
+
+    let level2 = Selection {
+        tasks: Some(vec![Task::Level2]),
+        instances: None,
+    };
+    assert_eq!(
+        Suite::BlenderBench
+            .discover(root.path(), &level2)
+            .unwrap()
+            .len(),
+        1
+    );
+    let one = Selection {
+        tasks: None,
+        instances: Some(vec!["level3-scene".to_owned()]),
+    };
+    assert_eq!(
+        Suite::BlenderBench.discover(root.path(), &one).unwrap()[0].views,
+        2
+    );
+
+    let gym_task = Selection {
+        tasks: Some(vec![Task::Placement]),
+        instances: None,
+    };
+    let err = Suite::BlenderBench
+        .discover(root.path(), &gym_task)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "placement is not a BlenderBench task; BlenderBench's are level1, level2, level3"
+        ),
+        "{err}"
+    );
+    let err = Suite::BlenderGym
+        .discover(root.path(), &level2)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("level2 is not a BlenderGym task"), "{err}");
+    // BlenderGym's reader does not mistake the level folders for instances.
+    let gym = discover(root.path(), &Selection::default()).unwrap();
+    assert_eq!(gym.len(), 1);
+
+    std::fs::remove_file(root.path().join("level3/scene/goal.py")).unwrap();
+    let err = Suite::BlenderBench
+        .discover(root.path(), &Selection::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("level3-scene") && err.contains("goal.py"),
+        "{err}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let err = Suite::BlenderBench
+        .discover(empty.path(), &Selection::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no BlenderBench instances"), "{err}");
 }

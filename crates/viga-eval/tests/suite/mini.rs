@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use viga_blender::{WorkerConfig, WorkerPool, locate};
 use viga_eval::report::write_reports;
 use viga_eval::{Baseline, EvalConfig, RenderEngine, RenderSpec, Selection, Task};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
@@ -41,11 +40,7 @@ fn slice_config(out: &std::path::Path) -> EvalConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oracle_scores_zero_and_noop_scores_worse_on_a_slice_of_the_mini_suite() {
     within(BLENDER_TEST_LIMIT, "the test", async {
-        let pool = Arc::new(
-            WorkerPool::start(2, WorkerConfig::new(locate().unwrap()))
-                .await
-                .unwrap(),
-        );
+        let pool = super::warm_pool(2).await;
         let root = tempfile::tempdir().unwrap();
         let mut means = Vec::new();
         for baseline in [Baseline::Oracle, Baseline::Noop] {
@@ -97,11 +92,7 @@ async fn oracle_scores_zero_and_noop_scores_worse_on_a_slice_of_the_mini_suite()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn results_made_with_other_settings_are_never_mixed() {
     within(BLENDER_TEST_LIMIT, "the test", async {
-        let pool = Arc::new(
-            WorkerPool::start(1, WorkerConfig::new(locate().unwrap()))
-                .await
-                .unwrap(),
-        );
+        let pool = super::warm_pool(1).await;
         let root = tempfile::tempdir().unwrap();
         let mut config = slice_config(root.path());
         config.selection.instances = Some(vec!["placement1".to_owned()]);
