@@ -109,6 +109,7 @@ impl EvalError {
             | Self::UnknownTask(_)
             | Self::BadShard { .. }
             | Self::BadFitViews { .. }
+            | Self::WrongSuite { .. }
             | Self::ClipNotBuilt => FailureKind::Config,
         }
     }
