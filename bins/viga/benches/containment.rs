@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::time::Instant;
 
 use viga_blender::{
-    BlenderCommands as _, Containment, ContainmentPolicy, Worker, WorkerConfig, locate,
+    Access, BlenderCommands as _, Containment, ContainmentPolicy, Worker, WorkerConfig, locate,
 };
 
 const PROGRAM: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
@@ -41,11 +41,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let writable = tempfile::tempdir()?;
     let contained = {
         let mut config = WorkerConfig::new(launcher.clone());
-        config.containment = Some(Containment {
-            launcher: vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
-            writable: vec![writable.path().canonicalize()?],
-            policy: ContainmentPolicy::Require,
-        });
+        config.containment = Some(
+            Containment::new(
+                vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
+                ContainmentPolicy::Require,
+            )
+            .with_access(&Access {
+                readable: Vec::new(),
+                writable: vec![writable.path().canonicalize()?],
+            }),
+        );
         config
     };
     let plain = WorkerConfig::new(launcher);

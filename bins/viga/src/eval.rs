@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use viga_blender::{WorkerPool, locate};
+use viga_blender::{Access, WorkerPool, locate};
 use viga_eval::agent::AgentProposer;
 use viga_eval::report::{self, Summary};
 use viga_eval::runner::RunSummary;
@@ -22,6 +22,8 @@ use viga_eval::{
     Baseline, EvalConfig, EvalEvent, FitViews, Proposer, RenderEngine, RenderSpec, Selection, Shard,
 };
 use viga_provider::{ProviderConfig, ProviderKind, build_provider};
+
+use crate::contain::Contain;
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
@@ -147,9 +149,9 @@ pub struct BlendergymArgs {
     render: RenderArgs,
 }
 
-pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
+pub async fn run(command: EvalCommand, contain: Contain) -> Result<std::process::ExitCode> {
     match command {
-        EvalCommand::Blendergym(args) => blendergym(*args).await?,
+        EvalCommand::Blendergym(args) => blendergym(*args, contain).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
         EvalCommand::Merge { into, shards } => {
             print_summary(&report::merge(&shards, &into)?, &into);
@@ -159,9 +161,11 @@ pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
             render,
             model_latency_ms,
         } => {
+            // Contained like every evaluation, so its figures include what containment costs.
+            let worker = contain.worker_config(locate()?, &reads(&data))?;
             crate::eval_bench::bench(
                 &data,
-                locate()?,
+                worker,
                 render.spec()?,
                 Duration::from_millis(model_latency_ms),
             )
@@ -239,7 +243,15 @@ fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn P
     }
 }
 
-async fn blendergym(args: BlendergymArgs) -> Result<()> {
+/// What an evaluation's Blender reads: the instances' scenes in the data folder.
+fn reads(data: &Path) -> Access {
+    Access {
+        readable: vec![data.to_path_buf()],
+        writable: Vec::new(),
+    }
+}
+
+async fn blendergym(args: BlendergymArgs, contain: Contain) -> Result<()> {
     // Checked before Blender starts, so bad flags fail at once.
     let config = config_from(&args)?;
     let instances = config
@@ -259,7 +271,11 @@ async fn blendergym(args: BlendergymArgs) -> Result<()> {
         args.workers
     );
     let pool = Arc::new(
-        WorkerPool::start(args.workers, crate::contain::worker_config(locate()?, &[])?).await?,
+        WorkerPool::start(
+            args.workers,
+            contain.worker_config(locate()?, &reads(&config.data))?,
+        )
+        .await?,
     );
     let summary = run_with_progress(&config, pool, proposer).await?;
     for (instance, error) in &summary.failed {

@@ -99,7 +99,7 @@ pub enum PresetCommand {
     Import { file: PathBuf },
 }
 
-pub async fn run(args: GnArgs) -> Result<ExitCode> {
+pub async fn run(args: GnArgs, contain: crate::contain::Contain) -> Result<ExitCode> {
     if let Some(GnCommand::Preset {
         command,
         presets_dir,
@@ -112,7 +112,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     let python = python_policy(args.trusted_python, args.confirm_trusted)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let (user, blender, containment) = open_scene(&args).await?;
+    let (user, blender, containment) = open_scene(&args, contain).await?;
     let config = run_config(&args, preset.as_ref());
     // Attached, the state before the run is the last undo step (the add-on makes sure one
     // exists): a finished run becomes one step on top of it, anything else goes back to it.
@@ -174,6 +174,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
 /// `--blend` opened, and the containment of viga's own.
 async fn open_scene(
     args: &GnArgs,
+    contain: crate::contain::Contain,
 ) -> Result<(Option<UserBlender>, GnBlender, Option<ContainmentStatus>)> {
     let user = if args.attach.wanted() {
         if args.blend.is_some() {
@@ -188,7 +189,11 @@ async fn open_scene(
     let (blender, containment) = match &user {
         Some(user) => (GnBlender::new(user.transport.clone()), None),
         None => {
-            let worker = crate::start_blender(&[]).await?;
+            let access = viga_blender::Access {
+                readable: args.blend.iter().cloned().collect(),
+                writable: Vec::new(),
+            };
+            let worker = crate::start_blender(contain, &access).await?;
             let containment = worker.containment();
             (GnBlender::new(worker), Some(containment))
         }

@@ -2,16 +2,16 @@
 //! search). Thin: it reads the flags' files, starts a worker and prints.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use viga_blender::{Worker, WorkerConfig, locate};
+use viga_blender::Access;
 use viga_eval::scene_search::{SceneSearch, run_scene_search};
 use viga_protocol::bridge::SceneReset;
 
 use crate::args::RunArgs;
+use crate::contain::Contain;
 
-pub async fn run(args: RunArgs) -> Result<ExitCode> {
+pub async fn run(args: RunArgs, contain: Contain) -> Result<ExitCode> {
     let config = args.run_config()?;
     let Some(start_path) = &args.start else {
         bail!("--generator search needs --start PROGRAM.py: the program whose numbers it searches");
@@ -46,7 +46,13 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         args.search_budget,
         spec.render
     );
-    let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
+    // The programs it scores are the start program with other numbers: model-written, in
+    // the sense that matters (nobody checked them), so they run contained too.
+    let access = Access {
+        readable: config.prepare_blender_reads()?,
+        writable: Vec::new(),
+    };
+    let worker = crate::start_blender(contain, &access).await?;
     let budget = args.search_budget;
     let show = move |count: u32, loss: f64| println!("  program {count}/{budget}: PL {loss:.6}");
     let report = run_scene_search(&spec, worker, &folder, &show).await?;

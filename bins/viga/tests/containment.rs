@@ -14,18 +14,33 @@ use std::time::Duration;
 
 use serde_json::Value;
 use viga_blender::{
-    BlenderCommands as _, BlenderTransport as _, Containment, ContainmentPolicy, TransportError,
-    Worker, WorkerConfig, locate,
+    Access, BlenderCommands as _, BlenderTransport as _, Containment, ContainmentPolicy,
+    TransportError, Worker, WorkerConfig, locate,
 };
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
+/// Every half of containment, as `containment.json` names them.
+const HALVES: [&str; 6] = [
+    "network",
+    "writes",
+    "reads",
+    "unix_sockets",
+    "processes",
+    "environment",
+];
+
 async fn contained_worker(writable: &Path) -> Worker {
     let mut config = WorkerConfig::new(locate().expect("Blender (run `cargo xtask setup`)"));
-    config.containment = Some(Containment {
-        launcher: vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
-        writable: vec![writable.canonicalize().unwrap()],
-        policy: ContainmentPolicy::Require,
-    });
+    config.containment = Some(
+        Containment::new(
+            vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
+            ContainmentPolicy::Require,
+        )
+        .with_access(&Access {
+            readable: Vec::new(),
+            writable: vec![writable.canonicalize().unwrap()],
+        }),
+    );
     Worker::start(config)
         .await
         .expect("a contained worker starts")
@@ -104,6 +119,9 @@ async fn model_code_writes_only_in_its_folders_and_cannot_reach_viga() {
         let code = format!(
             r#"import json, os, tempfile, bpy
 seen = {{}}
+def session_of(process):
+    # /proc is the host's: its ids are the ones viga sees.
+    return int(open("/proc/%s/stat" % process).read().rsplit(")", 1)[1].split()[3])
 def attempt(name, action):
     try:
         action()
@@ -116,10 +134,10 @@ def write(path):
 attempt("outside", lambda: write({forbidden:?}))
 attempt("home", lambda: write(os.path.expanduser("~/.viga-containment-canary")))
 attempt("inside", lambda: write({inside:?}))
-attempt("environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read())
-attempt("signal", lambda: os.kill(os.getppid(), 0))
+attempt("environ", lambda: open("/proc/{viga}/environ", "rb").read())
+attempt("signal", lambda: os.kill({viga}, 0))
 # A session of its own has no controlling terminal to type into (TIOCSTI on /dev/tty).
-seen["own_session"] = os.getsid(0) == os.getpid()
+seen["own_session"] = session_of("self") != {session}
 attempt("devnull", lambda: write(os.devnull))
 attempt("shm", lambda: write("/dev/shm/viga-containment-canary"))
 bpy.ops.mesh.primitive_cube_add()
@@ -136,6 +154,8 @@ print(json.dumps(seen))
             forbidden = forbidden.display().to_string(),
             inside = allowed.join("inside.txt").display().to_string(),
             render = allowed.join("render.png").display().to_string(),
+            viga = std::process::id(),
+            session = session_of("self"),
         );
         let seen = outcome(&worker, &code).await;
         assert_eq!(seen["own_session"], true, "{seen}");
@@ -166,11 +186,7 @@ async fn a_killed_contained_worker_comes_back_contained() {
         listener.set_nonblocking(true).unwrap();
         let worker = contained_worker(run.path()).await;
         // A program leaves a process behind, as a program that starts a server would.
-        let left_behind = outcome(
-            &worker,
-            "import bpy, json, subprocess\nbpy.ops.mesh.primitive_cube_add()\nprint(json.dumps(subprocess.Popen(['sleep', '600']).pid))\n",
-        )
-        .await;
+        let left_behind = outcome(&worker, &leave_a_process(false)).await;
         let left_behind = left_behind.as_u64().unwrap().to_string();
         worker.checkpoint().await.unwrap();
         let pid = worker.hello().pid;
@@ -213,9 +229,10 @@ except OSError as err:
 #[test]
 fn the_probe_reports_containment_and_a_missing_folder_is_refused() {
     let viga = env!("CARGO_BIN_EXE_viga");
+    let scratch = tempfile::tempdir().unwrap();
     let probe = std::process::Command::new(viga)
-        .args(["contain", "--policy", "auto", "--write"])
-        .arg(std::env::temp_dir())
+        .args(["contain", "--policy", "require", "--write"])
+        .arg(scratch.path())
         .arg("--probe")
         .output()
         .unwrap();
@@ -228,8 +245,9 @@ fn the_probe_reports_containment_and_a_missing_folder_is_refused() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(status["network"]["active"], true, "{status}");
-    assert_eq!(status["filesystem"]["active"], true, "{status}");
+    for half in HALVES {
+        assert_eq!(status[half]["active"], true, "{half}: {status}");
+    }
     // A launcher asked to write in a folder that does not exist refuses to start anything.
     let refused = std::process::Command::new(viga)
         .args(["contain", "--write", "/no/such/folder", "--", "true"])
@@ -308,8 +326,9 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
     );
     let status: Value = serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
     assert_eq!(status["policy"], "auto");
-    assert_eq!(status["network"]["active"], true, "{status}");
-    assert_eq!(status["filesystem"]["active"], true, "{status}");
+    for half in HALVES {
+        assert_eq!(status[half]["active"], true, "{half}: {status}");
+    }
     // The report says it too.
     let report = find_file(&out, "report.html").expect("the run writes its report");
     let report = std::fs::read_to_string(report).unwrap();
@@ -317,6 +336,40 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
         report.contains("<th>containment</th><td colspan=\"3\">auto: network contained"),
         "{report}"
     );
+}
+
+/// A program that starts a process which keeps running (in a session of its own when
+/// `own_session`: out of Blender's process group), and prints its id as viga sees it.
+fn leave_a_process(own_session: bool) -> String {
+    format!(
+        r#"import bpy, json, os, subprocess, sys, tempfile, time
+bpy.ops.mesh.primitive_cube_add()
+marker = os.path.join(tempfile.gettempdir(), "left-behind-%d" % time.monotonic_ns())
+# /proc is the host's; NSpid lists the process's ids from the outermost namespace in.
+child = ("import time\n"
+         "for line in open('/proc/self/status'):\n"
+         "    if line.startswith('NSpid:'):\n"
+         "        open(%r, 'w').write(line.split()[1])\n"
+         "time.sleep(600)\n") % marker
+subprocess.Popen([sys.executable, "-c", child], start_new_session={session})
+while not os.path.exists(marker) or not open(marker).read():
+    time.sleep(0.02)
+print(json.dumps(int(open(marker).read())))
+"#,
+        session = if own_session { "True" } else { "False" }
+    )
+}
+
+/// The session id of a process (`self`, or an id), from /proc.
+fn session_of(process: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).unwrap();
+    let after_name = stat.rsplit_once(')').unwrap().1;
+    after_name
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {

@@ -1,8 +1,9 @@
 //! Runs on a person's open scene (viga attached to their Blender through the add-on).
 //!
-//! Their scene is never the workbench: [`start_on_user_scene`] saves a copy of it into the
+//! Their scene is never the workbench: [`snapshot_user_scene`] saves a copy of it into the
 //! run folder (`base.blend`; their file, its path and their unsaved state are untouched) and
-//! the run's own worker starts every iteration from that copy. Only when the run is over does
+//! the run's own worker, started after it, starts every iteration from that copy
+//! ([`start_on_snapshot`]). Only when the run is over does
 //! [`apply_to_user_scene`] run the chosen program on their scene, as one undo step, and only
 //! when they want it. Nothing here saves or opens their .blend.
 
@@ -19,15 +20,36 @@ use crate::{CoreError, Prompts, RunConfig, RunHandle, check_settings, start_in};
 /// The longest task text an undo step's name carries.
 const UNDO_NAME_CHARS: usize = 60;
 
-/// Starts a run whose base scene is the open scene of `user` (a person's Blender). The
-/// run's programs, renders and verification all happen in `worker`.
-pub async fn start_on_user_scene(
+/// A new run on a person's open scene: its folder, made, with the copy of their scene in
+/// it, ready to start once its worker is ([`start_on_snapshot`]). Made before the worker
+/// starts, so a contained worker can be allowed to read the copy and nothing else of the
+/// output folder.
+#[derive(Debug)]
+pub struct UserSceneSnapshot {
+    folder: RunFolder,
+    prompts: Prompts,
+    config: RunConfig,
+}
+
+impl UserSceneSnapshot {
+    /// The run's settings, with the copy as its base scene.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The run folder.
+    pub fn folder(&self) -> &Path {
+        self.folder.root()
+    }
+}
+
+/// Makes the run folder of a run on the open scene of `user` (a person's Blender) and
+/// saves a copy of that scene in it.
+pub async fn snapshot_user_scene(
     mut config: RunConfig,
-    provider: Arc<dyn Provider>,
-    worker: Arc<dyn BlenderTransport>,
     user: &dyn BlenderTransport,
     output_root: &Path,
-) -> Result<RunHandle, CoreError> {
+) -> Result<UserSceneSnapshot, CoreError> {
     if let Some(base) = &config.base_blend {
         return Err(CoreError::Config(format!(
             "an attached run starts from the open scene in Blender; drop the base scene {} or run without --attach",
@@ -51,6 +73,25 @@ pub async fn start_on_user_scene(
             )
         })?;
     config.base_blend = Some(snapshot);
+    Ok(UserSceneSnapshot {
+        folder,
+        prompts,
+        config,
+    })
+}
+
+/// Starts the run whose base scene is the copy in `snapshot`. Its programs, renders and
+/// verification all happen in `worker`; the person's Blender is not held.
+pub fn start_on_snapshot(
+    snapshot: UserSceneSnapshot,
+    provider: Arc<dyn Provider>,
+    worker: Arc<dyn BlenderTransport>,
+) -> Result<RunHandle, CoreError> {
+    let UserSceneSnapshot {
+        folder,
+        prompts,
+        config,
+    } = snapshot;
     start_in(folder, prompts, config, provider, worker)
 }
 

@@ -218,6 +218,25 @@ mod seconds {
 }
 
 impl RunConfig {
+    /// What Blender opens for this run: its base scene, its asset folder and, with Poly
+    /// Haven, the download cache (made here when missing: downloads land in it after
+    /// Blender has started). A contained worker may read these and nothing else of yours.
+    pub fn prepare_blender_reads(&self) -> Result<Vec<PathBuf>, CoreError> {
+        let mut reads: Vec<PathBuf> = self
+            .base_blend
+            .iter()
+            .chain(&self.assets)
+            .cloned()
+            .collect();
+        if self.polyhaven
+            && let Some(cache) = viga_skills::polyhaven::default_cache_dir()
+        {
+            std::fs::create_dir_all(&cache).map_err(|err| CoreError::io(&cache, err))?;
+            reads.push(cache);
+        }
+        Ok(reads)
+    }
+
     /// Settings for `task` with the defaults of `viga run`.
     pub fn new(task: impl Into<String>) -> Self {
         let task = task.into();

@@ -147,6 +147,19 @@ fn start_in(
     )
 }
 
+/// The settings of the run in `run_folder` as [`resume`] continues it (what its Blender
+/// must be able to read is in them). An add-on agent run is refused: it cannot be resumed.
+pub fn resumable_config(run_folder: &Path) -> Result<RunConfig, CoreError> {
+    let folder = RunFolder::open(run_folder)?;
+    if addon_agent::is_agent_run(run_folder) {
+        return Err(CoreError::Config(format!(
+            "{} is an add-on agent run, which cannot be resumed; start a new one with `viga agent`",
+            run_folder.display()
+        )));
+    }
+    folder.read_args()
+}
+
 /// Continues a run from its folder at the iteration after the last one recorded, with the
 /// settings in its `args.json`; `max_iterations` may raise the budget.
 pub fn resume(
@@ -156,13 +169,7 @@ pub fn resume(
     max_iterations: Option<u32>,
 ) -> Result<RunHandle, CoreError> {
     let folder = RunFolder::open(run_folder)?;
-    if addon_agent::is_agent_run(run_folder) {
-        return Err(CoreError::Config(format!(
-            "{} is an add-on agent run, which cannot be resumed; start a new one with `viga agent`",
-            run_folder.display()
-        )));
-    }
-    let mut config = folder.read_args()?;
+    let mut config = resumable_config(run_folder)?;
     if let Some(max) = max_iterations {
         config.max_iterations = max;
     }

@@ -19,8 +19,8 @@ use tokio_tungstenite::tungstenite::Message;
 use viga_blender::{BlenderTransport, TransportError};
 use viga_protocol::bridge::BridgeCommand;
 use viga_serve::ws::{
-    Credentials, FilePathParameters, Gateway, GatewayConfig, GatewayLimits, SessionBlender,
-    SessionFactory, SessionStartError, StartedSession, UserName,
+    Credentials, Gateway, GatewayConfig, GatewayLimits, SessionBlender, SessionFactory,
+    SessionStartError, StartedSession, UserName,
 };
 use viga_skills::addons::AddonRegistry;
 use viga_testkit::within;
@@ -74,14 +74,17 @@ struct FakeSessions {
 
 #[async_trait]
 impl SessionFactory for FakeSessions {
-    async fn start(&self, _user: &UserName) -> Result<StartedSession, SessionStartError> {
+    async fn start(
+        &self,
+        _user: &UserName,
+        _folder: &std::path::Path,
+    ) -> Result<StartedSession, SessionStartError> {
         self.starts.fetch_add(1, Ordering::SeqCst);
         Ok(StartedSession {
             blender: Box::new(FakeBlender {
                 stops: Arc::clone(&self.stops),
             }),
             addons: AddonRegistry::new(),
-            file_path_parameters: FilePathParameters::default(),
         })
     }
 }
