@@ -48,7 +48,7 @@ pub struct AgentArgs {
     pub events: crate::progress::EventsFormat,
 }
 
-pub async fn run(args: AgentArgs, contain: Contain) -> Result<ExitCode> {
+pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     let out = Output::new(args.events, args.max_steps);
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
@@ -87,7 +87,7 @@ pub async fn run(args: AgentArgs, contain: Contain) -> Result<ExitCode> {
 /// viga's own, contained, with `--blend` opened in it.
 async fn scene_blender(
     args: &AgentArgs,
-    contain: Contain,
+    contain: &Contain,
     prepared: &AgentFolder,
 ) -> Result<std::sync::Arc<dyn BlenderTransport>> {
     if args.attach.wanted() {

@@ -52,7 +52,7 @@ pub async fn attach(args: &AttachArgs) -> Result<UserBlender> {
 /// viga, or else the binary of the attached Blender itself.
 pub async fn start_worker(
     attached: Option<&Connection>,
-    contain: crate::contain::Contain,
+    contain: &crate::contain::Contain,
     access: &viga_blender::Access,
 ) -> Result<Arc<Worker>> {
     let launcher = match (locate(), attached) {

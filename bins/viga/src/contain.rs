@@ -8,12 +8,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use viga_blender::{
-    Access, BlenderLauncher, Containment, ContainmentPolicy, ContainmentStatus, WorkerConfig,
+    Access, BlenderLauncher, Containment, ContainmentPolicy, ContainmentStatus, Half, WorkerConfig,
 };
 use viga_sandbox::{CONTAINED_MARKER, ContainRequest, Launched, launch};
 
 /// Names the policy when `--containment` is not given.
 pub const POLICY_ENV: &str = "VIGA_CONTAINMENT";
+
+/// For tests only: halves of containment to leave out (comma-separated: network, writes,
+/// reads, unix-sockets, processes, environment), so a test can show that each protection
+/// is what stops an attack and that `require` refuses without it.
+pub const TEST_WITHOUT_ENV: &str = "VIGA_CONTAIN_TEST_WITHOUT";
 
 /// `viga contain …`: runs before any async runtime starts, because a process with threads
 /// cannot enter a user namespace. Returns the program's exit code, or 7 when it could not
@@ -30,9 +35,11 @@ pub fn run_launcher(args: &[OsString]) -> std::process::ExitCode {
 }
 
 /// How this viga contains the workers that run model-written programs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Contain {
     policy: ContainmentPolicy,
+    /// From [`TEST_WITHOUT_ENV`].
+    test_without: Vec<Half>,
 }
 
 impl Contain {
@@ -48,7 +55,17 @@ impl Contain {
                 _ => ContainmentPolicy::default(),
             },
         };
-        Ok(Self { policy })
+        let test_without = std::env::var(TEST_WITHOUT_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(|name| name.parse().with_context(|| format!("{TEST_WITHOUT_ENV}")))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            policy,
+            test_without,
+        })
     }
 
     /// The configuration of a Blender worker that runs model-written programs: contained
@@ -81,9 +98,9 @@ impl Contain {
                 .readable
                 .push(real_path(path).unwrap_or_else(|_| path.clone()));
         }
-        Ok(Some(
-            Containment::new(launcher()?, self.policy).with_access(&resolved),
-        ))
+        let mut containment = Containment::new(launcher()?, self.policy).with_access(&resolved);
+        containment.test_without.clone_from(&self.test_without);
+        Ok(Some(containment))
     }
 
     /// What containment this system gives a worker under the policy, found by running the

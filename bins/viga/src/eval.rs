@@ -149,7 +149,7 @@ pub struct BlendergymArgs {
     render: RenderArgs,
 }
 
-pub async fn run(command: EvalCommand, contain: Contain) -> Result<std::process::ExitCode> {
+pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
         EvalCommand::Blendergym(args) => blendergym(*args, contain).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
@@ -251,7 +251,7 @@ fn reads(data: &Path) -> Access {
     }
 }
 
-async fn blendergym(args: BlendergymArgs, contain: Contain) -> Result<()> {
+async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {
     // Checked before Blender starts, so bad flags fail at once.
     let config = config_from(&args)?;
     let instances = config

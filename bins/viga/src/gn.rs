@@ -99,7 +99,7 @@ pub enum PresetCommand {
     Import { file: PathBuf },
 }
 
-pub async fn run(args: GnArgs, contain: crate::contain::Contain) -> Result<ExitCode> {
+pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<ExitCode> {
     if let Some(GnCommand::Preset {
         command,
         presets_dir,
@@ -174,7 +174,7 @@ pub async fn run(args: GnArgs, contain: crate::contain::Contain) -> Result<ExitC
 /// `--blend` opened, and the containment of viga's own.
 async fn open_scene(
     args: &GnArgs,
-    contain: crate::contain::Contain,
+    contain: &crate::contain::Contain,
 ) -> Result<(Option<UserBlender>, GnBlender, Option<ContainmentStatus>)> {
     let user = if args.attach.wanted() {
         if args.blend.is_some() {

@@ -63,7 +63,7 @@ async fn run_cli(cli: Cli, contain: Contain) -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let jsonl = cli.command.events() == progress::EventsFormat::Jsonl;
-    match dispatch(cli.command, contain).await {
+    match dispatch(cli.command, &contain).await {
         Ok(code) => code,
         Err(err) => {
             let kind = failure_kind_of(&err);
@@ -156,7 +156,7 @@ fn advice(kind: FailureKind, run: Option<&Path>) -> Option<String> {
     })
 }
 
-async fn dispatch(command: Command, contain: Contain) -> Result<std::process::ExitCode> {
+async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
         Command::Run(args) if args.generator == args::Generator::Search => {
             if args.attach.wanted() {
@@ -230,7 +230,7 @@ fn provider_config(args: &ProviderArgs, saved: Option<ProviderConfig>) -> Result
 /// besides its own scratch folder and install it may read and write only what `access`
 /// names (viga itself writes the run folders, so the loop, the GN assistant and eval let it
 /// write nothing else; it reads their inputs: base scenes, asset folders).
-async fn start_blender(contain: Contain, access: &Access) -> Result<Arc<Worker>> {
+async fn start_blender(contain: &Contain, access: &Access) -> Result<Arc<Worker>> {
     let config = contain.worker_config(locate()?, access)?;
     let worker = Worker::start(config).await?;
     say_containment(&worker);
@@ -249,7 +249,7 @@ fn say_containment(worker: &Worker) {
     }
 }
 
-async fn run(args: RunArgs, contain: Contain) -> Result<std::process::ExitCode> {
+async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
     let mut out = Output::new(args.events, args.max_iterations);
     let provider_settings = provider_config(&args.provider, None)?;
     let mut config = args.run_config()?;
@@ -304,7 +304,7 @@ async fn resume(
     args: ProviderArgs,
     max_iterations: Option<u32>,
     events: progress::EventsFormat,
-    contain: Contain,
+    contain: &Contain,
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
     let run_folder = viga_core::RunFolder::open(folder)?;
@@ -492,7 +492,7 @@ async fn apply(folder: &Path, args: &attach::AttachArgs) -> Result<std::process:
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn doctor(contain: Contain) -> Result<std::process::ExitCode> {
+async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
     let launcher = match locate() {
         Ok(launcher) => launcher,
         Err(err) => bail!("{err}"),

@@ -20,7 +20,7 @@ pub async fn serve(
     live: bool,
     addons: Option<&Path>,
     resolution: &str,
-    contain: Contain,
+    contain: &Contain,
 ) -> Result<std::process::ExitCode> {
     let (width, height) = crate::args::parse_resolution(resolution)?;
     // A person's Blender is always live: viga never reloads the file they have open.
@@ -70,7 +70,7 @@ pub async fn serve(
 
 pub async fn gateway(
     args: crate::args::GatewayArgs,
-    contain: Contain,
+    contain: &Contain,
 ) -> Result<std::process::ExitCode> {
     use viga_serve::ws::{BlenderSessions, Credentials, GatewayLimits};
     anyhow::ensure!(

@@ -11,7 +11,7 @@ use viga_protocol::bridge::SceneReset;
 use crate::args::RunArgs;
 use crate::contain::Contain;
 
-pub async fn run(args: RunArgs, contain: Contain) -> Result<ExitCode> {
+pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
     let config = args.run_config()?;
     let Some(start_path) = &args.start else {
         bail!("--generator search needs --start PROGRAM.py: the program whose numbers it searches");

@@ -452,3 +452,94 @@ fn an_unknown_containment_policy_is_refused_with_what_to_use() {
         assert!(stderr.contains("not off, auto or require"), "{stderr}");
     }
 }
+
+/// `require` refuses to start anything unless every half holds: each half left out in turn
+/// (the launcher's test-only switch) is refused and named, and `auto` runs without it and
+/// says so.
+#[test]
+fn require_refuses_when_any_half_is_missing_and_auto_says_which() {
+    let viga = env!("CARGO_BIN_EXE_viga");
+    let scratch = tempfile::tempdir().unwrap();
+    for half in [
+        "network",
+        "writes",
+        "reads",
+        "unix-sockets",
+        "processes",
+        "environment",
+    ] {
+        let launch = |policy: &str| {
+            std::process::Command::new(viga)
+                .args(["contain", "--policy", policy, "--write"])
+                .arg(scratch.path())
+                .args(["--test-without", half, "--", "/bin/true"])
+                .output()
+                .unwrap()
+        };
+        let refused = launch("require");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(7), "{half}: {stderr}");
+        assert!(
+            stderr.contains(&format!("but {half} do not hold")),
+            "{half}: {stderr}"
+        );
+        let ran = launch("auto");
+        let stdout = String::from_utf8_lossy(&ran.stdout);
+        assert!(ran.status.success(), "{half}: {stdout}");
+        let status: Value = serde_json::from_str(
+            stdout
+                .lines()
+                .find_map(|line| line.strip_prefix("VIGA_CONTAINED "))
+                .unwrap(),
+        )
+        .unwrap();
+        let key = half.replace('-', "_");
+        assert_eq!(status[&key]["active"], false, "{half}: {status}");
+        for other in HALVES.iter().filter(|other| **other != key) {
+            assert_eq!(status[other]["active"], true, "{half}, {other}: {status}");
+        }
+    }
+}
+
+/// The same through viga: with a half turned off (`VIGA_CONTAIN_TEST_WITHOUT`, for tests
+/// only), `viga doctor` says which half does not hold, and `--containment require` refuses
+/// to start a run's Blender.
+#[test]
+fn viga_doctor_names_the_missing_half_and_a_required_run_does_not_start() {
+    let viga = env!("CARGO_BIN_EXE_viga");
+    let doctor = std::process::Command::new(viga)
+        .arg("doctor")
+        .env_remove("VIGA_CONTAINMENT")
+        .env("VIGA_CONTAIN_TEST_WITHOUT", "unix-sockets")
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.status.success(), "{report}");
+    assert!(
+        report.contains("containment (auto): NOT every half holds"),
+        "{report}"
+    );
+    assert!(
+        report.contains("  unix-sockets: NOT contained (left out on purpose"),
+        "{report}"
+    );
+    assert!(report.contains("  network: contained ("), "{report}");
+    let out = tempfile::tempdir().unwrap();
+    // The model is never asked: the run stops before Blender starts.
+    let script = out.path().join("never.json");
+    std::fs::write(&script, r#"{"description": "never asked", "turns": []}"#).unwrap();
+    let mut run = std::process::Command::new(viga);
+    run.args(["--containment", "require", "run", "--task", "refused"])
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("--output")
+        .arg(out.path())
+        .env("VIGA_CONTAIN_TEST_WITHOUT", "unix-sockets");
+    let refused = viga_testkit::output_within(&mut run, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("containment is required") && stderr.contains("unix-sockets do not hold"),
+        "{stderr}"
+    );
+}

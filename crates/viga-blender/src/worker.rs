@@ -427,13 +427,19 @@ async fn spawn(
     let mut child = start_blender(config, &script, scratch, &token)?;
     // Killed whole if Blender does not get as far as the handshake.
     let own_group = OwnGroup(config.containment.as_ref().and_then(|_| child.id()));
-    let stderr_tail = keep_stderr_tail(&mut child, &config.name);
+    let (stderr_tail, mut stderr_reader) = keep_stderr_tail(&mut child, &config.name);
     let stdout = child
         .stdout
         .take()
         .ok_or_else(|| TransportError::Start("Blender's output could not be read".to_owned()))?;
     let mut lines = OutputLines::new(stdout);
-    let (ready, reported) = wait_for_port(config, &mut child, &mut lines, &stderr_tail).await?;
+    let (ready, reported) = wait_for_port(
+        config,
+        &mut child,
+        &mut lines,
+        (&stderr_tail, stderr_reader.as_mut()),
+    )
+    .await?;
     log_stdout(lines, config.name.clone());
     let (client, containment) = match &config.containment {
         // The socket viga named, whatever else the process printed.
@@ -582,13 +588,20 @@ fn start_blender(
 }
 
 /// Logs Blender's error output as it comes and keeps its last [`STDERR_TAIL_LINES`] lines for
-/// crash reports.
-fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<String>>> {
+/// crash reports; the task that reads it ends with the output.
+fn keep_stderr_tail(
+    child: &mut Child,
+    name: &str,
+) -> (
+    Arc<SyncMutex<VecDeque<String>>>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
     let stderr_tail = Arc::new(SyncMutex::new(VecDeque::new()));
+    let mut reader = None;
     if let Some(stderr) = child.stderr.take() {
         let tail = Arc::clone(&stderr_tail);
         let name = name.to_owned();
-        tokio::spawn(async move {
+        reader = Some(tokio::spawn(async move {
             let mut lines = OutputLines::new(stderr);
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(target: "viga_blender::stderr", worker = %name, "{line}");
@@ -599,9 +612,9 @@ fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<Str
                     tail.push_back(line);
                 }
             }
-        });
+        }));
     }
-    stderr_tail
+    (stderr_tail, reader)
 }
 
 /// The bridge's ready announcement, within the startup limit. When Blender exits first the
@@ -610,7 +623,10 @@ async fn wait_for_port(
     config: &WorkerConfig,
     child: &mut Child,
     lines: &mut OutputLines<ChildStdout>,
-    stderr_tail: &SyncMutex<VecDeque<String>>,
+    (stderr_tail, stderr_reader): (
+        &SyncMutex<VecDeque<String>>,
+        Option<&mut tokio::task::JoinHandle<()>>,
+    ),
 ) -> Result<(Ready, Option<ContainmentStatus>), TransportError> {
     match tokio::time::timeout(config.startup_timeout, wait_for_ready(lines)).await {
         Ok((Some(ready), containment)) => Ok((ready, containment)),
@@ -620,6 +636,10 @@ async fn wait_for_port(
                 .await
                 .map(|s| s.to_string())
                 .unwrap_or_default();
+            // Its last words (a launcher's refusal) may still be on their way.
+            if let Some(reader) = stderr_reader {
+                let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+            }
             let tail = stderr_tail
                 .lock()
                 .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n"))

@@ -180,7 +180,6 @@ fn run(command: &[OsString], removed: &[OsString], parent: u32) -> Result<u8, Co
     let Some((program, args)) = command.split_first() else {
         return Err(ContainError::Usage("no program to run".to_owned()));
     };
-    let stop_signals = crate::platform::hold_stop_signals();
     let mut child_command = Command::new(program);
     child_command.args(args);
     for name in removed {
@@ -190,6 +189,8 @@ fn run(command: &[OsString], removed: &[OsString], parent: u32) -> Result<u8, Co
         program: program.to_string_lossy().into_owned(),
         source,
     })?;
+    // Only now: a blocked signal would stay blocked in the program and all it starts.
+    let stop_signals = crate::platform::hold_stop_signals();
     loop {
         let waited = child
             .try_wait()

@@ -514,15 +514,19 @@ fn restrict(plan: &Plan) -> Result<(Guard, Guard, Option<ABI>), ContainError> {
         .map_err(setup)?
         .create()
         .map_err(setup)?;
-    for (paths, access) in rules {
-        created = created
-            .add_rules(path_beneath_rules(paths, access & handled))
-            .map_err(setup)?;
-    }
     // Writable folders are readable too, but nothing written there may be run.
-    created = created
-        .add_rules(path_beneath_rules(&writable, (reading | write) & handled))
-        .map_err(setup)?;
+    let rules = rules
+        .into_iter()
+        .chain([(writable.clone(), reading | write)]);
+    for (paths, access) in rules {
+        // A right not handled (a half left out) needs no rule.
+        let access = access & handled;
+        if !access.is_empty() {
+            created = created
+                .add_rules(path_beneath_rules(paths, access))
+                .map_err(setup)?;
+        }
+    }
     let status = created.restrict_self().map_err(setup)?;
     let abi = match status.landlock {
         LandlockStatus::Available { effective_abi, .. } => Some(effective_abi),
@@ -584,8 +588,8 @@ fn restrict(plan: &Plan) -> Result<(Guard, Guard, Option<ABI>), ContainError> {
 /// The signals that ask the launcher to stop, blocked and turned into a file it reads
 /// between looks at its program ([`stop_asked`]), instead of ending the launcher and
 /// leaving the program without a parent that stops it. (No thread can wait for them: after
-/// entering a PID namespace the launcher cannot start one.) The program starts with no
-/// signal blocked: std clears the mask of a child.
+/// entering a PID namespace the launcher cannot start one.) Called once the program has
+/// started, which would otherwise inherit the blocked signals.
 pub(crate) fn hold_stop_signals() -> Option<SignalFd> {
     let mut signals = SigSet::empty();
     for signal in [
