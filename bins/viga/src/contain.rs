@@ -60,7 +60,7 @@ impl Contain {
             .split(',')
             .map(str::trim)
             .filter(|name| !name.is_empty())
-            .map(|name| name.parse().with_context(|| format!("{TEST_WITHOUT_ENV}")))
+            .map(|name| name.parse().context(TEST_WITHOUT_ENV))
             .collect::<Result<_>>()?;
         Ok(Self {
             policy,

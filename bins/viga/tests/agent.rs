@@ -366,7 +366,10 @@ fn the_agent_writes_only_its_own_runs_results_folder() {
         std::fs::read_to_string(folder.join("results/note.txt")).unwrap_or_default(),
         "a note"
     );
-    assert!(!planted.exists(), "the agent's Blender wrote another run's folder");
+    assert!(
+        !planted.exists(),
+        "the agent's Blender wrote another run's folder"
+    );
     assert!(!files.path().join("escape.txt").exists());
     assert!(!output.join("escape.txt").exists());
 }
