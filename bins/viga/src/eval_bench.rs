@@ -172,8 +172,14 @@ pub async fn bench(
             rows.push(measure(data, &out, &worker, render, workers, Arc::clone(&proposer)).await?);
         }
     }
+    let containment = worker
+        .containment
+        .as_ref()
+        .map_or("uncontained".to_owned(), |containment| {
+            format!("contained ({})", containment.policy)
+        });
     println!(
-        "\n{render} on {}; the agent's model is a stand-in answering after {} ms per call:",
+        "\n{render} on {}, workers {containment}; the agent's model is a stand-in answering after {} ms per call:",
         data.display(),
         model_latency.as_millis()
     );

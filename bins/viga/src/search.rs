@@ -53,9 +53,11 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
         writable: Vec::new(),
     };
     let worker = crate::start_blender(contain, &access).await?;
+    let containment = worker.containment();
     let budget = args.search_budget;
     let show = move |count: u32, loss: f64| println!("  program {count}/{budget}: PL {loss:.6}");
     let report = run_scene_search(&spec, worker, &folder, &show).await?;
+    viga_core::folder::write_containment(&report.folder, &containment)?;
     let outcome = &report.outcome;
     println!(
         "search: {} literals, {} programs scored, seen from {}, PL {} -> {}\nbest program: {}",

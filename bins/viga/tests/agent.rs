@@ -372,4 +372,8 @@ fn the_agent_writes_only_its_own_runs_results_folder() {
     );
     assert!(!files.path().join("escape.txt").exists());
     assert!(!output.join("escape.txt").exists());
+    let status: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("containment.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["writes"]["active"], true, "{status}");
 }
