@@ -47,10 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
                 ContainmentPolicy::Require,
             )
-            .with_access(&Access {
-                readable: Vec::new(),
-                writable: vec![writable.path().canonicalize()?],
-            }),
+            .with_access(&Access::writing(vec![writable.path().canonicalize()?])),
         );
         config
     };

@@ -245,10 +245,7 @@ fn proposer_from(args: &BlendergymArgs, config: &EvalConfig) -> Result<Arc<dyn P
 
 /// What an evaluation's Blender reads: the instances' scenes in the data folder.
 fn reads(data: &Path) -> Access {
-    Access {
-        readable: vec![data.to_path_buf()],
-        writable: Vec::new(),
-    }
+    Access::reading(vec![data.to_path_buf()])
 }
 
 async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {

@@ -189,10 +189,7 @@ async fn open_scene(
     let (blender, containment) = match &user {
         Some(user) => (GnBlender::new(user.transport.clone()), None),
         None => {
-            let access = viga_blender::Access {
-                readable: args.blend.iter().cloned().collect(),
-                writable: Vec::new(),
-            };
+            let access = viga_blender::Access::reading(args.blend.iter().cloned().collect());
             let worker = crate::start_blender(contain, &access).await?;
             let containment = worker.containment();
             (GnBlender::new(worker), Some(containment))

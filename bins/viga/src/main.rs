@@ -272,19 +272,13 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         let snapshot =
             viga_core::attached::snapshot_user_scene(config, user.transport.as_ref(), &args.output)
                 .await?;
-        let access = Access {
-            readable: snapshot.config().prepare_blender_reads()?,
-            writable: Vec::new(),
-        };
+        let access = Access::reading(snapshot.config().prepare_blender_reads()?);
         let worker = attach::start_worker(Some(&user.connection), contain, &access).await?;
         let containment = worker.containment();
         let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
         (handle, containment)
     } else {
-        let access = Access {
-            readable: config.prepare_blender_reads()?,
-            writable: Vec::new(),
-        };
+        let access = Access::reading(config.prepare_blender_reads()?);
         let worker = start_blender(contain, &access).await?;
         let containment = worker.containment();
         let handle = viga_core::start(config, provider, worker, &args.output)?;
@@ -338,10 +332,7 @@ async fn resume(
     }
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
-    let access = Access {
-        readable: viga_core::resumable_config(folder)?.prepare_blender_reads()?,
-        writable: Vec::new(),
-    };
+    let access = Access::reading(viga_core::resumable_config(folder)?.prepare_blender_reads()?);
     let blender = start_blender(contain, &access).await?;
     viga_core::folder::write_containment(folder, &blender.containment())?;
     let handle = viga_core::resume(folder, provider, blender, max_iterations)?;

@@ -31,10 +31,7 @@ pub async fn serve(
         )
     } else {
         // Programs may write only in the worker's own scratch folder, and read the add-ons.
-        let access = Access {
-            readable: addons.map(Path::to_path_buf).into_iter().collect(),
-            writable: Vec::new(),
-        };
+        let access = Access::reading(addons.map(Path::to_path_buf).into_iter().collect());
         let worker = crate::start_blender(contain, &access).await?;
         let mode = if live {
             ProgramMode::Live
@@ -99,10 +96,7 @@ pub async fn gateway(
     };
     // Each user's Blender runs that user's add-on commands: contained, reading the
     // add-ons and writing only the user's own folder (the sessions add it).
-    let access = Access {
-        readable: args.addons.iter().cloned().collect(),
-        writable: Vec::new(),
-    };
+    let access = Access::reading(args.addons.iter().cloned().collect());
     let sessions = BlenderSessions {
         launcher: locate()?,
         addons_folder: args.addons,

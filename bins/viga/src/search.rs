@@ -48,10 +48,7 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
     );
     // The programs it scores are the start program with other numbers: model-written, in
     // the sense that matters (nobody checked them), so they run contained too.
-    let access = Access {
-        readable: config.prepare_blender_reads()?,
-        writable: Vec::new(),
-    };
+    let access = Access::reading(config.prepare_blender_reads()?);
     let worker = crate::start_blender(contain, &access).await?;
     let containment = worker.containment();
     let budget = args.search_budget;

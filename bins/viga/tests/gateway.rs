@@ -10,13 +10,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
+use viga_testkit::websocket::{ask, connect};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 const TOKEN: &str = "alice-token-0123456789";
 
@@ -59,22 +55,15 @@ fn start_gateway(base: &Path) -> (Gateway, String) {
             "the gateway ended"
         );
         if let Some(rest) = line.split("listening on ").nth(1) {
-            let address = rest.split_whitespace().next().unwrap().to_owned();
+            let address = rest
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .trim_start_matches("ws://")
+                .to_owned();
             // The rest of its log is not needed, but the pipe must not fill up.
             std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
             return (gateway, address);
-        }
-    }
-}
-
-async fn ask(socket: &mut Socket, message: Value) -> Value {
-    socket
-        .send(Message::text(message.to_string()))
-        .await
-        .unwrap();
-    loop {
-        if let Message::Text(text) = socket.next().await.unwrap().unwrap() {
-            return serde_json::from_str(text.as_str()).unwrap();
         }
     }
 }
@@ -91,7 +80,7 @@ async fn a_users_blender_reads_no_secret_and_writes_only_in_the_users_folder() {
         std::fs::write(&secret, "sk-canary-gateway-5521").unwrap();
         let elsewhere = base.path().join("planted.txt");
         let (_gateway, address) = start_gateway(base.path());
-        let (mut alice, _) = tokio_tungstenite::connect_async(address).await.unwrap();
+        let mut alice = connect(address).await;
         let hello = json!({"type": "hello", "message_id": "h", "user": "alice", "token": TOKEN});
         assert_eq!(ask(&mut alice, hello).await["ok"], true);
         for (id, target) in [("r1", &secret), ("r2", &base.path().join("users.txt"))] {

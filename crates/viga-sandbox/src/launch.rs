@@ -78,6 +78,15 @@ impl Plan {
     }
 }
 
+/// The halves a platform establishes (the environment is the launcher's own).
+pub(crate) struct Guards {
+    pub network: Guard,
+    pub writes: Guard,
+    pub reads: Guard,
+    pub unix_sockets: Guard,
+    pub processes: Guard,
+}
+
 /// How a launch ended.
 #[derive(Debug)]
 pub enum Launched {

@@ -14,7 +14,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-use crate::launch::Plan;
+use crate::launch::{Guards, Plan};
 use crate::{ContainError, Guard, Half};
 
 /// Newest Landlock ABI this code asks for; an older kernel gets what it has.
@@ -114,15 +114,6 @@ fn pci_device_folders() -> Vec<PathBuf> {
         .filter(|entry| entry.file_name().to_string_lossy().starts_with("pci"))
         .map(|entry| entry.path())
         .collect()
-}
-
-/// The halves the platform establishes (the environment is the launcher's own).
-pub(crate) struct Guards {
-    pub network: Guard,
-    pub writes: Guard,
-    pub reads: Guard,
-    pub unix_sockets: Guard,
-    pub processes: Guard,
 }
 
 pub(crate) fn contain(plan: &Plan) -> Result<Guards, ContainError> {

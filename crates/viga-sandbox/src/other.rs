@@ -1,15 +1,7 @@
 //! Containment where there is none: every half is reported as not held.
 
-use crate::launch::Plan;
+use crate::launch::{Guards, Plan};
 use crate::{ContainError, Guard};
-
-pub(crate) struct Guards {
-    pub network: Guard,
-    pub writes: Guard,
-    pub reads: Guard,
-    pub unix_sockets: Guard,
-    pub processes: Guard,
-}
 
 pub(crate) fn contain(_plan: &Plan) -> Result<Guards, ContainError> {
     let why = || Guard::absent("containment needs Linux (Landlock and namespaces)");

@@ -17,6 +17,22 @@ pub struct Access {
 }
 
 impl Access {
+    /// Reading `readable`, writing nothing.
+    pub fn reading(readable: Vec<PathBuf>) -> Self {
+        Self {
+            readable,
+            writable: Vec::new(),
+        }
+    }
+
+    /// Writing (and reading) `writable`.
+    pub fn writing(writable: Vec<PathBuf>) -> Self {
+        Self {
+            readable: Vec::new(),
+            writable,
+        }
+    }
+
     /// Both lists of `self` followed by those of `more`.
     pub fn and(&self, more: &Access) -> Access {
         let join = |a: &[PathBuf], b: &[PathBuf]| a.iter().chain(b).cloned().collect();

@@ -105,10 +105,7 @@ impl SessionFactory for BlenderSessions {
         let mut worker_config = WorkerConfig::new(self.launcher.clone());
         worker_config.name = format!("user-{user}");
         worker_config.containment = self.containment.clone().map(|containment| {
-            containment.with_access(&Access {
-                readable: Vec::new(),
-                writable: vec![folder.to_path_buf()],
-            })
+            containment.with_access(&Access::writing(vec![folder.to_path_buf()]))
         });
         let worker = Worker::start(worker_config).await?;
         let setup = self.setup_code.as_deref().unwrap_or_default();
