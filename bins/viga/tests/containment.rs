@@ -24,6 +24,17 @@ use viga_blender::{
 };
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
+/// Python for the programs below: `attempt(name, action)` notes in `seen` whether the
+/// action was done or failed, and why.
+const ATTEMPTS: &str = r#"seen = {}
+def attempt(name, action):
+    try:
+        action()
+        seen[name] = "done"
+    except OSError as err:
+        seen[name] = "failed: %s" % err
+"#;
+
 /// Every half of containment, as `containment.json` names them.
 const HALVES: [&str; 6] = [
     "network",
@@ -120,16 +131,9 @@ async fn model_code_writes_only_in_its_folders_and_cannot_reach_viga() {
         let forbidden = elsewhere.path().join("planted.py");
         let code = format!(
             r#"import json, os, tempfile, bpy
-seen = {{}}
-def session_of(process):
+{ATTEMPTS}def session_of(process):
     # /proc is the host's: its ids are the ones viga sees.
     return int(open("/proc/%s/stat" % process).read().rsplit(")", 1)[1].split()[3])
-def attempt(name, action):
-    try:
-        action()
-        seen[name] = "done"
-    except OSError as err:
-        seen[name] = "failed: %s" % err
 def write(path):
     with open(path, "w") as handle:
         handle.write("x")
@@ -639,14 +643,7 @@ fn run_attack() -> Result<Attack, String> {
     let program = format!(
         r#"import bpy, json, os, socket, subprocess, sys, tempfile, time
 bpy.ops.mesh.primitive_cube_add()
-seen = {{}}
-def attempt(name, action):
-    try:
-        action()
-        seen[name] = "done"
-    except OSError as err:
-        seen[name] = "failed: %s" % err
-def connect(path):
+{ATTEMPTS}def connect(path):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(3)
     sock.connect(path)
