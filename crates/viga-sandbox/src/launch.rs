@@ -232,7 +232,7 @@ fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;

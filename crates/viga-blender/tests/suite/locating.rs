@@ -86,6 +86,7 @@ fn the_install_folders_of_a_venv_include_the_python_it_was_made_from() {
     std::fs::write(prefix.join("bin/python3.11"), "").unwrap();
     let venv = root.join("checkout/.viga/venv");
     std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::write(venv.join("pyvenv.cfg"), "home = elsewhere\n").unwrap();
     std::os::unix::fs::symlink(prefix.join("bin/python3.11"), venv.join("bin/python")).unwrap();
     let launcher = BlenderLauncher::PythonModule {
         python: venv.join("bin/python"),

@@ -308,6 +308,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn links_out_of_the_folder_are_refused() {
         let (root, folder) = folder();
         let outside = root.path().join("outside");
