@@ -1,14 +1,20 @@
-//! The Debian packages the slide and page tests need (LibreOffice, Chromium, a font): found,
-//! or installed when CI runs as root, or named with the command that installs them. The
-//! tests never skip: without these they fail, so this says what to do first.
+//! The Debian packages the tests need (LibreOffice and Chromium for slides and pages, a font,
+//! ffmpeg for video targets): found, or installed when CI runs as root, or named with the
+//! command that installs them. The tests never skip: without these they fail, so this says
+//! what to do first.
 
 use std::process::Command;
 
 use anyhow::{Context as _, Result, bail};
 
-/// Installed with `--no-install-recommends`: Impress with LibreOfficeKit, Chromium, and the
-/// font the tests' pages and decks name.
-const PACKAGES: [&str; 3] = ["libreoffice-impress", "chromium", "fonts-dejavu-core"];
+/// Installed with `--no-install-recommends`: Impress with LibreOfficeKit, Chromium, the font
+/// the tests' pages and decks name, and ffmpeg.
+const PACKAGES: [&str; 4] = [
+    "libreoffice-impress",
+    "chromium",
+    "fonts-dejavu-core",
+    "ffmpeg",
+];
 
 /// What is missing, each with why.
 fn missing_programs() -> Vec<String> {
@@ -18,6 +24,14 @@ fn missing_programs() -> Vec<String> {
     }
     if let Err(err) = viga_web::locate::find_chromium() {
         missing.push(err.to_string());
+    }
+    let ffmpeg = Command::new("ffmpeg")
+        .arg("-version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !ffmpeg.is_ok_and(|status| status.success()) {
+        missing.push("ffmpeg (video targets) is not on PATH".to_owned());
     }
     missing
 }
@@ -34,7 +48,7 @@ pub fn ensure_packages() -> Result<()> {
     let in_ci = std::env::var("CI").is_ok_and(|value| value == "true");
     if !(in_ci && running_as_root()) {
         bail!(
-            "the slide and page tests need LibreOffice and Chromium:\n  {}\ninstall them (Debian/Ubuntu): sudo apt-get update && sudo {install}",
+            "the tests need LibreOffice, Chromium and ffmpeg:\n  {}\ninstall them (Debian/Ubuntu): sudo apt-get update && sudo {install}",
             missing.join("\n  ")
         );
     }

@@ -1,6 +1,7 @@
 //! What containment costs: a Blender worker started, asked one `execute` and shut down,
-//! uncontained and through `viga contain` (network namespace and Landlock), alternately so
-//! both see the same machine. Prints a Markdown table of start-up and first-call times.
+//! uncontained and through `viga contain` (user, network, mount and PID namespaces, the
+//! session's socket folders hidden, Landlock over reads and writes), alternately so both
+//! see the same machine. Prints a Markdown table of start-up and first-call times.
 //!
 //! `cargo bench -p viga --bench containment` (needs `cargo xtask setup`).
 //! Environment: `VIGA_BENCH_CONTAINMENT_ROUNDS` (default 8).
@@ -9,7 +10,7 @@ use std::ffi::OsString;
 use std::time::Instant;
 
 use viga_blender::{
-    BlenderCommands as _, Containment, ContainmentPolicy, Worker, WorkerConfig, locate,
+    Access, BlenderCommands as _, Containment, ContainmentPolicy, Worker, WorkerConfig, locate,
 };
 
 const PROGRAM: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
@@ -41,11 +42,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let writable = tempfile::tempdir()?;
     let contained = {
         let mut config = WorkerConfig::new(launcher.clone());
-        config.containment = Some(Containment {
-            launcher: vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
-            writable: vec![writable.path().canonicalize()?],
-            policy: ContainmentPolicy::Require,
-        });
+        config.containment = Some(
+            Containment::new(
+                vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
+                ContainmentPolicy::Require,
+            )
+            .with_access(&Access::writing(vec![writable.path().canonicalize()?])),
+        );
         config
     };
     let plain = WorkerConfig::new(launcher);
@@ -59,11 +62,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         boxed_start.push(start);
         boxed_call.push(call);
     }
+    let (launcher, probe_args) = contained
+        .containment
+        .as_ref()
+        .ok_or("the contained configuration has no containment")?
+        .probe_command_line()?;
     let probe = Instant::now();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_viga"))
-        .args(["contain", "--write"])
-        .arg(writable.path())
-        .arg("--probe")
+    let status = std::process::Command::new(launcher)
+        .args(probe_args)
         .output()?;
     let probe_ms = probe.elapsed().as_secs_f64() * 1000.0;
     println!("{}", String::from_utf8_lossy(&status.stdout).trim());

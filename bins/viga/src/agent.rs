@@ -7,13 +7,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_core::addon_agent::{AgentConfig, AgentOutcome};
+use viga_blender::{Access, BlenderCommands as _, BlenderTransport, ContainmentStatus};
+use viga_core::addon_agent::{AgentConfig, AgentFolder, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_provider::{ProviderKind, build_provider};
 
 use crate::args::ProviderArgs;
+use crate::contain::Contain;
 use crate::progress::Output;
 
 #[derive(Debug, Args)]
@@ -47,14 +48,16 @@ pub struct AgentArgs {
     pub events: crate::progress::EventsFormat,
 }
 
-pub async fn run(args: AgentArgs) -> Result<ExitCode> {
+pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     let out = Output::new(args.events, args.max_steps);
+    if args.attach.wanted() && args.blend.is_some() {
+        bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
+    }
     let settings = crate::provider_config(&args.provider, None)?;
     let provider = build_provider(&settings)?;
     if settings.kind == ProviderKind::Scripted {
         out.say("[scripted provider] every model answer is replayed from a script");
     }
-    let blender = scene_blender(&args).await?;
     let mut config = AgentConfig::new(args.request.clone());
     config.max_steps = args.max_steps;
     config.addons_folder.clone_from(&args.addons);
@@ -67,8 +70,14 @@ pub async fn run(args: AgentArgs) -> Result<ExitCode> {
     };
     config.provider = settings.kind.name().to_owned();
     config.model = provider.model().to_owned();
-    let mut handle = viga_core::addon_agent::start(config, provider, blender, &args.output).await?;
+    // The run's folder first: its results folder is the one place its Blender may write.
+    let prepared = viga_core::addon_agent::prepare(config, &args.output)?;
+    let (blender, containment) = scene_blender(&args, contain, &prepared).await?;
+    let mut handle = viga_core::addon_agent::start(prepared, provider, blender).await?;
     viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
+    if let Some(status) = &containment {
+        viga_core::folder::write_containment(handle.folder(), status)?;
+    }
     out.run_folder(handle.folder());
     crate::progress::follow_events(&mut handle, &out, "the agent", show, None).await;
     let outcome = handle.wait().await?;
@@ -78,26 +87,34 @@ pub async fn run(args: AgentArgs) -> Result<ExitCode> {
 }
 
 /// The scene the agent works on: the person's open scene when attached, else a Blender of
-/// viga's own, with `--blend` opened in it.
-async fn scene_blender(args: &AgentArgs) -> Result<std::sync::Arc<dyn BlenderTransport>> {
+/// viga's own, contained, with `--blend` opened in it, and the containment it runs under.
+async fn scene_blender(
+    args: &AgentArgs,
+    contain: &Contain,
+    prepared: &AgentFolder,
+) -> Result<(
+    std::sync::Arc<dyn BlenderTransport>,
+    Option<ContainmentStatus>,
+)> {
     if args.attach.wanted() {
-        if args.blend.is_some() {
-            bail!(
-                "--attach works on the scene open in Blender; drop --blend or run without --attach"
-            );
-        }
-        return Ok(crate::attach::attach(&args.attach).await?.transport);
+        return Ok((crate::attach::attach(&args.attach).await?.transport, None));
     }
-    // Add-on commands may write their results (exports, renders) in the output folder.
-    let blender = crate::start_blender(&[args.output.as_path()]).await?;
-    if let Some(blend) = &args.blend {
-        let path = std::path::absolute(blend)?;
+    let blend = args.blend.as_deref().map(std::path::absolute).transpose()?;
+    // Add-on commands write their results (exports, renders) in the run's results folder
+    // and nowhere else; the add-ons and the opened scene are read.
+    let access = Access {
+        readable: args.addons.iter().cloned().chain(blend.clone()).collect(),
+        writable: vec![prepared.results().to_path_buf()],
+    };
+    let blender = crate::start_blender(contain, &access).await?;
+    if let Some(path) = &blend {
         blender
             .load_blend(&path.to_string_lossy())
             .await
-            .with_context(|| format!("cannot open {}", blend.display()))?;
+            .with_context(|| format!("cannot open {}", path.display()))?;
     }
-    Ok(blender)
+    let containment = blender.containment();
+    Ok((blender, Some(containment)))
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

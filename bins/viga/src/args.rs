@@ -14,10 +14,11 @@ use viga_protocol::bridge::RenderSpec;
     about = "Vision-as-inverse-graphics agent: a model writes Blender Python until the scene matches the target"
 )]
 pub struct Cli {
-    /// Run model-written programs contained: no network, writes only in the run's folders
-    /// (Linux: a network namespace and Landlock). auto (the default) uses what the kernel
-    /// offers and says what is missing; require refuses to start Blender without both; off
-    /// runs Blender uncontained. Default: $VIGA_CONTAINMENT, else auto.
+    /// Run model-written programs contained: no network, no socket of your session, reads
+    /// only of Blender's install and the run's inputs, writes only in its own folders, no
+    /// process outliving it (Linux: namespaces and Landlock). auto (the default) uses what
+    /// the kernel offers and says what is missing; require refuses to start Blender unless
+    /// all of it holds; off runs Blender uncontained. Default: $VIGA_CONTAINMENT, else auto.
     #[arg(long, global = true, value_name = "off|auto|require")]
     pub containment: Option<viga_blender::ContainmentPolicy>,
     #[command(subcommand)]

@@ -48,9 +48,13 @@ pub async fn attach(args: &AttachArgs) -> Result<UserBlender> {
     })
 }
 
-/// A Blender of viga's own for the run's work: the one set up for viga, or else the binary
-/// of the attached Blender itself.
-pub async fn start_worker(attached: Option<&Connection>) -> Result<Arc<Worker>> {
+/// A Blender of viga's own for the run's work, contained with `access`: the one set up for
+/// viga, or else the binary of the attached Blender itself.
+pub async fn start_worker(
+    attached: Option<&Connection>,
+    contain: &crate::contain::Contain,
+    access: &viga_blender::Access,
+) -> Result<Arc<Worker>> {
     let launcher = match (locate(), attached) {
         (Ok(launcher), _) => launcher,
         (Err(_), Some(connection)) if !connection.info.binary_path.is_empty() => {
@@ -60,7 +64,7 @@ pub async fn start_worker(attached: Option<&Connection>) -> Result<Arc<Worker>> 
         }
         (Err(err), _) => return Err(err.into()),
     };
-    let worker = Worker::start(crate::contain::worker_config(launcher, &[])?).await?;
+    let worker = Worker::start(contain.worker_config(launcher, access)?).await?;
     crate::say_containment(&worker);
     Ok(Arc::new(worker))
 }

@@ -1,52 +1,32 @@
-//! Containment at the binary edge: `viga contain` (the launcher a contained Blender is
-//! started through; hidden from help), the process-wide policy from `--containment`, and the
-//! worker configuration every command that runs model-written programs starts Blender with.
+//! Containment at the binary edge: `viga contain` (the launcher contained workers are
+//! started through; hidden from help), and [`Contain`], the policy from `--containment`
+//! that main hands to every command as a value, which builds the configuration of each
+//! worker that runs model-written programs.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use anyhow::{Context as _, Result};
-use viga_blender::containment::{CONTAINED_MARKER, ContainRequest, launch};
 use viga_blender::{
-    BlenderLauncher, Containment, ContainmentPolicy, ContainmentStatus, WorkerConfig,
+    Access, BlenderLauncher, Containment, ContainmentPolicy, ContainmentStatus, Half, WorkerConfig,
 };
-
-/// The policy of this process, set once from `--containment` / `VIGA_CONTAINMENT`.
-static POLICY: OnceLock<ContainmentPolicy> = OnceLock::new();
+use viga_sandbox::{CONTAINED_MARKER, ContainRequest, Launched, launch};
 
 /// Names the policy when `--containment` is not given.
 pub const POLICY_ENV: &str = "VIGA_CONTAINMENT";
 
-/// `--containment` if given, else `$VIGA_CONTAINMENT`, else auto.
-pub fn chosen_policy(flag: Option<ContainmentPolicy>) -> Result<ContainmentPolicy> {
-    if let Some(policy) = flag {
-        return Ok(policy);
-    }
-    match std::env::var(POLICY_ENV) {
-        Ok(text) if !text.trim().is_empty() => text
-            .trim()
-            .parse()
-            .with_context(|| format!("{POLICY_ENV}={text:?}")),
-        _ => Ok(ContainmentPolicy::default()),
-    }
-}
-
-pub fn set_policy(policy: ContainmentPolicy) {
-    // Set once in main; a second call would be a bug, and keeping the first is the safe side.
-    let _ = POLICY.set(policy);
-}
-
-fn policy() -> ContainmentPolicy {
-    POLICY.get().copied().unwrap_or_default()
-}
+/// For tests only: halves of containment to leave out (comma-separated: network, writes,
+/// reads, unix-sockets, processes, environment), so a test can show that each protection
+/// is what stops an attack and that `require` refuses without it.
+pub const TEST_WITHOUT_ENV: &str = "VIGA_CONTAIN_TEST_WITHOUT";
 
 /// `viga contain …`: runs before any async runtime starts, because a process with threads
-/// cannot enter a user namespace. Only returns on failure, or after a probe.
+/// cannot enter a user namespace. Returns the program's exit code, or 7 when it could not
+/// be started as asked.
 pub fn run_launcher(args: &[OsString]) -> std::process::ExitCode {
-    let outcome = ContainRequest::parse(args).and_then(|request| launch(&request));
-    match outcome {
-        Ok(_) => std::process::ExitCode::SUCCESS,
+    match ContainRequest::parse(args).and_then(|request| launch(&request)) {
+        Ok(Launched::Probed(_)) => std::process::ExitCode::SUCCESS,
+        Ok(Launched::Exited(code)) => std::process::ExitCode::from(code),
         Err(err) => {
             eprintln!("viga contain: {err}");
             std::process::ExitCode::from(7)
@@ -54,71 +34,112 @@ pub fn run_launcher(args: &[OsString]) -> std::process::ExitCode {
     }
 }
 
-/// The configuration of a Blender worker that runs model-written programs: contained under
-/// the process's policy, allowed to write in `writable` (created if missing) and its own
-/// scratch folder.
-pub fn worker_config(launcher: BlenderLauncher, writable: &[&Path]) -> Result<WorkerConfig> {
-    let mut config = WorkerConfig::new(launcher);
-    config.containment = containment(writable)?;
-    Ok(config)
+/// How this viga contains the workers that run model-written programs.
+#[derive(Debug, Clone)]
+pub struct Contain {
+    policy: ContainmentPolicy,
+    /// From [`TEST_WITHOUT_ENV`].
+    test_without: Vec<Half>,
 }
 
-fn containment(writable: &[&Path]) -> Result<Option<Containment>> {
-    let policy = policy();
-    if policy == ContainmentPolicy::Off {
-        return Ok(None);
+impl Contain {
+    /// `--containment` if given, else `$VIGA_CONTAINMENT`, else auto.
+    pub fn chosen(flag: Option<ContainmentPolicy>) -> Result<Self> {
+        let policy = match flag {
+            Some(policy) => policy,
+            None => match std::env::var(POLICY_ENV) {
+                Ok(text) if !text.trim().is_empty() => text
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("{POLICY_ENV}={text:?}"))?,
+                _ => ContainmentPolicy::default(),
+            },
+        };
+        let test_without = std::env::var(TEST_WITHOUT_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(|name| name.parse().context(TEST_WITHOUT_ENV))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            policy,
+            test_without,
+        })
     }
-    let mut folders = Vec::with_capacity(writable.len());
-    for folder in writable {
-        std::fs::create_dir_all(folder)
-            .with_context(|| format!("cannot create {}", folder.display()))?;
-        // Landlock rules name real folders; a relative name would follow the launcher's
-        // working directory, which is this one, but say it plainly in the status.
-        folders.push(
-            folder
-                .canonicalize()
-                .with_context(|| format!("cannot resolve {}", folder.display()))?,
-        );
+
+    /// The configuration of a Blender worker that runs model-written programs: contained
+    /// under the policy, reading and writing what `access` names besides its own scratch
+    /// folder and Blender's install. Writable folders are made if missing.
+    pub fn worker_config(
+        &self,
+        launcher: BlenderLauncher,
+        access: &Access,
+    ) -> Result<WorkerConfig> {
+        let mut config = WorkerConfig::new(launcher);
+        config.containment = self.containment(access)?;
+        Ok(config)
     }
-    Ok(Some(Containment {
-        launcher: launcher()?,
-        writable: folders,
-        policy,
-    }))
+
+    /// The containment of a worker with `access`; `None` when the policy is off.
+    pub fn containment(&self, access: &Access) -> Result<Option<Containment>> {
+        if self.policy == ContainmentPolicy::Off {
+            return Ok(None);
+        }
+        let mut resolved = Access::default();
+        for folder in &access.writable {
+            std::fs::create_dir_all(folder)
+                .with_context(|| format!("cannot create {}", folder.display()))?;
+            resolved.writable.push(real_path(folder)?);
+        }
+        // An input that does not exist is left for Blender to report.
+        for path in &access.readable {
+            resolved
+                .readable
+                .push(real_path(path).unwrap_or_else(|_| path.clone()));
+        }
+        let mut containment = Containment::new(launcher()?, self.policy).with_access(&resolved);
+        containment.test_without.clone_from(&self.test_without);
+        Ok(Some(containment))
+    }
+
+    /// What containment this system gives a worker under the policy, found by running the
+    /// launcher in probe mode (for `viga doctor`).
+    pub async fn probe(&self) -> Result<ContainmentStatus> {
+        let Some(containment) = self.containment(&Access::default())? else {
+            return Ok(ContainmentStatus::off());
+        };
+        let (program, args) = containment.probe_command_line()?;
+        let output = tokio::process::Command::new(program)
+            .args(args)
+            .output()
+            .await
+            .context("cannot run the launcher")?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if let Some(json) = stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(CONTAINED_MARKER))
+        {
+            return serde_json::from_str(json).context("the launcher's status is unreadable");
+        }
+        anyhow::bail!(
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+                .trim()
+                .trim_start_matches("viga contain: ")
+        )
+    }
+}
+
+/// Landlock rules and mounts name real folders: absolute, without links.
+fn real_path(path: &Path) -> Result<PathBuf> {
+    path.canonicalize()
+        .with_context(|| format!("cannot resolve {}", path.display()))
 }
 
 /// This binary, with the `contain` subcommand.
 fn launcher() -> Result<Vec<OsString>> {
     let exe: PathBuf = std::env::current_exe()
-        .context("cannot find the viga binary to start a contained Blender with")?;
+        .context("cannot find the viga binary to start a contained worker with")?;
     Ok(vec![exe.into_os_string(), "contain".into()])
-}
-
-/// What containment this system gives Blender under the process's policy, found by running
-/// the launcher in probe mode (for `viga doctor`).
-pub async fn probe() -> Result<ContainmentStatus> {
-    let policy = policy();
-    if policy == ContainmentPolicy::Off {
-        return Ok(ContainmentStatus::off());
-    }
-    let mut command = tokio::process::Command::new(std::env::current_exe()?);
-    command
-        .arg("contain")
-        .arg("--policy")
-        .arg(policy.as_str())
-        .arg("--probe");
-    let output = command.output().await.context("cannot run the launcher")?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if let Some(json) = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix(CONTAINED_MARKER))
-    {
-        return serde_json::from_str(json).context("the launcher's status is unreadable");
-    }
-    anyhow::bail!(
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-            .trim()
-            .trim_start_matches("viga contain: ")
-    )
 }

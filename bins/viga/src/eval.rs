@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use viga_blender::{WorkerPool, locate};
+use viga_blender::{Access, WorkerPool, locate};
 use viga_eval::agent::AgentProposer;
 use viga_eval::judge::{Judge, Judgement};
 use viga_eval::leak::LeakStatus;
@@ -28,6 +28,8 @@ use viga_eval::{
     Shard, Suite, Task,
 };
 use viga_provider::{Provider, ProviderConfig, ProviderKind, build_provider};
+
+use crate::contain::Contain;
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
@@ -192,10 +194,10 @@ pub struct BlenderbenchArgs {
     judge_script: Option<PathBuf>,
 }
 
-pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
+pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
-        EvalCommand::Blendergym(args) => blendergym(*args).await?,
-        EvalCommand::Blenderbench(args) => blenderbench(*args).await?,
+        EvalCommand::Blendergym(args) => blendergym(*args, contain).await?,
+        EvalCommand::Blenderbench(args) => blenderbench(*args, contain).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
         EvalCommand::Merge { into, shards } => {
             print_summary(&report::merge(&shards, &into)?, &into);
@@ -205,9 +207,11 @@ pub async fn run(command: EvalCommand) -> Result<std::process::ExitCode> {
             render,
             model_latency_ms,
         } => {
+            // Contained like every evaluation, so its figures include what containment costs.
+            let worker = contain.worker_config(locate()?, &reads(&data))?;
             crate::eval_bench::bench(
                 &data,
-                locate()?,
+                worker,
                 render.spec()?,
                 Duration::from_millis(model_latency_ms),
             )
@@ -311,7 +315,12 @@ fn proposer_from(
     }
 }
 
-async fn blendergym(args: BlendergymArgs) -> Result<()> {
+/// What an evaluation's Blender reads: the instances' scenes in the data folder.
+fn reads(data: &Path) -> Access {
+    Access::reading(vec![data.to_path_buf()])
+}
+
+async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {
     // Checked before Blender starts, so bad flags fail at once.
     let mut config = config_from(&args.system, Suite::BlenderGym, args.tasks.as_deref())?;
     config.chamfer_points = args.chamfer_points;
@@ -321,10 +330,10 @@ async fn blendergym(args: BlendergymArgs) -> Result<()> {
         );
     }
     let proposer = proposer_from(&args.system, &config, Some(&args))?;
-    evaluate(config, proposer, args.system.workers).await
+    evaluate(config, proposer, args.system.workers, contain).await
 }
 
-async fn blenderbench(args: BlenderbenchArgs) -> Result<()> {
+async fn blenderbench(args: BlenderbenchArgs, contain: &Contain) -> Result<()> {
     let mut config = config_from(&args.system, Suite::BlenderBench, args.levels.as_deref())?;
     if let Some(kind) = &args.judge_provider {
         config.judge = Some(Judge::new(provider_from(
@@ -335,12 +344,17 @@ async fn blenderbench(args: BlenderbenchArgs) -> Result<()> {
         )?));
     }
     let proposer = proposer_from(&args.system, &config, None)?;
-    evaluate(config, proposer, args.system.workers).await
+    evaluate(config, proposer, args.system.workers, contain).await
 }
 
 /// Scores `proposer` as `config` says on a pool of `workers` contained Blenders, then writes
 /// and prints the reports.
-async fn evaluate(config: EvalConfig, proposer: Arc<dyn Proposer>, workers: usize) -> Result<()> {
+async fn evaluate(
+    config: EvalConfig,
+    proposer: Arc<dyn Proposer>,
+    workers: usize,
+    contain: &Contain,
+) -> Result<()> {
     let instances = config
         .shard
         .select(config.suite.discover(&config.data, &config.selection)?);
@@ -361,8 +375,13 @@ async fn evaluate(config: EvalConfig, proposer: Arc<dyn Proposer>, workers: usiz
             .as_ref()
             .map_or(String::new(), |judge| format!(", judge {}", judge.label()))
     );
-    let pool =
-        Arc::new(WorkerPool::start(workers, crate::contain::worker_config(locate()?, &[])?).await?);
+    let pool = Arc::new(
+        WorkerPool::start(
+            workers,
+            contain.worker_config(locate()?, &reads(&config.data))?,
+        )
+        .await?,
+    );
     let summary = run_with_progress(&config, pool, proposer).await?;
     for (instance, error) in &summary.failed {
         eprintln!("FAILED {instance}: {error}");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use async_trait::async_trait;
-use viga_blender::{BlenderLauncher, WorkerConfig, WorkerPool};
+use viga_blender::{WorkerConfig, WorkerPool};
 use viga_eval::agent::AgentProposer;
 use viga_eval::{Baseline, EvalConfig, Proposer, RenderSpec};
 use viga_protocol::event::ModelRole;
@@ -116,12 +116,12 @@ struct Row {
 async fn measure(
     data: &Path,
     out: &Path,
-    launcher: &BlenderLauncher,
+    worker: &WorkerConfig,
     render: RenderSpec,
     workers: usize,
     proposer: Arc<dyn Proposer>,
 ) -> Result<Row> {
-    let pool = Arc::new(WorkerPool::start(workers, WorkerConfig::new(launcher.clone())).await?);
+    let pool = Arc::new(WorkerPool::start(workers, worker.clone()).await?);
     let config = EvalConfig::new(data, out, render);
     let jiffies_before = cpu_jiffies();
     let started = Instant::now();
@@ -149,10 +149,10 @@ async fn measure(
 }
 
 /// Runs the oracle baseline and the agent with the latency stand-in, each on 1 and on 2
-/// workers, and prints one table.
+/// workers started as `worker` says (contained, as every evaluation's), and prints one table.
 pub async fn bench(
     data: &Path,
-    launcher: BlenderLauncher,
+    worker: WorkerConfig,
     render: RenderSpec,
     model_latency: Duration,
 ) -> Result<()> {
@@ -169,21 +169,17 @@ pub async fn bench(
     for (label, proposer) in systems {
         for workers in [1usize, 2] {
             let out = scratch.path().join(format!("{label}-w{workers}"));
-            rows.push(
-                measure(
-                    data,
-                    &out,
-                    &launcher,
-                    render,
-                    workers,
-                    Arc::clone(&proposer),
-                )
-                .await?,
-            );
+            rows.push(measure(data, &out, &worker, render, workers, Arc::clone(&proposer)).await?);
         }
     }
+    let containment = worker
+        .containment
+        .as_ref()
+        .map_or("uncontained".to_owned(), |containment| {
+            format!("contained ({})", containment.policy)
+        });
     println!(
-        "\n{render} on {}; the agent's model is a stand-in answering after {} ms per call:",
+        "\n{render} on {}, workers {containment}; the agent's model is a stand-in answering after {} ms per call:",
         data.display(),
         model_latency.as_millis()
     );

@@ -109,7 +109,7 @@ pub enum PresetCommand {
     Import { file: PathBuf },
 }
 
-pub async fn run(args: GnArgs) -> Result<ExitCode> {
+pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<ExitCode> {
     if let Some(GnCommand::Preset {
         command,
         presets_dir,
@@ -122,7 +122,7 @@ pub async fn run(args: GnArgs) -> Result<ExitCode> {
     let python = confirm_trust(&args)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let scene = open_scene(&args).await?;
+    let scene = open_scene(&args, contain).await?;
     let blender = scene.blender.clone();
     let config = run_config(&args, preset.as_ref());
     // A run on a person's scene becomes one undo step named after the request.
@@ -278,12 +278,13 @@ impl Scene {
 
 /// The Blender the run works in: one of viga's own (contained), on a copy of the person's
 /// scene when attached, or the person's own in trusted mode.
-async fn open_scene(args: &GnArgs) -> Result<Scene> {
+async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<Scene> {
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
     if !args.attach.wanted() {
-        let worker = crate::start_blender(&[]).await?;
+        let access = viga_blender::Access::reading(args.blend.iter().cloned().collect());
+        let worker = crate::start_blender(contain, &access).await?;
         let containment = Some(worker.containment());
         let blender = GnBlender::new(worker);
         if let Some(blend) = &args.blend {
@@ -307,7 +308,13 @@ async fn open_scene(args: &GnArgs) -> Result<Scene> {
             containment: None,
         });
     }
-    let worker = crate::attach::start_worker(Some(&user.connection)).await?;
+    // The copy is staged in the worker's own scratch folder: it reads nothing else of yours.
+    let worker = crate::attach::start_worker(
+        Some(&user.connection),
+        contain,
+        &viga_blender::Access::default(),
+    )
+    .await?;
     let containment = Some(worker.containment());
     let blender = GnBlender::new(worker);
     let staging = tempfile::Builder::new()

@@ -19,13 +19,14 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use clap::Parser as _;
 use std::io::IsTerminal as _;
-use viga_blender::{BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
+use viga_blender::{Access, BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunHandle;
 use viga_core::scene::SceneDomain;
 use viga_protocol::event::StopReason;
 use viga_provider::{ProviderConfig, ProviderKind, build_provider};
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
+use crate::contain::Contain;
 use crate::progress::Output;
 
 /// The first argument that makes this process the launcher of a contained Blender (see
@@ -39,15 +40,15 @@ fn main() -> std::process::ExitCode {
         return contain::run_launcher(&args[2..]);
     }
     let cli = Cli::parse_from(args);
-    match contain::chosen_policy(cli.containment) {
-        Ok(policy) => contain::set_policy(policy),
+    let contain = match contain::Contain::chosen(cli.containment) {
+        Ok(contain) => contain,
         Err(err) => {
             eprintln!("error: {}", describe(&err));
             return std::process::ExitCode::from(2);
         }
-    }
+    };
     match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime.block_on(run_cli(cli)),
+        Ok(runtime) => runtime.block_on(run_cli(cli, contain)),
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
             std::process::ExitCode::from(8)
@@ -55,7 +56,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run_cli(cli: Cli) -> std::process::ExitCode {
+async fn run_cli(cli: Cli, contain: Contain) -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("VIGA_LOG")
@@ -64,7 +65,7 @@ async fn run_cli(cli: Cli) -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let jsonl = cli.command.events() == progress::EventsFormat::Jsonl;
-    match dispatch(cli.command).await {
+    match dispatch(cli.command, &contain).await {
         Ok(code) => code,
         Err(err) => {
             let kind = ending::failure_kind_of(&err);
@@ -99,7 +100,7 @@ fn describe(err: &anyhow::Error) -> String {
     text
 }
 
-async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
+async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
         Command::Run(args) if args.generator == args::Generator::Search => {
             if args.attach.wanted() {
@@ -107,16 +108,16 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
                     "--attach works with the model generator; the search runs on --base or an empty scene"
                 );
             }
-            search::run(args).await
+            search::run(args, contain).await
         }
-        Command::Run(args) => run(args).await,
-        Command::Eval { command } => eval::run(command).await,
+        Command::Run(args) => run(args, contain).await,
+        Command::Eval { command } => eval::run(command, contain).await,
         Command::Resume {
             run,
             provider,
             max_iterations,
             events,
-        } => resume(&run, provider, max_iterations, events).await,
+        } => resume(&run, provider, max_iterations, events, contain).await,
         Command::Apply { run, attach } => apply(&run, &attach).await,
         Command::Addon { command } => attach::addon(command).await,
         Command::Report { run, out } => {
@@ -124,16 +125,16 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
             println!("report: {}", path.display());
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Doctor => doctor().await,
-        Command::Gn(args) => gn::run(args).await,
-        Command::Agent(args) => agent::run(args).await,
+        Command::Doctor => doctor(contain).await,
+        Command::Gn(args) => gn::run(args, contain).await,
+        Command::Agent(args) => agent::run(args, contain).await,
         Command::Mcp {
             attach,
             live,
             addons,
             resolution,
-        } => mcp::serve(&attach, live, addons.as_deref(), &resolution).await,
-        Command::Gateway(args) => mcp::gateway(args).await,
+        } => mcp::serve(&attach, live, addons.as_deref(), &resolution, contain).await,
+        Command::Gateway(args) => mcp::gateway(args, contain).await,
     }
 }
 
@@ -170,10 +171,11 @@ fn provider_config(args: &ProviderArgs, saved: Option<ProviderConfig>) -> Result
 }
 
 /// A Blender of viga's own for model-written programs, contained under `--containment`:
-/// it may write in its own scratch folder and in `writable` only (viga itself writes the run
-/// folders, so the loop, the GN assistant and eval pass none).
-async fn start_blender(writable: &[&Path]) -> Result<Arc<Worker>> {
-    let config = contain::worker_config(locate()?, writable)?;
+/// besides its own scratch folder and install it may read and write only what `access`
+/// names (viga itself writes the run folders, so the loop, the GN assistant and eval let it
+/// write nothing else; it reads their inputs: base scenes, asset folders).
+async fn start_blender(contain: &Contain, access: &Access) -> Result<Arc<Worker>> {
+    let config = contain.worker_config(locate()?, access)?;
     let worker = Worker::start(config).await?;
     say_containment(&worker);
     Ok(Arc::new(worker))
@@ -191,7 +193,7 @@ fn say_containment(worker: &Worker) {
     }
 }
 
-async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
+async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
     let mut out = Output::new(args.events, args.max_iterations);
     let provider_settings = provider_config(&args.provider, None)?;
     // Decoded video frames live here until the run has copied its targets in.
@@ -210,22 +212,24 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
     }
     let (handle, containment) = if args.attach.wanted() {
         // The person's Blender is asked for a copy of the open scene and let go: it is not
-        // held (nor touched) while the run works in a Blender of viga's own.
+        // held (nor touched) while the run works in a Blender of viga's own, which reads
+        // the copy.
         let user = attach::attach(&args.attach).await?;
-        let worker = attach::start_worker(Some(&user.connection)).await?;
-        let containment = worker.containment();
-        let handle = viga_core::attached::start_on_user_scene(
+        let snapshot = viga_core::attached::snapshot_user_scene(
             config,
             scene,
-            provider,
-            worker,
             user.transport.as_ref(),
             &args.output,
         )
         .await?;
+        let access = Access::reading(snapshot.scene().prepare_blender_reads()?);
+        let worker = attach::start_worker(Some(&user.connection), contain, &access).await?;
+        let containment = worker.containment();
+        let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
         (handle, containment)
     } else {
-        let worker = start_blender(&[]).await?;
+        let access = Access::reading(scene.prepare_blender_reads()?);
+        let worker = start_blender(contain, &access).await?;
         let containment = worker.containment();
         let has_target = !config.targets.is_empty();
         let domain = SceneDomain::new(scene, worker, has_target)?
@@ -247,9 +251,11 @@ async fn resume(
     args: ProviderArgs,
     max_iterations: Option<u32>,
     events: progress::EventsFormat,
+    contain: &Contain,
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
-    let mut saved = viga_core::RunFolder::open(folder)?.read_provider();
+    let run_folder = viga_core::RunFolder::open(folder)?;
+    let mut saved = run_folder.read_provider();
     let mut out = Output::new(events, max_iterations.unwrap_or(0));
     // A run folder is data and may come from anyone: a server or key variable it names would
     // send one of your keys wherever it says. Only the provider's defaults are taken from it;
@@ -279,7 +285,9 @@ async fn resume(
     }
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
-    let blender = start_blender(&[]).await?;
+    let (_, scene) = viga_core::scene::resumable_scene(folder)?;
+    let access = Access::reading(scene.prepare_blender_reads()?);
+    let blender = start_blender(contain, &access).await?;
     viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
@@ -400,7 +408,7 @@ async fn apply(folder: &Path, args: &attach::AttachArgs) -> Result<std::process:
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn doctor() -> Result<std::process::ExitCode> {
+async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
     let launcher = match locate() {
         Ok(launcher) => launcher,
         Err(err) => bail!("{err}"),
@@ -432,8 +440,23 @@ async fn doctor() -> Result<std::process::ExitCode> {
         );
     }
     worker.shutdown().await;
-    match contain::probe().await {
-        Ok(status) => println!("containment ({}): {}", status.policy, status.summary()),
+    match contain.probe().await {
+        Ok(status) => {
+            let verdict = if status.is_complete() {
+                "every half holds"
+            } else {
+                "NOT every half holds"
+            };
+            println!("containment ({}): {verdict}", status.policy);
+            for (half, guard) in status.halves() {
+                let held = if guard.active {
+                    "contained"
+                } else {
+                    "NOT contained"
+                };
+                println!("  {half}: {held} ({})", guard.detail);
+            }
+        }
         Err(err) => println!("containment: unavailable: {err}"),
     }
     report_attachable().await;

@@ -6,19 +6,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use viga_blender::BlenderTransport;
-use viga_blender::{Worker, locate};
+use viga_blender::{Access, BlenderTransport, locate};
 use viga_protocol::bridge::{RenderSpec, SceneReset};
 use viga_serve::mcp::{ProgramMode, VigaMcpServer};
 use viga_serve::ws::{Gateway, GatewayConfig};
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
 
+use crate::contain::Contain;
+
 pub async fn serve(
     attach: &crate::attach::AttachArgs,
     live: bool,
     addons: Option<&Path>,
     resolution: &str,
+    contain: &Contain,
 ) -> Result<std::process::ExitCode> {
     let (width, height) = crate::args::parse_resolution(resolution)?;
     // A person's Blender is always live: viga never reloads the file they have open.
@@ -28,10 +30,9 @@ pub async fn serve(
             ProgramMode::Live,
         )
     } else {
-        // Programs may write only in the worker's own scratch folder.
-        let worker = Worker::start(crate::contain::worker_config(locate()?, &[])?).await?;
-        crate::say_containment(&worker);
-        let worker = Arc::new(worker);
+        // Programs may write only in the worker's own scratch folder, and read the add-ons.
+        let access = Access::reading(addons.map(Path::to_path_buf).into_iter().collect());
+        let worker = crate::start_blender(contain, &access).await?;
         let mode = if live {
             ProgramMode::Live
         } else {
@@ -64,7 +65,10 @@ pub async fn serve(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-pub async fn gateway(args: crate::args::GatewayArgs) -> Result<std::process::ExitCode> {
+pub async fn gateway(
+    args: crate::args::GatewayArgs,
+    contain: &Contain,
+) -> Result<std::process::ExitCode> {
     use viga_serve::ws::{BlenderSessions, Credentials, GatewayLimits};
     anyhow::ensure!(
         args.max_sessions >= 1 && args.max_connections >= 1,
@@ -90,10 +94,14 @@ pub async fn gateway(args: crate::args::GatewayArgs) -> Result<std::process::Exi
         },
         files_root: args.files_root,
     };
+    // Each user's Blender runs that user's add-on commands: contained, reading the
+    // add-ons and writing only the user's own folder (the sessions add it).
+    let access = Access::reading(args.addons.iter().cloned().collect());
     let sessions = BlenderSessions {
         launcher: locate()?,
         addons_folder: args.addons,
         setup_code,
+        containment: contain.containment(&access)?,
     };
     let gateway = Gateway::new(config, Arc::new(sessions))?;
     let listener = Gateway::bind(args.listen).await?;

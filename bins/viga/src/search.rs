@@ -2,15 +2,15 @@
 //! search). Thin: it reads the flags' files, starts a worker and prints.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use viga_blender::{Worker, WorkerConfig, locate};
+use viga_blender::Access;
 use viga_eval::scene_search::{SceneSearch, run_scene_search};
 
 use crate::args::RunArgs;
+use crate::contain::Contain;
 
-pub async fn run(args: RunArgs) -> Result<ExitCode> {
+pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (config, scene) = args.run_config(frames.path())?;
     let Some(start_path) = &args.start else {
@@ -42,10 +42,15 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         args.search_budget,
         spec.render
     );
-    let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
+    // The programs it scores are the start program with other numbers: model-written, in
+    // the sense that matters (nobody checked them), so they run contained too.
+    let access = Access::reading(scene.prepare_blender_reads()?);
+    let worker = crate::start_blender(contain, &access).await?;
+    let containment = worker.containment();
     let budget = args.search_budget;
     let show = move |count: u32, loss: f64| println!("  program {count}/{budget}: PL {loss:.6}");
     let report = run_scene_search(&spec, worker, &folder, &show).await?;
+    viga_core::folder::write_containment(&report.folder, &containment)?;
     let outcome = &report.outcome;
     println!(
         "search: {} literals, {} programs scored, seen from {}, PL {} -> {}\nbest program: {}",

@@ -320,3 +320,64 @@ async fn a_cancelled_attached_run_keeps_the_commands_it_finished() {
     })
     .await;
 }
+
+/// The agent's own Blender writes its run's results folder and nothing else: a path
+/// parameter pointing out (nested too) is refused before Blender sees it, one inside lands
+/// in `<run>/results/`, and an add-on whose own code writes wherever it is named cannot
+/// reach another run's folder.
+#[test]
+fn the_agent_writes_only_its_own_runs_results_folder() {
+    // Not under /tmp, which contained programs do not see at all: here only the limit on
+    // writes stands in the way.
+    let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let output = files.path().join("runs");
+    let other_run = output.join("scene/earlier/task");
+    std::fs::create_dir_all(&other_run).unwrap();
+    let planted = other_run.join("final.py");
+    let note = |path: &str| json!({"note_path": path});
+    let script = script_file(
+        files.path(),
+        vec![
+            tool_turn(json!({}), "write_note", note("../../../escape.txt")),
+            tool_turn(
+                json!({"last_message_contains": "`..` may not appear in a path"}),
+                "write_note",
+                note("note.txt"),
+            ),
+            tool_turn(
+                json!({}),
+                "plant",
+                json!({"target_name": planted.display().to_string()}),
+            ),
+            json!({"expect": {"last_message_contains": "refused"},
+                   "response": {"text": "done", "finish_reason": "stop"}}),
+        ],
+    );
+    let mut command = Command::new(VIGA);
+    command
+        .args(["agent", "write a note", "--events", "jsonl", "--addons"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/addons"))
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("--output")
+        .arg(&output)
+        .env_remove("VIGA_CONTAINMENT");
+    let ran = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success(), "{stderr}");
+    let folder = run_folder(&stdout_lines(&ran));
+    assert_eq!(
+        std::fs::read_to_string(folder.join("results/note.txt")).unwrap_or_default(),
+        "a note"
+    );
+    assert!(
+        !planted.exists(),
+        "the agent's Blender wrote another run's folder"
+    );
+    assert!(!files.path().join("escape.txt").exists());
+    assert!(!output.join("escape.txt").exists());
+    let status: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("containment.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["writes"]["active"], true, "{status}");
+}

@@ -1,7 +1,10 @@
 //! Model code contained by the OS: a Blender worker started through `viga contain` (as every
 //! command that runs model-written programs starts it) cannot open a network connection,
 //! write outside its folders, read viga's environment or signal it; normal programs, renders,
-//! .blend saves and checkpoints in its folders still work, and so does a restart.
+//! .blend saves and checkpoints in its folders still work, and so does a restart. `require`
+//! refuses when any half is missing. At the end, a program that goes for the desktop
+//! session (its bus, display and agents, `~/.ssh`, secrets, a `setsid` process) gets none
+//! of it.
 //!
 //! On Linux these tests require the containment they check (Landlock and unprivileged user
 //! namespaces), so a machine without it fails them rather than passing them vacuously.
@@ -9,23 +12,48 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use viga_blender::{
-    BlenderCommands as _, BlenderTransport as _, Containment, ContainmentPolicy, TransportError,
-    Worker, WorkerConfig, locate,
+    Access, BlenderCommands as _, BlenderTransport as _, Containment, ContainmentPolicy,
+    TransportError, Worker, WorkerConfig, locate,
 };
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
+/// Python for the programs below: `attempt(name, action)` notes in `seen` whether the
+/// action was done or failed, and why.
+const ATTEMPTS: &str = r#"seen = {}
+def attempt(name, action):
+    try:
+        action()
+        seen[name] = "done"
+    except OSError as err:
+        seen[name] = "failed: %s" % err
+"#;
+
+/// Every half of containment, as `containment.json` names them.
+const HALVES: [&str; 6] = [
+    "network",
+    "writes",
+    "reads",
+    "unix_sockets",
+    "processes",
+    "environment",
+];
+
 async fn contained_worker(writable: &Path) -> Worker {
     let mut config = WorkerConfig::new(locate().expect("Blender (run `cargo xtask setup`)"));
-    config.containment = Some(Containment {
-        launcher: vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
-        writable: vec![writable.canonicalize().unwrap()],
-        policy: ContainmentPolicy::Require,
-    });
+    config.containment = Some(
+        Containment::new(
+            vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
+            ContainmentPolicy::Require,
+        )
+        .with_access(&Access::writing(vec![writable.canonicalize().unwrap()])),
+    );
     Worker::start(config)
         .await
         .expect("a contained worker starts")
@@ -103,23 +131,19 @@ async fn model_code_writes_only_in_its_folders_and_cannot_reach_viga() {
         let forbidden = elsewhere.path().join("planted.py");
         let code = format!(
             r#"import json, os, tempfile, bpy
-seen = {{}}
-def attempt(name, action):
-    try:
-        action()
-        seen[name] = "done"
-    except OSError as err:
-        seen[name] = "failed: %s" % err
+{ATTEMPTS}def session_of(process):
+    # /proc is the host's: its ids are the ones viga sees.
+    return int(open("/proc/%s/stat" % process).read().rsplit(")", 1)[1].split()[3])
 def write(path):
     with open(path, "w") as handle:
         handle.write("x")
 attempt("outside", lambda: write({forbidden:?}))
 attempt("home", lambda: write(os.path.expanduser("~/.viga-containment-canary")))
 attempt("inside", lambda: write({inside:?}))
-attempt("environ", lambda: open("/proc/%d/environ" % os.getppid(), "rb").read())
-attempt("signal", lambda: os.kill(os.getppid(), 0))
+attempt("environ", lambda: open("/proc/{viga}/environ", "rb").read())
+attempt("signal", lambda: os.kill({viga}, 0))
 # A session of its own has no controlling terminal to type into (TIOCSTI on /dev/tty).
-seen["own_session"] = os.getsid(0) == os.getpid()
+seen["own_session"] = session_of("self") != {session}
 attempt("devnull", lambda: write(os.devnull))
 attempt("shm", lambda: write("/dev/shm/viga-containment-canary"))
 bpy.ops.mesh.primitive_cube_add()
@@ -136,6 +160,8 @@ print(json.dumps(seen))
             forbidden = forbidden.display().to_string(),
             inside = allowed.join("inside.txt").display().to_string(),
             render = allowed.join("render.png").display().to_string(),
+            viga = std::process::id(),
+            session = session_of("self"),
         );
         let seen = outcome(&worker, &code).await;
         assert_eq!(seen["own_session"], true, "{seen}");
@@ -166,11 +192,11 @@ async fn a_killed_contained_worker_comes_back_contained() {
         listener.set_nonblocking(true).unwrap();
         let worker = contained_worker(run.path()).await;
         // A program leaves a process behind, as a program that starts a server would.
-        let left_behind = outcome(
-            &worker,
-            "import bpy, json, subprocess\nbpy.ops.mesh.primitive_cube_add()\nprint(json.dumps(subprocess.Popen(['sleep', '600']).pid))\n",
-        )
-        .await;
+        let program = format!(
+            "import bpy, json\nbpy.ops.mesh.primitive_cube_add()\n{}print(json.dumps(left_behind))\n",
+            leave_a_process(false)
+        );
+        let left_behind = outcome(&worker, &program).await;
         let left_behind = left_behind.as_u64().unwrap().to_string();
         worker.checkpoint().await.unwrap();
         let pid = worker.hello().pid;
@@ -213,23 +239,19 @@ except OSError as err:
 #[test]
 fn the_probe_reports_containment_and_a_missing_folder_is_refused() {
     let viga = env!("CARGO_BIN_EXE_viga");
+    let scratch = tempfile::tempdir().unwrap();
     let probe = std::process::Command::new(viga)
-        .args(["contain", "--policy", "auto", "--write"])
-        .arg(std::env::temp_dir())
+        .args(["contain", "--policy", "require", "--write"])
+        .arg(scratch.path())
         .arg("--probe")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&probe.stdout);
     assert!(probe.status.success(), "{stdout}");
-    let status: Value = serde_json::from_str(
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix("VIGA_CONTAINED "))
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(status["network"]["active"], true, "{status}");
-    assert_eq!(status["filesystem"]["active"], true, "{status}");
+    let status = reported_status(&stdout);
+    for half in HALVES {
+        assert_eq!(status[half]["active"], true, "{half}: {status}");
+    }
     // A launcher asked to write in a folder that does not exist refuses to start anything.
     let refused = std::process::Command::new(viga)
         .args(["contain", "--write", "/no/such/folder", "--", "true"])
@@ -258,22 +280,7 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
         planted = planted.display().to_string(),
         port = listener.local_addr().unwrap().port(),
     );
-    let turn =
-        |text: &str| serde_json::json!({"response": {"text": text, "finish_reason": "stop"}});
-    let verdict = serde_json::json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
-        {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
-    ]}});
-    let script = dir.path().join("escape.json");
-    let turns = serde_json::json!([
-        turn("1. escape"),
-        turn(&format!("```python\n{program}```")),
-        verdict
-    ]);
-    std::fs::write(
-        &script,
-        serde_json::json!({"description": "escape", "turns": turns}).to_string(),
-    )
-    .unwrap();
+    let script = scripted_session(dir.path(), &program);
     let out = dir.path().join("out");
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_viga"));
     command
@@ -308,8 +315,9 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
     );
     let status: Value = serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
     assert_eq!(status["policy"], "auto");
-    assert_eq!(status["network"]["active"], true, "{status}");
-    assert_eq!(status["filesystem"]["active"], true, "{status}");
+    for half in HALVES {
+        assert_eq!(status[half]["active"], true, "{half}: {status}");
+    }
     // The report says it too.
     let report = find_file(&out, "report.html").expect("the run writes its report");
     let report = std::fs::read_to_string(report).unwrap();
@@ -319,7 +327,70 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
     );
 }
 
-fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+/// Python that starts a process which keeps running (in a session of its own when
+/// `own_session`: out of Blender's process group) and sets `left_behind` to its id as viga
+/// sees it.
+fn leave_a_process(own_session: bool) -> String {
+    format!(
+        r#"import os, subprocess, sys, tempfile, time
+marker = os.path.join(tempfile.gettempdir(), "left-behind-%d" % time.monotonic_ns())
+# /proc is the host's; NSpid lists the process's ids from the outermost namespace in.
+child = ("import time\n"
+         "for line in open('/proc/self/status'):\n"
+         "    if line.startswith('NSpid:'):\n"
+         "        open(%r, 'w').write(line.split()[1])\n"
+         "time.sleep(600)\n") % marker
+subprocess.Popen([sys.executable, "-c", child], start_new_session={session})
+while not os.path.exists(marker) or not open(marker).read():
+    time.sleep(0.02)
+left_behind = int(open(marker).read())
+"#,
+        session = if own_session { "True" } else { "False" }
+    )
+}
+
+/// A scripted model that plans, writes `program` and then accepts the scene.
+fn scripted_session(folder: &Path, program: &str) -> PathBuf {
+    let turn = |text: &str| json!({"response": {"text": text, "finish_reason": "stop"}});
+    let verdict = json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+        {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
+    ]}});
+    let turns = json!([
+        turn("1. look around"),
+        turn(&format!("```python\n{program}```")),
+        verdict
+    ]);
+    let script = folder.join("session.json");
+    std::fs::write(
+        &script,
+        json!({"description": "containment", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    script
+}
+
+/// The status the launcher printed (its `VIGA_CONTAINED` line) in `stdout`.
+fn reported_status(stdout: &str) -> Value {
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("VIGA_CONTAINED "))
+        .unwrap_or_else(|| panic!("no status in {stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// The session id of a process (`self`, or an id), from /proc.
+fn session_of(process: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).unwrap();
+    let after_name = stat.rsplit_once(')').unwrap().1;
+    after_name
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
     std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
         let path = entry.path();
         if path.is_dir() {
@@ -398,4 +469,355 @@ fn an_unknown_containment_policy_is_refused_with_what_to_use() {
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("not off, auto or require"), "{stderr}");
     }
+}
+
+/// `require` refuses to start anything unless every half holds: each half left out in turn
+/// (the launcher's test-only switch) is refused and named, and `auto` runs without it and
+/// says so.
+#[test]
+fn require_refuses_when_any_half_is_missing_and_auto_says_which() {
+    let viga = env!("CARGO_BIN_EXE_viga");
+    let scratch = tempfile::tempdir().unwrap();
+    for half in [
+        "network",
+        "writes",
+        "reads",
+        "unix-sockets",
+        "processes",
+        "environment",
+    ] {
+        let launch = |policy: &str| {
+            std::process::Command::new(viga)
+                .args(["contain", "--policy", policy, "--write"])
+                .arg(scratch.path())
+                .args(["--test-without", half, "--", "/bin/true"])
+                .output()
+                .unwrap()
+        };
+        let refused = launch("require");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(7), "{half}: {stderr}");
+        assert!(
+            stderr.contains(&format!("but {half} do not hold")),
+            "{half}: {stderr}"
+        );
+        let ran = launch("auto");
+        let stdout = String::from_utf8_lossy(&ran.stdout);
+        assert!(ran.status.success(), "{half}: {stdout}");
+        let status = reported_status(&stdout);
+        let key = half.replace('-', "_");
+        assert_eq!(status[&key]["active"], false, "{half}: {status}");
+        for other in HALVES.iter().filter(|other| **other != key) {
+            assert_eq!(status[other]["active"], true, "{half}, {other}: {status}");
+        }
+    }
+}
+
+/// The same through viga: with a half turned off (`VIGA_CONTAIN_TEST_WITHOUT`, for tests
+/// only), `viga doctor` says which half does not hold, and `--containment require` refuses
+/// to start a run's Blender.
+#[test]
+fn viga_doctor_names_the_missing_half_and_a_required_run_does_not_start() {
+    let viga = env!("CARGO_BIN_EXE_viga");
+    let doctor = std::process::Command::new(viga)
+        .arg("doctor")
+        .env_remove("VIGA_CONTAINMENT")
+        .env("VIGA_CONTAIN_TEST_WITHOUT", "unix-sockets")
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.status.success(), "{report}");
+    assert!(
+        report.contains("containment (auto): NOT every half holds"),
+        "{report}"
+    );
+    assert!(
+        report.contains("  unix-sockets: NOT contained (left out on purpose"),
+        "{report}"
+    );
+    assert!(report.contains("  network: contained ("), "{report}");
+    let out = tempfile::tempdir().unwrap();
+    // The model is never asked: the run stops before Blender starts.
+    let script = out.path().join("never.json");
+    std::fs::write(&script, r#"{"description": "never asked", "turns": []}"#).unwrap();
+    let mut run = std::process::Command::new(viga);
+    run.args(["--containment", "require", "run", "--task", "refused"])
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("--output")
+        .arg(out.path())
+        .env("VIGA_CONTAIN_TEST_WITHOUT", "unix-sockets");
+    let refused = viga_testkit::output_within(&mut run, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("containment is required") && stderr.contains("unix-sockets do not hold"),
+        "{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A model-written program that goes for the desktop session, run by `viga run` in its
+// contained worker: the session bus, an X11 socket folder and an SSH agent's socket cannot
+// be connected to, `~/.ssh` and a secret in the home folder or beside the run's inputs
+// cannot be read, no display, bus or agent variable reaches it, and a process it starts in
+// a session of its own dies with the worker.
+//
+// Everything the attack aims at is a stand-in made here: a home folder, a runtime folder
+// with a bus socket, an X11-style socket folder under /tmp, a key and canaries. The real
+// ones are never touched.
+//
+// Each test checks one protection and fails without it. To see that, run them with
+// `VIGA_CONTAIN_TEST_WITHOUT` naming the half (a test-only variable, passed on to the
+// `viga run` they start): `unix-sockets` for the sockets, `reads` for the canary beside the
+// inputs (the home folder is hidden as well as unreadable, so its files need both off),
+// `processes` for the process, `environment` together with the worker's allowlist for the
+// variables (the launcher test fails with `--test-without environment` alone).
+
+/// The variables of the session the attack looks for in its environment.
+const SESSION_VARIABLES: [&str; 5] = [
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "SSH_AUTH_SOCK",
+];
+
+/// The stand-in session and what the attack saw in it.
+struct Attack {
+    /// What the program reported, by attempt.
+    seen: Value,
+    /// Whether anything connected to each stand-in socket.
+    reached: Vec<(&'static str, bool)>,
+    /// Whether each process the program left in a session of its own outlived the run.
+    survivors: Vec<u64>,
+}
+
+/// Runs the attack once for all tests of this file (a failed run fails them all, once).
+fn attack() -> &'static Attack {
+    static ATTACK: OnceLock<Result<Attack, String>> = OnceLock::new();
+    match ATTACK.get_or_init(run_attack) {
+        Ok(attack) => attack,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+fn run_attack() -> Result<Attack, String> {
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = base.path().join("home");
+    let runtime = base.path().join("runtime");
+    let elsewhere = base.path().join("elsewhere");
+    let ssh = home.join(".ssh");
+    for folder in [&ssh, &runtime, &elsewhere] {
+        std::fs::create_dir_all(folder).unwrap();
+    }
+    // An X server's socket folder is /tmp/.X11-unix; a folder like it beside it stands in.
+    let x11 = tempfile::Builder::new()
+        .prefix(".X11-unix-viga-test-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let key = ssh.join("id_ed25519");
+    std::fs::write(
+        &key,
+        "-----BEGIN OPENSSH PRIVATE KEY----- sk-canary-ssh-key",
+    )
+    .unwrap();
+    let home_canary = home.join("secrets.txt");
+    std::fs::write(&home_canary, "sk-canary-home-4411").unwrap();
+    let elsewhere_canary = elsewhere.join("secrets.txt");
+    std::fs::write(&elsewhere_canary, "sk-canary-elsewhere-8830").unwrap();
+    let sockets = [
+        ("session_bus", runtime.join("bus")),
+        ("x11", x11.path().join("X0")),
+        ("ssh_agent", ssh.join("agent.sock")),
+    ];
+    let listeners: Vec<UnixListener> = sockets
+        .iter()
+        .map(|(_, path)| {
+            let listener = UnixListener::bind(path).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            listener
+        })
+        .collect();
+    let path = |path: &Path| path.display().to_string();
+    let program = format!(
+        r#"import bpy, json, os, socket, subprocess, sys, tempfile, time
+bpy.ops.mesh.primitive_cube_add()
+{ATTEMPTS}def connect(path):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(3)
+    sock.connect(path)
+    sock.close()
+def read(path):
+    with open(path, "rb") as handle:
+        seen[path] = handle.read().decode("utf-8", "replace")
+attempt("session_bus", lambda: connect({bus:?}))
+attempt("x11", lambda: connect({x11:?}))
+attempt("ssh_agent", lambda: connect({agent:?}))
+attempt("ssh_key", lambda: read({key:?}))
+attempt("home_canary", lambda: read({home_canary:?}))
+attempt("elsewhere_canary", lambda: read({elsewhere_canary:?}))
+seen["environment"] = sorted(name for name in {variables:?} if name in os.environ)
+{leave}seen["left_behind"] = left_behind
+print("ATTACK " + json.dumps(seen))
+"#,
+        bus = path(&sockets[0].1),
+        x11 = path(&sockets[1].1),
+        agent = path(&sockets[2].1),
+        key = path(&key),
+        home_canary = path(&home_canary),
+        elsewhere_canary = path(&elsewhere_canary),
+        variables = SESSION_VARIABLES,
+        leave = leave_a_process(true),
+    );
+    let output = base.path().join("out");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["run", "--task", "attack", "--provider", "scripted"])
+        .arg("--script")
+        .arg(scripted_session(base.path(), &program))
+        .args(["--max-iterations", "1", "--resolution", "32", "--output"])
+        .arg(&output)
+        .env_remove("VIGA_CONTAINMENT")
+        .env("HOME", &home)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", path(&sockets[0].1)),
+        )
+        .env("DISPLAY", ":77")
+        .env("WAYLAND_DISPLAY", "wayland-77")
+        .env("SSH_AUTH_SOCK", &sockets[2].1)
+        // Asked for by name: still not passed.
+        .env("VIGA_WORKER_ENV", SESSION_VARIABLES.join(","));
+    let run = viga_testkit::output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() {
+        return Err(format!("viga run failed: {stderr}"));
+    }
+    let reports = attack_reports(&output);
+    if reports.is_empty() {
+        return Err(format!("the program never reported: {stderr}"));
+    }
+    let reached = sockets
+        .iter()
+        .zip(&listeners)
+        .map(|((name, _), listener)| (*name, listener.accept().is_ok()))
+        .collect();
+    let left_behind: Vec<u64> = reports
+        .iter()
+        .map(|seen| seen["left_behind"].as_u64().unwrap())
+        .collect();
+    // The worker is gone with viga; its processes are given a moment to be reaped.
+    let alive = |pid: &u64| Path::new("/proc").join(pid.to_string()).exists();
+    for _ in 0..50 {
+        if !left_behind.iter().any(alive) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(Attack {
+        seen: reports[0].clone(),
+        reached,
+        survivors: left_behind.into_iter().filter(alive).collect(),
+    })
+}
+
+/// The `ATTACK {…}` lines the program printed, from the run's event log.
+fn attack_reports(output: &Path) -> Vec<Value> {
+    let log = find_file(output, "events.jsonl").expect("the run keeps its events");
+    let mut reports = Vec::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        if let Some(stdout) = event.pointer("/result/stdout").and_then(Value::as_str) {
+            reports.extend(
+                stdout
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("ATTACK "))
+                    .map(|json| serde_json::from_str::<Value>(json).unwrap()),
+            );
+        }
+    }
+    reports
+}
+
+fn refused(seen: &Value, attempt: &str) {
+    let text = seen[attempt].as_str().unwrap_or_default();
+    assert!(text.starts_with("failed"), "{attempt}: {seen}");
+}
+
+#[test]
+fn the_session_bus_the_x11_socket_folder_and_the_ssh_agent_are_out_of_reach() {
+    let attack = attack();
+    for socket in ["session_bus", "x11", "ssh_agent"] {
+        refused(&attack.seen, socket);
+    }
+    for (socket, reached) in &attack.reached {
+        assert!(!reached, "{socket}: a connection arrived");
+    }
+}
+
+#[test]
+fn ssh_keys_and_secrets_in_the_home_folder_or_beside_the_inputs_are_unreadable() {
+    let attack = attack();
+    for file in ["ssh_key", "home_canary", "elsewhere_canary"] {
+        refused(&attack.seen, file);
+    }
+    assert!(
+        !attack.seen.to_string().contains("sk-canary"),
+        "{}",
+        attack.seen
+    );
+}
+
+#[test]
+fn no_display_bus_or_agent_variable_reaches_the_program() {
+    assert_eq!(attack().seen["environment"], json!([]), "{}", attack().seen);
+}
+
+#[test]
+fn a_process_in_a_session_of_its_own_dies_with_the_worker() {
+    let survivors = &attack().survivors;
+    assert!(
+        survivors.is_empty(),
+        "processes {survivors:?} outlived their worker"
+    );
+}
+
+/// The launcher itself, for any program: the session's variables are not passed on.
+#[test]
+fn the_launcher_passes_no_session_variable_to_its_program() {
+    let scratch = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_viga"))
+        .args(["contain", "--policy", "auto", "--write"])
+        .arg(scratch.path())
+        .args(["--", "/usr/bin/env"])
+        .env("DISPLAY", ":77")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/77/bus")
+        .env("SSH_AUTH_SOCK", "/tmp/agent.77")
+        .env("XDG_RUNTIME_DIR", "/run/user/77")
+        .env("DOCKER_HOST", "unix:///run/docker.sock")
+        .env("VIGA_KEPT", "yes")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let printed = String::from_utf8_lossy(&output.stdout);
+
+    let variables: Vec<&str> = printed
+        .lines()
+        .filter(|line| !line.starts_with("VIGA_CONTAINED "))
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+        .collect();
+    assert!(variables.contains(&"VIGA_KEPT"), "{printed}");
+    for name in [
+        "DISPLAY",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "SSH_AUTH_SOCK",
+        "XDG_RUNTIME_DIR",
+        "DOCKER_HOST",
+    ] {
+        assert!(!variables.contains(&name), "{name} was passed: {printed}");
+    }
+    let status = reported_status(&printed);
+    assert_eq!(status["environment"]["active"], true, "{status}");
 }

@@ -61,6 +61,10 @@ fn the_search_generator_moves_the_scene_towards_the_target() {
     );
     assert!(best < start, "PL {start} -> {best}\n{stdout}");
     assert!(folder.join("best.py").is_file() && folder.join("best.png").is_file());
+    // Its programs ran contained, and the folder says so.
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join("containment.json")).unwrap()).unwrap();
+    assert_eq!(status["reads"]["active"], true, "{status}");
     assert!(result["programs_scored"].as_u64().unwrap() <= 30);
 }
 

@@ -179,7 +179,7 @@ class VIGA_OT_start_run(bpy.types.Operator):
     def execute(self, context):
         try:
             argv, kind, task, max_iterations, cleanup = self._prepare(context)
-            runner.start(argv, kind, task, max_iterations, cleanup)
+            runner.start(argv, kind, task, max_iterations, _preferences(context), cleanup)
         except (Refused, runner.RunnerError) as exc:
             return _refuse(self, str(exc))
         self.report({"INFO"}, "viga started")
@@ -460,7 +460,7 @@ class VIGA_OT_resume_run(bpy.types.Operator):
             budget = args.get("max_iterations")
             runner.start(
                 runner.resume_command(viga, self.path), kind, history.read_task(self.path),
-                budget if isinstance(budget, int) else 0,
+                budget if isinstance(budget, int) else 0, _preferences(context),
             )
         except (Refused, runner.RunnerError) as exc:
             return _refuse(self, str(exc))

@@ -30,6 +30,15 @@ ENGINES = [
     ("EEVEE", "EEVEE", "Real-time rendering; a middle ground"),
 ]
 
+# How viga contains the Blender of its own that runs model-written programs. There is no
+# "off": a run started from this panel is always contained as far as the system allows.
+CONTAINMENT = [
+    ("AUTO", "Auto", "Model-written programs run contained as far as this system allows; what does "
+     "not hold is said in the run's log and its containment.json"),
+    ("REQUIRE", "Require", "A run does not start unless every half of containment holds: network, "
+     "writes, reads, Unix sockets, processes and environment"),
+]
+
 PYTHON_MODES = [
     ("SAFE", "Safe", "Geometry Nodes PYTHON steps pass safe mode's filter first (restricted builtins and "
      "modules); they run in viga's contained worker either way"),
@@ -113,6 +122,7 @@ class VigaPreferences(bpy.types.AddonPreferences):
         default=3, min=1, max=20,
     )
     python_mode: EnumProperty(name="Python steps", items=PYTHON_MODES, default="SAFE")
+    containment: EnumProperty(name="Containment", items=CONTAINMENT, default="AUTO")
     viga_path: StringProperty(
         name="viga executable", subtype="FILE_PATH",
         description="Path of the viga program; empty = the one the add-on was built with, "
@@ -154,6 +164,7 @@ class VigaPreferences(bpy.types.AddonPreferences):
         box.prop(self, "max_iterations")
         box.prop(self, "memory_window")
         box.prop(self, "python_mode")
+        box.prop(self, "containment")
 
 
 def register():

@@ -241,9 +241,20 @@ def _remove_files(paths):
             print("viga: cannot remove the temporary file %s: %s" % (path, exc))
 
 
-def start(argv, kind, task, max_iterations, cleanup=()):
-    """Starts viga with argv and streams its events into the run status. kind is 'SCENE',
-    'GN' or 'AGENT'; the files in cleanup are deleted when the run ends (or now, if it cannot
+def child_environment(prefs):
+    """The environment viga runs in: Blender's, with the containment the preferences choose.
+    A VIGA_CONTAINMENT=off that Blender was started with does not reach runs started here,
+    nor does the switch tests use to leave halves of containment out."""
+    environment = dict(os.environ)
+    environment["VIGA_CONTAINMENT"] = prefs.containment.lower()
+    environment.pop("VIGA_CONTAIN_TEST_WITHOUT", None)
+    return environment
+
+
+def start(argv, kind, task, max_iterations, prefs, cleanup=()):
+    """Starts viga with argv (in the environment the preferences make, see
+    child_environment) and streams its events into the run status. kind is 'SCENE', 'GN' or
+    'AGENT'; the files in cleanup are deleted when the run ends (or now, if it cannot
     start)."""
     global _session
     if _session is not None:
@@ -252,7 +263,7 @@ def start(argv, kind, task, max_iterations, cleanup=()):
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, encoding="utf-8", errors="replace", bufsize=1,
+            text=True, encoding="utf-8", errors="replace", bufsize=1, env=child_environment(prefs),
         )
     except OSError as exc:
         _remove_files(cleanup)

@@ -1522,12 +1522,26 @@ def dispatch_timed(request):
 # --------------------------------------------------------------------------- serving
 
 
+def outer_pid():
+    """This process's id as viga sees it. A contained Blender runs in a PID namespace of its
+    own, where it is 1; /proc, which is the host's, lists its id in every namespace from the
+    outermost in."""
+    try:
+        with open("/proc/self/status", "r", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.getpid()
+
+
 def hello_result(mode):
     return {
         "protocol_version": PROTOCOL_VERSION,
         "blender_version": bpy.app.version_string,
         "capabilities": CAPABILITIES,
-        "pid": os.getpid(),
+        "pid": outer_pid(),
         "mode": mode,
     }
 
@@ -1865,6 +1879,8 @@ def exit_with_parent():
     if os.name != "posix":
         return  # os.kill(pid, 0) probes only on POSIX; on Windows it would terminate.
     named = os.environ.pop("VIGA_PARENT_PID", "")
+    if os.getppid() == 0:
+        return  # the first process of a PID namespace: its launcher, outside, watches viga
     parent = int(named) if named.isdigit() else os.getppid()
 
     def watch():

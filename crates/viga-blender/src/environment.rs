@@ -1,13 +1,15 @@
 //! The environment a Blender that runs model-written programs starts with: this process's
 //! variables on an allowlist, nothing else. A program can print `os.environ`, and whatever it
 //! prints goes into the run folder and the next prompt, so API keys, gateway tokens and every
-//! other secret of the user's shell stay out of Blender.
+//! other secret of the user's shell stay out of Blender. Nor does it get a way into the
+//! desktop session: no display, bus or agent variable is passed, even when named in
+//! [`EXTRA_ENV`] (the containment launcher removes them again, for any program).
 
 use std::ffi::OsString;
 
 /// Names a worker keeps: what a process needs to find its programs, home, locale, temporary
-/// folder, display and GPU.
-const KEPT: [&str; 22] = [
+/// folder and GPU. A Blender in the background draws nothing, so no display is kept.
+const KEPT: [&str; 19] = [
     "PATH",
     "HOME",
     "USER",
@@ -18,12 +20,9 @@ const KEPT: [&str; 22] = [
     "TMPDIR",
     "TEMP",
     "TMP",
-    "XDG_RUNTIME_DIR",
     "XDG_CACHE_HOME",
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
-    "DISPLAY",
-    "WAYLAND_DISPLAY",
     "LD_LIBRARY_PATH",
     "CUDA_VISIBLE_DEVICES",
     "OCIO",
@@ -37,7 +36,7 @@ const KEPT: [&str; 22] = [
 const KEPT_PREFIXES: [&str; 2] = ["LC_", "BLENDER_"];
 
 /// Names more variables to pass to workers, comma-separated (a render farm's license server,
-/// say). Its own value is not passed.
+/// say). Its own value is not passed, nor is a display, bus or agent variable it names.
 pub const EXTRA_ENV: &str = "VIGA_WORKER_ENV";
 
 /// The variables of this process a worker keeps.
@@ -49,6 +48,7 @@ pub fn worker_environment() -> Vec<(OsString, OsString)> {
         .filter(|name| !name.is_empty())
         .collect();
     std::env::vars_os()
+        .filter(|(name, _)| !viga_sandbox::is_session_variable(name))
         .filter(|(name, _)| {
             name.to_str().is_some_and(|name| {
                 KEPT.contains(&name)
@@ -86,6 +86,14 @@ mod tests {
         }
         for basic in ["PATH", "HOME", "LC_ALL", "BLENDER_USER_RESOURCES", "TMPDIR"] {
             assert!(kept(basic), "{basic} is needed");
+        }
+        for session in [
+            "DISPLAY",
+            "WAYLAND_DISPLAY",
+            "XDG_RUNTIME_DIR",
+            "SSH_AUTH_SOCK",
+        ] {
+            assert!(!kept(session), "{session} would open the desktop session");
         }
     }
 }

@@ -19,7 +19,6 @@ pub mod addon;
 pub mod attach;
 pub mod bridge;
 pub mod client;
-pub mod containment;
 pub mod environment;
 pub mod frame;
 pub mod locate;
@@ -31,8 +30,8 @@ pub mod transport;
 pub mod worker;
 
 pub use bridge::BridgeMode;
-pub use containment::{Containment, ContainmentPolicy, ContainmentStatus};
 pub use locate::{BlenderLauncher, LocateError, locate};
 pub use pool::{PooledWorker, WorkerPool};
 pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};
+pub use viga_sandbox::{Access, Containment, ContainmentPolicy, ContainmentStatus, Half};
 pub use worker::{Worker, WorkerConfig};

@@ -56,6 +56,42 @@ impl BlenderLauncher {
         (program, args)
     }
 
+    /// The folders this Blender runs from, which a contained Blender must be able to read:
+    /// a venv and the Python it was made from (its real prefix, wherever it lives, a
+    /// pyenv in the home folder included), or a Blender binary's own folder (its
+    /// libraries and data lie beside it). A Python that is not a venv's may have `bpy`
+    /// installed for the user alone (`pip install --user`): then `~/.local/lib` too.
+    pub fn install_folders(&self) -> Vec<PathBuf> {
+        let program = match self {
+            Self::PythonModule { python } => python,
+            Self::Binary { blender } => blender,
+        };
+        // `<prefix>/bin/python` -> `<prefix>`; a binary's folder is its install.
+        let install = |program: &Path| {
+            match self {
+                Self::PythonModule { .. } => program.parent().and_then(Path::parent),
+                Self::Binary { .. } => program.parent(),
+            }
+            .map(Path::to_path_buf)
+        };
+        let mut folders: Vec<PathBuf> = install(program).into_iter().collect();
+        if let Ok(real) = program.canonicalize() {
+            folders.extend(install(&real));
+        }
+        let in_a_venv = install(program).is_some_and(|prefix| prefix.join("pyvenv.cfg").is_file());
+        if matches!(self, Self::PythonModule { .. }) && !in_a_venv {
+            folders.extend(
+                std::env::var_os("HOME")
+                    .map(|home| PathBuf::from(home).join(".local").join("lib"))
+                    .filter(|user_site| user_site.is_absolute() && user_site.is_dir()),
+            );
+        }
+        folders.retain(|folder| folder.parent().is_some());
+        folders.sort();
+        folders.dedup();
+        folders
+    }
+
     /// A short human description, for logs and `viga doctor`.
     pub fn describe(&self) -> String {
         match self {

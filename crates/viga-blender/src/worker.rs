@@ -24,9 +24,9 @@ use viga_protocol::bridge::{
 
 use crate::bridge::{BridgeMode, write_bridge_script};
 use crate::client::{CallError, FramedClient, transport_error};
-use crate::containment::{CONTAINED_MARKER, Containment, ContainmentStatus};
 use crate::locate::BlenderLauncher;
 use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
+use viga_sandbox::{Access, CONTAINED_MARKER, Containment, ContainmentStatus};
 
 /// The bridge's socket in a contained worker's scratch folder.
 const SOCKET_NAME: &str = "bridge.sock";
@@ -52,8 +52,9 @@ pub struct WorkerConfig {
     pub mode: BridgeMode,
     /// Name used in logs.
     pub name: String,
-    /// Start Blender contained (no network, writes only in named folders): for workers that
-    /// run model-written programs.
+    /// Start Blender contained (no network, reads and writes only in named folders, no
+    /// session socket, its processes ending with it): for workers that run model-written
+    /// programs. The worker adds its own scratch folder, Blender's install and the bridge.
     pub containment: Option<Containment>,
 }
 
@@ -76,24 +77,54 @@ struct Running {
     client: FramedClient,
     stderr_tail: Arc<SyncMutex<VecDeque<String>>>,
     containment: ContainmentStatus,
-    /// A contained Blender leads a session and process group of its own (its pid), which
-    /// is killed whole with it: a program's leftover processes do not outlive their Blender.
-    own_group: Option<u32>,
+    /// A contained Blender's launcher leads a session and process group of its own, which
+    /// is killed whole with it.
+    own_group: OwnGroup,
+    /// A contained Blender's own process id (as this process sees it, from its hello, said
+    /// before any program ran). Blender may leave its launcher's group, so it is killed by
+    /// id too; in a PID namespace of its own that ends every process it started.
+    program: Option<u32>,
 }
 
 impl Running {
-    /// SIGKILLs a contained Blender's process group, leader included, once. Called while the
-    /// leader is not yet reaped where possible, so the group id cannot have been reused.
+    /// SIGKILLs a contained Blender and its launcher's process group, once. Blender is
+    /// killed by id only while its launcher runs: the launcher is its parent, so until then
+    /// the id cannot have been given to another process.
     fn kill_own_group(&mut self) {
-        if let Some(group) = self.own_group.take() {
-            kill_group(group);
+        if let Some(program) = self.program.take()
+            && matches!(self.child.try_wait(), Ok(None))
+        {
+            kill_process(program);
         }
+        self.own_group.kill();
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         self.kill_own_group();
+    }
+}
+
+/// The process group a contained Blender's launcher leads (its id), killed whole when
+/// dropped: a program's leftover processes do not outlive their Blender, and a Blender that
+/// failed to start is not left behind either.
+#[derive(Debug)]
+struct OwnGroup(Option<u32>);
+
+impl OwnGroup {
+    /// SIGKILLs the group, once. Called while the leader is not yet reaped where possible,
+    /// so the group id cannot have been reused.
+    fn kill(&mut self) {
+        if let Some(group) = self.0.take() {
+            kill_group(group);
+        }
+    }
+}
+
+impl Drop for OwnGroup {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -108,8 +139,21 @@ fn kill_group(group: u32) {
     }
 }
 
+#[cfg(target_os = "linux")]
+fn kill_process(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
 #[cfg(not(target_os = "linux"))]
 fn kill_group(_group: u32) {}
+
+#[cfg(not(target_os = "linux"))]
+fn kill_process(_pid: u32) {}
 
 #[derive(Debug)]
 struct State {
@@ -381,13 +425,21 @@ async fn spawn(
     })?;
     let token = random_token();
     let mut child = start_blender(config, &script, scratch, &token)?;
-    let stderr_tail = keep_stderr_tail(&mut child, &config.name);
+    // Killed whole if Blender does not get as far as the handshake.
+    let own_group = OwnGroup(config.containment.as_ref().and_then(|_| child.id()));
+    let (stderr_tail, mut stderr_reader) = keep_stderr_tail(&mut child, &config.name);
     let stdout = child
         .stdout
         .take()
         .ok_or_else(|| TransportError::Start("Blender's output could not be read".to_owned()))?;
     let mut lines = OutputLines::new(stdout);
-    let (ready, reported) = wait_for_port(config, &mut child, &mut lines, &stderr_tail).await?;
+    let (ready, reported) = wait_for_port(
+        config,
+        &mut child,
+        &mut lines,
+        (&stderr_tail, stderr_reader.as_mut()),
+    )
+    .await?;
     log_stdout(lines, config.name.clone());
     let (client, containment) = match &config.containment {
         // The socket viga named, whatever else the process printed.
@@ -411,13 +463,14 @@ async fn spawn(
             (client, ContainmentStatus::off())
         }
     };
-    let own_group = config.containment.as_ref().and_then(|_| child.id());
+    let program = config.containment.as_ref().map(|_| client.hello().pid);
     Ok(Running {
         child,
         client: client.sharing_busy_counter(Arc::clone(busy_us)),
         stderr_tail,
         containment,
         own_group,
+        program,
     })
 }
 
@@ -492,10 +545,16 @@ fn start_blender(
     let gpu_cache = config.containment.as_ref().and_then(|_| gpu_kernel_cache());
     let (program, args) = match &config.containment {
         Some(containment) => {
-            let mut writable = vec![scratch];
-            writable.extend(gpu_cache.as_deref());
+            let mut access = Access {
+                readable: config.launcher.install_folders(),
+                writable: vec![scratch.to_path_buf()],
+            };
+            access
+                .readable
+                .extend(script.parent().map(Path::to_path_buf));
+            access.writable.extend(gpu_cache.clone());
             containment
-                .command_line(&writable, program, args)
+                .command_line(&access, program, args)
                 .map_err(|err| TransportError::Start(err.to_string()))?
         }
         None => (program, args),
@@ -529,13 +588,20 @@ fn start_blender(
 }
 
 /// Logs Blender's error output as it comes and keeps its last [`STDERR_TAIL_LINES`] lines for
-/// crash reports.
-fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<String>>> {
+/// crash reports; the task that reads it ends with the output.
+fn keep_stderr_tail(
+    child: &mut Child,
+    name: &str,
+) -> (
+    Arc<SyncMutex<VecDeque<String>>>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
     let stderr_tail = Arc::new(SyncMutex::new(VecDeque::new()));
+    let mut reader = None;
     if let Some(stderr) = child.stderr.take() {
         let tail = Arc::clone(&stderr_tail);
         let name = name.to_owned();
-        tokio::spawn(async move {
+        reader = Some(tokio::spawn(async move {
             let mut lines = OutputLines::new(stderr);
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(target: "viga_blender::stderr", worker = %name, "{line}");
@@ -546,9 +612,9 @@ fn keep_stderr_tail(child: &mut Child, name: &str) -> Arc<SyncMutex<VecDeque<Str
                     tail.push_back(line);
                 }
             }
-        });
+        }));
     }
-    stderr_tail
+    (stderr_tail, reader)
 }
 
 /// The bridge's ready announcement, within the startup limit. When Blender exits first the
@@ -557,7 +623,10 @@ async fn wait_for_port(
     config: &WorkerConfig,
     child: &mut Child,
     lines: &mut OutputLines<ChildStdout>,
-    stderr_tail: &SyncMutex<VecDeque<String>>,
+    (stderr_tail, stderr_reader): (
+        &SyncMutex<VecDeque<String>>,
+        Option<&mut tokio::task::JoinHandle<()>>,
+    ),
 ) -> Result<(Ready, Option<ContainmentStatus>), TransportError> {
     match tokio::time::timeout(config.startup_timeout, wait_for_ready(lines)).await {
         Ok((Some(ready), containment)) => Ok((ready, containment)),
@@ -567,6 +636,10 @@ async fn wait_for_port(
                 .await
                 .map(|s| s.to_string())
                 .unwrap_or_default();
+            // Its last words (a launcher's refusal) may still be on their way.
+            if let Some(reader) = stderr_reader {
+                let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+            }
             let tail = stderr_tail
                 .lock()
                 .map(|lines| lines.iter().cloned().collect::<Vec<_>>().join("\n"))

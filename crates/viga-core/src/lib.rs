@@ -150,6 +150,11 @@ pub fn start(
 fn check_settings(config: &RunConfig, domain: &dyn Domain) -> Result<(), CoreError> {
     let mut problems = config.problems();
     problems.extend(domain.problems(config.generator_tools));
+    check_problems(problems)
+}
+
+/// `Err` listing `problems` when there are any.
+fn check_problems(problems: Vec<String>) -> Result<(), CoreError> {
     if problems.is_empty() {
         return Ok(());
     }
@@ -195,6 +200,20 @@ fn start_in(
     })
 }
 
+/// The settings of the run in `run_folder` and of its domain, as [`resume`] continues it
+/// (what its worker must be able to read is in them). An add-on agent run is refused: it
+/// cannot be resumed.
+pub fn resumable_config(run_folder: &Path) -> Result<(RunConfig, RecordedDomain), CoreError> {
+    let folder = RunFolder::open(run_folder)?;
+    if addon_agent::is_agent_run(run_folder) {
+        return Err(CoreError::Config(format!(
+            "{} is an add-on agent run, which cannot be resumed; start a new one with `viga agent`",
+            run_folder.display()
+        )));
+    }
+    folder.read_args()
+}
+
 /// Continues a run from its folder at the iteration after the last one recorded, with the
 /// settings in its `args.json`; `domain` must be built from the folder's recorded domain
 /// ([`RunFolder::read_args`]); `max_iterations` may raise the budget.
@@ -205,13 +224,7 @@ pub fn resume(
     max_iterations: Option<u32>,
 ) -> Result<RunHandle, CoreError> {
     let folder = RunFolder::open(run_folder)?;
-    if addon_agent::is_agent_run(run_folder) {
-        return Err(CoreError::Config(format!(
-            "{} is an add-on agent run, which cannot be resumed; start a new one with `viga agent`",
-            run_folder.display()
-        )));
-    }
-    let (mut config, recorded_domain) = folder.read_args()?;
+    let (mut config, recorded_domain) = resumable_config(run_folder)?;
     if recorded_domain.name != domain.name() {
         return Err(CoreError::Config(format!(
             "{} is a {} run; it cannot be resumed as a {} run",

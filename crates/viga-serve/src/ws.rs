@@ -34,7 +34,7 @@ use tokio::sync::Semaphore;
 pub use credentials::{
     Credentials, CredentialsError, GATEWAY_TOKEN_ENV, MIN_TOKEN_CHARS, USERS_ENV, UserName,
 };
-pub use files::{DEFAULT_FILES_ROOT, FilePathParameters};
+pub use files::DEFAULT_FILES_ROOT;
 pub use replay::{MAX_MESSAGE_ID_BYTES, REPLAY_WINDOW};
 pub use sessions::{
     BlenderSessions, SessionBlender, SessionFactory, SessionStartError, StartedSession,

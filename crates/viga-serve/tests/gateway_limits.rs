@@ -19,17 +19,15 @@ use tokio_tungstenite::tungstenite::Message;
 use viga_blender::{BlenderTransport, TransportError};
 use viga_protocol::bridge::BridgeCommand;
 use viga_serve::ws::{
-    Credentials, FilePathParameters, Gateway, GatewayConfig, GatewayLimits, SessionBlender,
-    SessionFactory, SessionStartError, StartedSession, UserName,
+    Credentials, Gateway, GatewayConfig, GatewayLimits, SessionBlender, SessionFactory,
+    SessionStartError, StartedSession, UserName,
 };
 use viga_skills::addons::AddonRegistry;
+use viga_testkit::websocket::{Socket, ask, connect};
 use viga_testkit::within;
 
 /// Every test here finishes in seconds; this bounds a hung one.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A session's Blender that runs nothing; it counts how often it was stopped.
 struct FakeBlender {
@@ -74,14 +72,17 @@ struct FakeSessions {
 
 #[async_trait]
 impl SessionFactory for FakeSessions {
-    async fn start(&self, _user: &UserName) -> Result<StartedSession, SessionStartError> {
+    async fn start(
+        &self,
+        _user: &UserName,
+        _folder: &std::path::Path,
+    ) -> Result<StartedSession, SessionStartError> {
         self.starts.fetch_add(1, Ordering::SeqCst);
         Ok(StartedSession {
             blender: Box::new(FakeBlender {
                 stops: Arc::clone(&self.stops),
             }),
             addons: AddonRegistry::new(),
-            file_path_parameters: FilePathParameters::default(),
         })
     }
 }
@@ -120,25 +121,6 @@ async fn start(users: usize, limits: GatewayLimits) -> TestGateway {
         address,
         sessions,
         _files: files,
-    }
-}
-
-async fn connect(address: SocketAddr) -> Socket {
-    tokio_tungstenite::connect_async(format!("ws://{address}"))
-        .await
-        .unwrap()
-        .0
-}
-
-async fn ask(socket: &mut Socket, message: Value) -> Value {
-    socket
-        .send(Message::text(message.to_string()))
-        .await
-        .unwrap();
-    loop {
-        if let Message::Text(text) = socket.next().await.unwrap().unwrap() {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
     }
 }
 

@@ -9,15 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 use viga_blender::locate;
 use viga_serve::ws::{BlenderSessions, Credentials, Gateway, GatewayConfig, GatewayLimits};
+use viga_testkit::websocket::{Socket, ask, connect};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 const ALICE_TOKEN: &str = "alice-token-0123456789";
 const BOB_TOKEN: &str = "bob-token-abcdefghijkl";
@@ -47,31 +43,15 @@ async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile:
         launcher: locate().unwrap(),
         addons_folder: Some(addons),
         setup_code: Some(SETUP.to_owned()),
+        // The launcher is the viga binary, which this crate's tests do not build; the
+        // gateway's contained sessions are tested through it (bins/viga/tests/gateway.rs).
+        containment: None,
     };
     let gateway = Gateway::new(config, Arc::new(sessions)).unwrap();
     let listener = Gateway::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(gateway.serve(listener));
     (address, files)
-}
-
-async fn connect(address: SocketAddr) -> Socket {
-    tokio_tungstenite::connect_async(format!("ws://{address}"))
-        .await
-        .unwrap()
-        .0
-}
-
-async fn ask(socket: &mut Socket, message: Value) -> Value {
-    socket
-        .send(Message::text(message.to_string()))
-        .await
-        .unwrap();
-    loop {
-        if let Message::Text(text) = socket.next().await.unwrap().unwrap() {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
 }
 
 fn hello(id: &str, user: &str) -> Value {

@@ -10,6 +10,7 @@
 //! [`AddonRegistry::problems`].
 
 mod discovery;
+mod paths;
 mod problems;
 mod prompt;
 mod requirements;
@@ -30,6 +31,7 @@ use crate::context::ToolContext;
 use crate::registry::{RegistryError, Tool, ToolError, ToolOutput, ToolRegistry};
 
 pub use discovery::{AddonScan, AddonSetChange, discover};
+pub use paths::{ConfinedFolder, PathRefused, confine_path_arguments, looks_like_path};
 pub use problems::{AddonProblem, ProblemReason};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -213,6 +215,16 @@ impl AddonToolAdapter {
     /// The tool's name (its command in the add-on).
     pub fn tool_name(&self) -> &str {
         &self.tool.name
+    }
+
+    /// `arguments` with every path in them resolved in `folder` and nothing outside it
+    /// ([`confine_path_arguments`]); a refusal says which value and why.
+    pub fn confine_paths(
+        &self,
+        arguments: Value,
+        folder: &ConfinedFolder,
+    ) -> Result<Value, ToolError> {
+        confine_path_arguments(&self.tool, arguments, folder).map_err(ToolError::Recoverable)
     }
 
     /// Checks arguments before they reach Blender; the message names the path and rule.

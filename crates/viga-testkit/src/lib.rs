@@ -9,6 +9,10 @@
 //!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
+//!
+//! [`websocket`] is a client for the tests of the WebSocket gateway.
+
+pub mod websocket;
 
 use std::future::Future;
 use std::panic::Location;

@@ -185,7 +185,8 @@ import json, os, shutil, signal, struct, sys, time, zlib
 SCENARIO = json.loads({scenario!r})
 args = sys.argv[1:]
 with open(SCENARIO["argv_file"], "w") as handle:
-    json.dump({{"argv": args, "pid": os.getpid()}}, handle)
+    json.dump({{"argv": args, "pid": os.getpid(), "containment": os.environ.get("VIGA_CONTAINMENT"),
+               "test_without": os.environ.get("VIGA_CONTAIN_TEST_WITHOUT")}}, handle)
 # Like viga, which installs its own SIGINT handler: a fake started from a shell that ignores
 # SIGINT (a background job, nohup, CI) would otherwise inherit the ignored signal.
 signal.signal(signal.SIGINT, signal.SIG_IGN if SCENARIO.get("ignore_sigint") else signal.default_int_handler)
@@ -325,7 +326,7 @@ def configure(**overrides):
     values = dict(
         provider="scripted", model="", base_url="", api_key_env="", script=SCRIPT_FILE,
         render_engine="WORKBENCH", render_size=512, samples=0, max_iterations=5, memory_window=3,
-        python_mode="SAFE", viga_path="", runs_folder=RUNS,
+        python_mode="SAFE", containment="AUTO", viga_path="", runs_folder=RUNS,
     )
     values.update(overrides)
     for key, value in values.items():
@@ -809,6 +810,32 @@ def scene_run_streams_events():
     assert [s.path for s in shots] == [os.path.join(run, "renders/2/front.png"), os.path.join(run, "renders/2/top.png")]
     assert run in [r.path for r in history.cached_runs()], "a finished run must refresh the history"
     assert "viga.apply_result" in buttons(draw(panels.VIGA_PT_status))
+
+
+@check
+def panel_runs_are_always_contained():
+    # Blender started with containment off (and the tests' switch) does not pass either on:
+    # viga runs with the preferences' choice.
+    inherited = {name: os.environ.get(name) for name in ("VIGA_CONTAINMENT", "VIGA_CONTAIN_TEST_WITHOUT")}
+    os.environ["VIGA_CONTAINMENT"] = "off"
+    os.environ["VIGA_CONTAIN_TEST_WITHOUT"] = "reads"
+    try:
+        for choice, expected in (("AUTO", "auto"), ("REQUIRE", "require")):
+            path, argv_file = fake_viga("fake_contained_" + expected, run_subdir="scene/c/" + expected,
+                                        lines=[{"kind": "run_folder", "path": "{run}"}])
+            configure(viga_path=path, containment=choice)
+            settings().task = SCENE_TASK
+            bpy.ops.viga.start_run("EXEC_DEFAULT")
+            wait_for_run()
+            recorded = recorded_argv(argv_file)
+            assert (recorded["containment"], recorded["test_without"]) == (expected, None), recorded
+    finally:
+        for name, value in inherited.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    configure()
 
 
 @check

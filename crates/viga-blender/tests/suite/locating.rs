@@ -73,3 +73,27 @@ fn nothing_found_says_what_to_do() {
         "{message}"
     );
 }
+
+/// A contained Blender must read its install: a venv and the Python it was made from,
+/// wherever that really is (a pyenv in the home folder), or a Blender binary's own folder.
+#[cfg(unix)]
+#[test]
+fn the_install_folders_of_a_venv_include_the_python_it_was_made_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let prefix = root.join("pyenv/versions/3.11.7");
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::write(prefix.join("bin/python3.11"), "").unwrap();
+    let venv = root.join("checkout/.viga/venv");
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::write(venv.join("pyvenv.cfg"), "home = elsewhere\n").unwrap();
+    std::os::unix::fs::symlink(prefix.join("bin/python3.11"), venv.join("bin/python")).unwrap();
+    let launcher = BlenderLauncher::PythonModule {
+        python: venv.join("bin/python"),
+    };
+    assert_eq!(launcher.install_folders(), vec![venv, prefix]);
+    let binary = BlenderLauncher::Binary {
+        blender: root.join("blender-5.0/blender"),
+    };
+    assert_eq!(binary.install_folders(), vec![root.join("blender-5.0")]);
+}

@@ -17,8 +17,11 @@
 //! model call at once; a command in flight finishes and gets its undo step first, so what a
 //! cancelled run leaves is whole steps, each undoable.
 //!
-//! The run folder (`<output>/agent/<timestamp>/<task>/`) holds `args.json` (this
-//! [`AgentConfig`]), `events.jsonl` (the shared `RunEvent`s, written as they happen),
+//! The run folder (`<output>/agent/<timestamp>/<task>/`, made by [`prepare`] before
+//! Blender starts) holds `args.json` (this [`AgentConfig`]), `results/` (where add-on
+//! commands write: their path parameters are confined to it, nested ones included, and a
+//! contained Blender of viga's may write nowhere else), `events.jsonl` (the shared
+//! `RunEvent`s, written as they happen),
 //! `transcript.json` (every step's tool, arguments, result and scene after it, rewritten
 //! after each call), `renders/<step>/`, and `report.html`, written by [`crate::report`].
 
@@ -39,7 +42,7 @@ use viga_protocol::event::{ModelRole, RunEvent, StopReason, TimedEvent};
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider};
 use viga_skills::CapturedRender;
-use viga_skills::addons::{AddonRegistry, AddonSetChange, discover};
+use viga_skills::addons::{AddonRegistry, AddonSetChange, ConfinedFolder, discover};
 use viga_skills::context::InstructionTranslator;
 use viga_skills::scene::summarize;
 
@@ -166,21 +169,79 @@ pub fn read_config(run_folder: &Path) -> Result<AgentConfig, CoreError> {
         .map_err(|err| CoreError::Config(format!("{} is not valid: {err}", path.display())))
 }
 
-/// Finds the add-ons `blender` has (installed ones with a manifest, and those in the
-/// config's folder), then starts the agent in a new folder under `output_root`. Fails
-/// before any folder is made when the settings are wrong or no add-on offers a tool.
-pub async fn start(
-    mut config: AgentConfig,
-    provider: Arc<dyn Provider>,
-    blender: Arc<dyn BlenderTransport>,
-    output_root: &Path,
-) -> Result<AgentHandle, CoreError> {
+/// Where an agent run's add-on commands may write: this folder of its run folder. Their
+/// path parameters are resolved in it, and viga's own Blender may write nowhere else.
+pub const RESULTS_DIR: &str = "results";
+
+/// A new agent run's folder, made before its Blender starts: `args.json`, an empty event
+/// log and the results folder ([`RESULTS_DIR`]), which is the only place a contained
+/// Blender of viga's may then be allowed to write.
+#[derive(Debug)]
+pub struct AgentFolder {
+    config: AgentConfig,
+    output_root: PathBuf,
+    folder: RunFolder,
+    log: RunLog,
+    results: PathBuf,
+}
+
+impl AgentFolder {
+    /// The run folder.
+    pub fn root(&self) -> &Path {
+        self.folder.root()
+    }
+
+    /// Where add-on commands write their results (absolute).
+    pub fn results(&self) -> &Path {
+        &self.results
+    }
+}
+
+/// Checks the settings and makes the run's folder under `output_root`. Fails before any
+/// folder is made when the settings are wrong.
+pub fn prepare(mut config: AgentConfig, output_root: &Path) -> Result<AgentFolder, CoreError> {
     check_settings(&config)?;
     // Blender resolves paths from its own working directory, which may not be ours.
     if let Some(folder) = &config.addons_folder {
         config.addons_folder = Some(absolute(folder)?);
     }
-    let (addons, problems) = find_addons(blender.as_ref(), config.addons_folder.as_deref()).await?;
+    let (folder, log) = create_folder(output_root, &config)?;
+    let results = absolute(&folder.root().join(RESULTS_DIR))?;
+    std::fs::create_dir_all(&results).map_err(|err| CoreError::io(&results, err))?;
+    Ok(AgentFolder {
+        config,
+        output_root: output_root.to_path_buf(),
+        folder,
+        log,
+        results,
+    })
+}
+
+/// Finds the add-ons `blender` has (installed ones with a manifest, and those in the
+/// config's folder), then starts the agent in its prepared folder. When no add-on offers a
+/// tool nothing starts and the folder is removed again.
+pub async fn start(
+    prepared: AgentFolder,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+) -> Result<AgentHandle, CoreError> {
+    let AgentFolder {
+        config,
+        output_root,
+        folder,
+        mut log,
+        results,
+    } = prepared;
+    let found = find_addons(blender.as_ref(), config.addons_folder.as_deref()).await;
+    let (addons, problems) = match found {
+        Ok(found) => found,
+        Err(err) => {
+            remove_unstarted(folder.root(), &output_root);
+            return Err(err);
+        }
+    };
+    let results = ConfinedFolder::new(&results, "the run's results folder")
+        .map_err(|err| CoreError::io(&results, err))?;
     let translator: Arc<dyn InstructionTranslator> = Arc::new(ProviderTranslator::new(
         Arc::clone(&provider),
         Prompts::default().investigate,
@@ -190,10 +251,10 @@ pub async fn start(
         Arc::clone(&blender),
         config.render,
         Arc::clone(&translator),
+        results,
     )
     .map_err(CoreError::Config)?;
     let system = fill(SYSTEM_PROMPT, &[("addons", addons.prompt_section())]);
-    let (folder, mut log) = create_folder(output_root, &config)?;
     let mut early = vec![RunEvent::RunStarted {
         run_id: folder.root().display().to_string(),
         task: config.task.clone(),
@@ -237,6 +298,18 @@ pub async fn start(
         }
         .run()
     }))
+}
+
+/// Removes the folder of a run that did not start (only what [`prepare`] made is in it:
+/// its settings, an empty log and an empty results folder), and the folders above it up
+/// to `output_root` that are left empty.
+fn remove_unstarted(root: &Path, output_root: &Path) {
+    let _ = std::fs::remove_dir_all(root);
+    for parent in root.ancestors().skip(1) {
+        if parent == output_root || std::fs::remove_dir(parent).is_err() {
+            break;
+        }
+    }
 }
 
 fn check_settings(config: &AgentConfig) -> Result<(), CoreError> {
@@ -400,6 +473,7 @@ impl AgentRun {
             Arc::clone(&self.blender),
             self.config.render,
             Arc::clone(&self.translator),
+            self.belt.results().clone(),
         )
         .map_err(CoreError::Config)?;
         self.system = fill(SYSTEM_PROMPT, &[("addons", self.addons.prompt_section())]);

@@ -1,8 +1,9 @@
 //! Runs on a person's open scene (viga attached to their Blender through the add-on).
 //!
-//! Their scene is never the workbench: [`start_on_user_scene`] saves a copy of it into the
+//! Their scene is never the workbench: [`snapshot_user_scene`] saves a copy of it into the
 //! run folder (`base.blend`; their file, its path and their unsaved state are untouched) and
-//! the run's own worker starts every iteration from that copy. Only when the run is over does
+//! the run's own worker, started after it, starts every iteration from that copy
+//! ([`start_on_snapshot`]). Only when the run is over does
 //! [`apply_to_user_scene`] run the chosen program on their scene, as one undo step, and only
 //! when they want it. Nothing here saves or opens their .blend.
 
@@ -15,34 +16,56 @@ use viga_provider::Provider;
 
 use super::{SceneDomain, SceneSettings, blender_error};
 use crate::folder::{BASE_SNAPSHOT, RunFolder};
-use crate::{CoreError, RunConfig, RunHandle, check_settings, start_in};
+use crate::{CoreError, RunConfig, RunHandle, check_problems, start_in};
 
 /// The longest task text an undo step's name carries.
 const UNDO_NAME_CHARS: usize = 60;
 
-/// Starts a run whose base scene is the open scene of `user` (a person's Blender). The
-/// run's programs, renders and verification all happen in `worker`, with the scene settings
-/// `scene` (whose base scene must be unset: it is the snapshot).
-pub async fn start_on_user_scene(
+/// A new run on a person's open scene: its folder, made, with the copy of their scene in
+/// it, ready to start once its worker is ([`start_on_snapshot`]). Made before the worker
+/// starts, so a contained worker can be allowed to read the copy and nothing else of the
+/// output folder.
+#[derive(Debug)]
+pub struct UserSceneSnapshot {
+    folder: RunFolder,
+    config: RunConfig,
+    scene: SceneSettings,
+}
+
+impl UserSceneSnapshot {
+    /// The run's settings.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The scene's settings, with the copy as its base scene.
+    pub fn scene(&self) -> &SceneSettings {
+        &self.scene
+    }
+
+    /// The run folder.
+    pub fn folder(&self) -> &Path {
+        self.folder.root()
+    }
+}
+
+/// Makes the run folder of a run on the open scene of `user` (a person's Blender) and
+/// saves a copy of that scene in it; `scene`'s base scene must be unset (the copy is it).
+pub async fn snapshot_user_scene(
     config: RunConfig,
     mut scene: SceneSettings,
-    provider: Arc<dyn Provider>,
-    worker: Arc<dyn BlenderTransport>,
     user: &dyn BlenderTransport,
     output_root: &Path,
-) -> Result<RunHandle, CoreError> {
+) -> Result<UserSceneSnapshot, CoreError> {
     if let Some(base) = &scene.base_blend {
         return Err(CoreError::Config(format!(
             "an attached run starts from the open scene in Blender; drop the base scene {} or run without --attach",
             base.display()
         )));
     }
-    let has_target = !config.targets.is_empty();
-    // Checked before the snapshot, with the base scene it does not have yet.
-    check_settings(
-        &config,
-        &SceneDomain::new(scene.clone(), Arc::clone(&worker), has_target)?,
-    )?;
+    let mut problems = config.problems();
+    problems.extend(scene.problems(config.generator_tools));
+    check_problems(problems)?;
     let folder = RunFolder::create(output_root, &config)?;
     let snapshot = std::path::absolute(folder.root().join(BASE_SNAPSHOT))
         .map_err(|err| CoreError::io(folder.root().join(BASE_SNAPSHOT), err))?;
@@ -58,6 +81,26 @@ pub async fn start_on_user_scene(
             )
         })?;
     scene.base_blend = Some(snapshot);
+    Ok(UserSceneSnapshot {
+        folder,
+        config,
+        scene,
+    })
+}
+
+/// Starts the run whose base scene is the copy in `snapshot`. Its programs, renders and
+/// verification all happen in `worker`; the person's Blender is not held.
+pub fn start_on_snapshot(
+    snapshot: UserSceneSnapshot,
+    provider: Arc<dyn Provider>,
+    worker: Arc<dyn BlenderTransport>,
+) -> Result<RunHandle, CoreError> {
+    let UserSceneSnapshot {
+        folder,
+        config,
+        scene,
+    } = snapshot;
+    let has_target = !config.targets.is_empty();
     let domain = SceneDomain::new(scene, worker, has_target)?
         .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
     start_in(folder, config, provider, Arc::new(domain))

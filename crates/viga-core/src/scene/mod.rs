@@ -125,20 +125,7 @@ impl SceneDomain {
         blender: Arc<dyn BlenderTransport>,
         provider: Arc<dyn Provider>,
     ) -> Result<Self, CoreError> {
-        let (config, domain) = crate::RunFolder::open(run_folder)?.read_args()?;
-        if domain.name != SCENE_DOMAIN {
-            return Err(CoreError::Config(format!(
-                "{} is a {} run, not a Blender scene run",
-                run_folder.display(),
-                domain.name
-            )));
-        }
-        let settings: SceneSettings = serde_json::from_value(domain.settings).map_err(|err| {
-            CoreError::Config(format!(
-                "{}: the scene settings in args.json are not valid: {err}",
-                run_folder.display()
-            ))
-        })?;
+        let (config, settings) = resumable_scene(run_folder)?;
         Self::new(settings, blender, !config.targets.is_empty())?
             .with_model(provider, config.prompts_dir.as_deref())
     }
@@ -184,6 +171,27 @@ fn target_frames(targets: &[TargetView]) -> Vec<i32> {
     frames.sort_unstable();
     frames.dedup();
     frames
+}
+
+/// The settings of the scene run in `run_folder` and of its scene, as `args.json` records
+/// them (what its Blender must read is in them); a run of another domain, or an add-on
+/// agent run, is refused.
+pub fn resumable_scene(run_folder: &Path) -> Result<(crate::RunConfig, SceneSettings), CoreError> {
+    let (config, domain) = crate::resumable_config(run_folder)?;
+    if domain.name != SCENE_DOMAIN {
+        return Err(CoreError::Config(format!(
+            "{} is a {} run, not a Blender scene run",
+            run_folder.display(),
+            domain.name
+        )));
+    }
+    let settings: SceneSettings = serde_json::from_value(domain.settings).map_err(|err| {
+        CoreError::Config(format!(
+            "{}: the scene settings in args.json are not valid: {err}",
+            run_folder.display()
+        ))
+    })?;
+    Ok((config, settings))
 }
 
 fn without_loop_tools(

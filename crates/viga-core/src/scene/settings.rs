@@ -95,6 +95,25 @@ impl SceneSettings {
         }
     }
 
+    /// What Blender opens for this run: its base scene, its asset folder and, with Poly
+    /// Haven, the download cache (made here when missing: downloads land in it after
+    /// Blender has started). A contained worker may read these and nothing else of yours.
+    pub fn prepare_blender_reads(&self) -> Result<Vec<PathBuf>, crate::CoreError> {
+        let mut reads: Vec<PathBuf> = self
+            .base_blend
+            .iter()
+            .chain(&self.assets)
+            .cloned()
+            .collect();
+        if self.polyhaven
+            && let Some(cache) = viga_skills::polyhaven::default_cache_dir()
+        {
+            std::fs::create_dir_all(&cache).map_err(|err| crate::CoreError::io(&cache, err))?;
+            reads.push(cache);
+        }
+        Ok(reads)
+    }
+
     /// What is wrong with the settings, in words a user can act on; `generator_tools` says
     /// whether the run's generator has its tools (assets are found only through them).
     pub fn problems(&self, generator_tools: bool) -> Vec<String> {

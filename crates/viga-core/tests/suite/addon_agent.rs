@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_core::addon_agent::{AgentConfig, AgentOutcome, Transcript, read_transcript};
+use viga_core::CoreError;
+use viga_core::addon_agent::{AgentConfig, AgentHandle, AgentOutcome, Transcript, read_transcript};
 use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
+use viga_provider::Provider;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 use super::{blender, provider};
@@ -107,6 +109,17 @@ fn tools_invoked(events: &[RunEvent]) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// Prepares the run's folder under `output` and starts the agent in it.
+async fn start_agent(
+    config: AgentConfig,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn BlenderTransport>,
+    output: &Path,
+) -> Result<AgentHandle, CoreError> {
+    let prepared = viga_core::addon_agent::prepare(config, output)?;
+    viga_core::addon_agent::start(prepared, provider, blender).await
+}
+
 fn transcript(outcome: &AgentOutcome) -> Transcript {
     read_transcript(&outcome.folder).unwrap().unwrap()
 }
@@ -134,7 +147,7 @@ async fn the_agent_commands_sees_the_scene_after_each_command_and_answers() {
             ),
         ]);
         let output = tempfile::tempdir().unwrap();
-        let handle = viga_core::addon_agent::start(config(6), script, blender.clone(), output.path())
+        let handle = start_agent(config(6), script, blender.clone(), output.path())
             .await
             .unwrap();
         let (events, outcome) = drain(handle).await;
@@ -235,10 +248,9 @@ async fn bad_arguments_and_failed_commands_go_back_to_the_model_which_corrects_t
             ),
         ]);
         let output = tempfile::tempdir().unwrap();
-        let handle =
-            viga_core::addon_agent::start(config(6), script, blender.clone(), output.path())
-                .await
-                .unwrap();
+        let handle = start_agent(config(6), script, blender.clone(), output.path())
+            .await
+            .unwrap();
         let (events, outcome) = drain(handle).await;
         assert_eq!(
             (&outcome.stop, outcome.steps),
@@ -281,7 +293,7 @@ async fn the_step_budget_stops_an_agent_that_never_answers() {
             calls(json!({}), &[("get_scene_info", json!({"limit": 5}))]),
         ]);
         let output = tempfile::tempdir().unwrap();
-        let handle = viga_core::addon_agent::start(config(2), script, blender, output.path())
+        let handle = start_agent(config(2), script, blender, output.path())
             .await
             .unwrap();
         let (events, outcome) = drain(handle).await;
@@ -306,7 +318,7 @@ async fn a_cancel_abandons_the_model_call_in_flight() {
             "response": {"text": "too late", "finish_reason": "stop"}
         })]);
         let output = tempfile::tempdir().unwrap();
-        let mut handle = viga_core::addon_agent::start(config(3), script, blender, output.path())
+        let mut handle = start_agent(config(3), script, blender, output.path())
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -335,18 +347,13 @@ async fn without_add_on_tools_or_with_bad_settings_nothing_starts() {
         let output = tempfile::tempdir().unwrap();
         let mut no_addons = config(3);
         no_addons.addons_folder = None;
-        let err = viga_core::addon_agent::start(
-            no_addons,
-            provider(vec![]),
-            blender.clone(),
-            output.path(),
-        )
-        .await
-        .unwrap_err();
+        let err = start_agent(no_addons, provider(vec![]), blender.clone(), output.path())
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("no add-on offers tools"), "{err}");
         let mut bad = config(0);
         bad.addons_folder = Some(output.path().join("missing"));
-        let err = viga_core::addon_agent::start(bad, provider(vec![]), blender, output.path())
+        let err = start_agent(bad, provider(vec![]), blender, output.path())
             .await
             .unwrap_err()
             .to_string();
@@ -414,7 +421,7 @@ async fn an_add_on_that_arrives_mid_run_is_offered_on_the_next_turn_and_a_clash_
         let mut settings = config(4);
         settings.addons_folder = Some(folder.path().to_path_buf());
         let output = tempfile::tempdir().unwrap();
-        let handle = viga_core::addon_agent::start(settings, script, blender, output.path())
+        let handle = start_agent(settings, script, blender, output.path())
             .await
             .unwrap();
         // While the first model call is in flight, another add-on arrives.

@@ -8,7 +8,6 @@ use viga_blender::BlenderCommands as _;
 use viga_skills::ToolError;
 
 use super::Gateway;
-use super::files::confine_parameters;
 use super::replay::MAX_MESSAGE_ID_BYTES;
 use super::sessions::{Lease, Session, SessionRefused};
 
@@ -182,13 +181,9 @@ async fn addon_command(
             session.addons.ids().join(", ")
         ));
     };
-    let params = confine_parameters(
-        params,
-        addon_id,
-        command,
-        &session.file_path_parameters,
-        &session.folder,
-    )?;
+    let params = tool
+        .confine_paths(params, session.folder.confined())
+        .map_err(|err| err.to_string())?;
     let blender = session.blender();
     let answer = tool.run(blender, params).await.map_err(|err| match err {
         ToolError::Recoverable(message) | ToolError::Fatal(message) => message,

@@ -3,22 +3,22 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
 use viga_blender::{
-    BlenderCommands as _, BlenderLauncher, BlenderTransport, TransportError, Worker, WorkerConfig,
+    Access, BlenderCommands as _, BlenderLauncher, BlenderTransport, Containment, TransportError,
+    Worker, WorkerConfig,
 };
-use viga_protocol::bridge::{AddonListing, BridgeCommand, SceneReset};
-use viga_protocol::manifest::AddonManifest;
+use viga_protocol::bridge::SceneReset;
 use viga_skills::ToolError;
 use viga_skills::addons::{AddonRegistry, discover};
 
 use super::credentials::UserName;
-use super::files::{FilePathParameters, UserFolder};
+use super::files::UserFolder;
 use super::replay::{REPLAY_WINDOW, ReplayWindow};
 
 /// A user's Blender as the gateway holds it.
@@ -43,10 +43,9 @@ impl SessionBlender for Worker {
 /// What a [`SessionFactory`] starts for a user.
 pub struct StartedSession {
     pub blender: Box<dyn SessionBlender>,
-    /// The add-ons whose commands the user may run.
+    /// The add-ons whose commands the user may run (their path parameters are confined to
+    /// the user's folder).
     pub addons: AddonRegistry,
-    /// Their parameters declared `file_path`, which are confined to the user's folder.
-    pub file_path_parameters: FilePathParameters,
 }
 
 impl std::fmt::Debug for StartedSession {
@@ -70,11 +69,16 @@ pub enum SessionStartError {
     Folder(#[source] std::io::Error),
 }
 
-/// Starts the Blender of a new session. The gateway calls it once per session, never
-/// beyond its cap; [`BlenderSessions`] is the real one, and load tests give a cheap one.
+/// Starts the Blender of a new session, whose files are in `folder` (the user's own,
+/// absolute and without links). The gateway calls it once per session, never beyond its
+/// cap; [`BlenderSessions`] is the real one, and load tests give a cheap one.
 #[async_trait]
 pub trait SessionFactory: Send + Sync {
-    async fn start(&self, user: &UserName) -> Result<StartedSession, SessionStartError>;
+    async fn start(
+        &self,
+        user: &UserName,
+        folder: &Path,
+    ) -> Result<StartedSession, SessionStartError>;
 }
 
 /// A Blender worker per user, with a setup program run on a fresh factory scene and the
@@ -86,13 +90,23 @@ pub struct BlenderSessions {
     pub addons_folder: Option<PathBuf>,
     /// A program run on a fresh factory scene when a user's Blender starts.
     pub setup_code: Option<String>,
+    /// How each user's Blender is contained (it reads the add-ons; the session lets it
+    /// write in the user's own folder and nowhere else); `None` runs it uncontained.
+    pub containment: Option<Containment>,
 }
 
 #[async_trait]
 impl SessionFactory for BlenderSessions {
-    async fn start(&self, user: &UserName) -> Result<StartedSession, SessionStartError> {
+    async fn start(
+        &self,
+        user: &UserName,
+        folder: &Path,
+    ) -> Result<StartedSession, SessionStartError> {
         let mut worker_config = WorkerConfig::new(self.launcher.clone());
         worker_config.name = format!("user-{user}");
+        worker_config.containment = self.containment.clone().map(|containment| {
+            containment.with_access(&Access::writing(vec![folder.to_path_buf()]))
+        });
         let worker = Worker::start(worker_config).await?;
         let setup = self.setup_code.as_deref().unwrap_or_default();
         let result = worker
@@ -105,30 +119,11 @@ impl SessionFactory for BlenderSessions {
         for problem in discover(&worker, self.addons_folder.as_deref(), &mut addons).await? {
             tracing::warn!(%user, "add-on skipped: {problem}");
         }
-        let file_path_parameters = declared_file_paths(&worker).await?;
         Ok(StartedSession {
             blender: Box::new(worker),
             addons,
-            file_path_parameters,
         })
     }
-}
-
-/// The `file_path` parameters of the add-ons Blender lists. The registry keeps each tool's
-/// JSON schema, where a path is a plain string, so the manifests are read here.
-async fn declared_file_paths(worker: &Worker) -> Result<FilePathParameters, ToolError> {
-    let reply = worker
-        .call(BridgeCommand::ListAddons { folder: None }, None)
-        .await?;
-    let listing: AddonListing = serde_json::from_value(reply)
-        .map_err(|err| ToolError::Fatal(format!("the add-on listing is malformed: {err}")))?;
-    // An invalid manifest is not registered, so its commands never run: skipping it is safe.
-    let manifests: Vec<AddonManifest> = listing
-        .addons
-        .into_iter()
-        .filter_map(|found| serde_json::from_value(found.manifest).ok())
-        .collect();
-    Ok(FilePathParameters::from_manifests(&manifests))
 }
 
 /// A user's running session.
@@ -136,7 +131,6 @@ pub(crate) struct Session {
     pub(crate) user: UserName,
     blender: Box<dyn SessionBlender>,
     pub(crate) addons: AddonRegistry,
-    pub(crate) file_path_parameters: FilePathParameters,
     pub(crate) folder: UserFolder,
     seen: Mutex<ReplayWindow>,
 }
@@ -241,13 +235,12 @@ impl Sessions {
     async fn start(&self, user: &UserName) -> Result<Session, SessionStartError> {
         let folder =
             UserFolder::create(&self.files_root, user).map_err(SessionStartError::Folder)?;
-        let started = self.factory.start(user).await?;
+        let started = self.factory.start(user, folder.path()).await?;
         tracing::info!(%user, "session started");
         Ok(Session {
             user: user.clone(),
             blender: started.blender,
             addons: started.addons,
-            file_path_parameters: started.file_path_parameters,
             folder,
             seen: Mutex::new(ReplayWindow::new(REPLAY_WINDOW)),
         })

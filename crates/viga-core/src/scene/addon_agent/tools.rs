@@ -13,7 +13,7 @@ use std::sync::Arc;
 use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_protocol::bridge::{AddonCommandResult, RenderSpec, SceneReset};
 use viga_protocol::message::{ToolCall, ToolSpec};
-use viga_skills::addons::{AddonRegistry, AddonToolAdapter, arguments_object};
+use viga_skills::addons::{AddonRegistry, AddonToolAdapter, ConfinedFolder, arguments_object};
 use viga_skills::context::InstructionTranslator;
 use viga_skills::generator::generator_tools;
 use viga_skills::verifier::verifier_tools;
@@ -53,6 +53,8 @@ pub(super) struct ToolBelt {
     addon_tools: BTreeMap<String, Arc<AddonToolAdapter>>,
     context: ToolContext,
     blender: Arc<dyn BlenderTransport>,
+    /// Where add-on commands' paths are resolved, and nowhere else.
+    results: ConfinedFolder,
 }
 
 impl std::fmt::Debug for ToolBelt {
@@ -71,6 +73,7 @@ impl ToolBelt {
         blender: Arc<dyn BlenderTransport>,
         render: RenderSpec,
         translator: Arc<dyn InstructionTranslator>,
+        results: ConfinedFolder,
     ) -> Result<Self, String> {
         let addon_tools = addons
             .adapters()
@@ -92,7 +95,13 @@ impl ToolBelt {
             addon_tools,
             context,
             blender,
+            results,
         })
+    }
+
+    /// Where add-on commands' paths are resolved.
+    pub(super) fn results(&self) -> &ConfinedFolder {
+        &self.results
     }
 
     pub(super) fn specs(&self) -> Vec<ToolSpec> {
@@ -143,14 +152,19 @@ impl ToolBelt {
         }
     }
 
-    /// An add-on command: its arguments checked against the manifest's schema, then sent,
-    /// then one undo step for what it did (or, failed in Blender, taken back at once).
+    /// An add-on command: its paths confined to the results folder and its arguments checked
+    /// against the manifest's schema, then sent, then one undo step for what it did (or,
+    /// failed in Blender, taken back at once).
     async fn command(
         &self,
         adapter: &AddonToolAdapter,
         call: &ToolCall,
     ) -> Result<CallOutcome, CoreError> {
-        let arguments = arguments_object(call.arguments.clone());
+        let arguments =
+            match adapter.confine_paths(arguments_object(call.arguments.clone()), &self.results) {
+                Ok(arguments) => arguments,
+                Err(refused) => return Ok(CallOutcome::Refused(refused.to_string())),
+            };
         if let Err(refused) = adapter.check_arguments(&arguments) {
             return Ok(CallOutcome::Refused(refused.to_string()));
         }

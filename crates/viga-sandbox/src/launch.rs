@@ -1,0 +1,275 @@
+//! The launcher: contains itself as asked, says what holds, then starts the program and
+//! stays as its parent until it ends, passing its exit status on.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use crate::{
+    CONTAINED_MARKER, ContainError, ContainRequest, ContainmentPolicy, ContainmentStatus, Guard,
+    Half, session_variables_in,
+};
+
+/// How often the launcher looks whether its program ended or its own parent went away.
+const SUPERVISION_PERIOD: Duration = Duration::from_millis(100);
+
+/// A request with its paths resolved: real paths (Landlock rules and mounts name them),
+/// readable paths that do not exist left out.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    pub policy: ContainmentPolicy,
+    writable: Vec<PathBuf>,
+    readable: Vec<PathBuf>,
+    pub hidden: Vec<PathBuf>,
+    test_without: Vec<Half>,
+}
+
+impl Plan {
+    fn resolve(request: &ContainRequest) -> Result<Self, ContainError> {
+        let mut writable = Vec::new();
+        for folder in &request.access.writable {
+            match folder.canonicalize() {
+                Ok(real) if real.is_dir() => writable.push(real),
+                _ => {
+                    return Err(ContainError::Setup(format!(
+                        "{} is not a folder; a contained program may write only in existing folders",
+                        folder.display()
+                    )));
+                }
+            }
+        }
+        // An input that is not there yet (a download cache) is nothing to read.
+        let readable = request
+            .access
+            .readable
+            .iter()
+            .filter_map(|path| path.canonicalize().ok())
+            .collect();
+        Ok(Self {
+            policy: request.policy,
+            writable,
+            readable,
+            hidden: request.hidden.clone(),
+            test_without: request.test_without.clone(),
+        })
+    }
+
+    /// Whether `half` is to be established (every half is, but those a test leaves out).
+    pub fn wants(&self, half: Half) -> bool {
+        !self.test_without.contains(&half)
+    }
+
+    pub fn writable(&self) -> Vec<PathBuf> {
+        self.writable.clone()
+    }
+
+    pub fn readable(&self) -> Vec<PathBuf> {
+        self.readable.clone()
+    }
+
+    /// Every path the program reads or writes.
+    pub fn needed(&self) -> Vec<PathBuf> {
+        self.readable
+            .iter()
+            .chain(&self.writable)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The halves a platform establishes (the environment is the launcher's own).
+pub(crate) struct Guards {
+    pub network: Guard,
+    pub writes: Guard,
+    pub reads: Guard,
+    pub unix_sockets: Guard,
+    pub processes: Guard,
+}
+
+/// How a launch ended.
+#[derive(Debug)]
+pub enum Launched {
+    /// A probe: what containment this system gives.
+    Probed(ContainmentStatus),
+    /// The program ran and ended with this exit code (128 + the signal that ended it).
+    Exited(u8),
+}
+
+/// The launcher: contains this process as `request` asks, prints the [`CONTAINED_MARKER`]
+/// line, then runs the program and waits for it (or, for a probe, returns the status).
+/// Call it only from a single-threaded process (before any async runtime starts): a
+/// process with threads cannot enter a user namespace.
+#[cfg(unix)]
+pub fn launch(request: &ContainRequest) -> Result<Launched, ContainError> {
+    let parent = std::os::unix::process::parent_id();
+    let plan = Plan::resolve(request)?;
+    let (status, removed) = enter(&plan)?;
+    announce(&status)?;
+    if request.probe {
+        return Ok(Launched::Probed(status));
+    }
+    run(&request.command, &removed, parent).map(Launched::Exited)
+}
+
+#[cfg(not(unix))]
+pub fn launch(_request: &ContainRequest) -> Result<Launched, ContainError> {
+    Err(ContainError::Usage(
+        "the containment launcher runs only on Unix".to_owned(),
+    ))
+}
+
+/// Contains the calling process (and whatever it runs next) as far as the policy and the
+/// kernel allow. Returns the status and the variables the program is not to get.
+fn enter(plan: &Plan) -> Result<(ContainmentStatus, Vec<OsString>), ContainError> {
+    if plan.policy == ContainmentPolicy::Off {
+        return Ok((ContainmentStatus::off(), Vec::new()));
+    }
+    let guards = crate::platform::contain(plan)?;
+    let (environment, removed) = environment(plan);
+    let status = ContainmentStatus {
+        policy: plan.policy,
+        network: guards.network,
+        writes: guards.writes,
+        reads: guards.reads,
+        unix_sockets: guards.unix_sockets,
+        processes: guards.processes,
+        environment,
+    };
+    if plan.policy == ContainmentPolicy::Require && !status.is_complete() {
+        let missing: Vec<&str> = status.missing().into_iter().map(Half::as_str).collect();
+        return Err(ContainError::Unavailable {
+            missing: missing.join(", "),
+            summary: status.summary(),
+        });
+    }
+    Ok((status, removed))
+}
+
+/// The environment half: the session's display, bus and agent variables are not passed on.
+fn environment(plan: &Plan) -> (Guard, Vec<OsString>) {
+    if !plan.wants(Half::Environment) {
+        return (
+            Guard::absent("left out on purpose (environment off for a test)"),
+            Vec::new(),
+        );
+    }
+    let removed = session_variables_in(std::env::vars_os().map(|(name, _)| name));
+    let guard = if removed.is_empty() {
+        Guard::active("no display, bus or agent variable is passed on (none was set)")
+    } else {
+        let names: Vec<String> = removed
+            .iter()
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        Guard::active(format!(
+            "display, bus and agent variables not passed on: {}",
+            names.join(", ")
+        ))
+    };
+    (guard, removed)
+}
+
+fn announce(status: &ContainmentStatus) -> Result<(), ContainError> {
+    use std::io::Write as _;
+    let json = serde_json::to_string(status)
+        .map_err(|err| ContainError::Setup(format!("status not encodable: {err}")))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{CONTAINED_MARKER}{json}")
+        .and_then(|()| stdout.flush())
+        .map_err(|err| ContainError::Setup(format!("could not write the status: {err}")))
+}
+
+#[cfg(unix)]
+/// Runs the program and stays its parent: in a PID namespace it is the namespace's first
+/// process, and every process it starts ends when it does. Ends it when `parent` (whoever
+/// started the launcher) is gone, or when the launcher is told to stop (SIGTERM, SIGINT,
+/// SIGHUP, SIGQUIT).
+fn run(command: &[OsString], removed: &[OsString], parent: u32) -> Result<u8, ContainError> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(ContainError::Usage("no program to run".to_owned()));
+    };
+    let mut child_command = Command::new(program);
+    child_command.args(args);
+    for name in removed {
+        child_command.env_remove(name);
+    }
+    let mut child = child_command.spawn().map_err(|source| ContainError::Exec {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    // Only now: a blocked signal would stay blocked in the program and all it starts.
+    let stop_signals = crate::platform::hold_stop_signals();
+    loop {
+        let waited = child
+            .try_wait()
+            .map_err(|err| ContainError::Setup(format!("could not wait for the program: {err}")))?;
+        if let Some(status) = waited {
+            return Ok(exit_code(status));
+        }
+        // Told to stop, or nobody is left to talk to the program or to stop it.
+        if crate::platform::stop_asked(&stop_signals)
+            || std::os::unix::process::parent_id() != parent
+        {
+            let _ = child.kill();
+            let status = child.wait().map_err(|err| {
+                ContainError::Setup(format!("could not wait for the program: {err}"))
+            })?;
+            return Ok(exit_code(status));
+        }
+        std::thread::sleep(SUPERVISION_PERIOD);
+    }
+}
+
+#[cfg(unix)]
+/// The program's exit code, or 128 + the signal that ended it, as a shell reports it.
+fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from((128 + signal) & 0xff).unwrap_or(1),
+        (None, None) => 1,
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::Access;
+
+    #[test]
+    fn a_plan_resolves_real_paths_and_refuses_a_missing_writable_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let link = real.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let request = |writable: Vec<PathBuf>| ContainRequest {
+            policy: ContainmentPolicy::Auto,
+            access: Access {
+                readable: vec![link.clone(), real.join("not-yet")],
+                writable,
+            },
+            hidden: Vec::new(),
+            test_without: vec![Half::Processes],
+            probe: true,
+            command: Vec::new(),
+        };
+        let plan = Plan::resolve(&request(vec![link.clone()])).unwrap();
+        assert_eq!(plan.writable(), vec![real.clone()]);
+        assert_eq!(plan.readable(), vec![real.clone()]);
+        assert!(!plan.wants(Half::Processes) && plan.wants(Half::Reads));
+        let err = Plan::resolve(&request(vec![real.join("missing")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing is not a folder"), "{err}");
+    }
+
+    #[test]
+    fn exit_codes_pass_on_as_a_shell_reports_them() {
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+        // Killed by SIGKILL (9).
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+    }
+}

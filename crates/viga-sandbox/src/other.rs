@@ -1,0 +1,21 @@
+//! Containment where there is none: every half is reported as not held.
+
+use crate::launch::{Guards, Plan};
+use crate::{ContainError, Guard};
+
+pub(crate) fn contain(_plan: &Plan) -> Result<Guards, ContainError> {
+    let why = || Guard::absent("containment needs Linux (Landlock and namespaces)");
+    Ok(Guards {
+        network: why(),
+        writes: why(),
+        reads: why(),
+        unix_sockets: why(),
+        processes: why(),
+    })
+}
+
+pub(crate) fn hold_stop_signals() {}
+
+pub(crate) fn stop_asked(_held: &()) -> bool {
+    false
+}
