@@ -2,6 +2,7 @@ mod addon_discovery;
 mod addons;
 mod assets;
 mod camera;
+mod meshy;
 mod montage;
 mod registry;
 mod tools;
