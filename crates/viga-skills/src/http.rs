@@ -306,8 +306,8 @@ impl ServiceClient {
             written += chunk.len() as u64;
             if written > limit {
                 return Err(FetchError(format!(
-                    "the {} download {url} is larger than the {} viga accepts; viga stopped it",
-                    self.spec.name,
+                    "{} {url} is larger than the {} viga accepts; viga stopped it",
+                    self.download_noun(),
                     bytes_text(limit)
                 )));
             }
@@ -323,10 +323,21 @@ impl ServiceClient {
 
     fn write_error(&self, path: &Path, err: &std::io::Error) -> FetchError {
         FetchError(format!(
-            "the {} download cannot be written to {}: {err}",
-            self.spec.name,
+            "{} cannot be written to {}: {err}",
+            self.download_noun(),
             path.display()
         ))
+    }
+
+    /// "the Poly Haven download", or "the reconstruction service's download" for a name that
+    /// is a noun phrase of its own.
+    fn download_noun(&self) -> String {
+        let name = &self.spec.name;
+        if name.starts_with("the ") {
+            format!("{name}'s download")
+        } else {
+            format!("the {name} download")
+        }
     }
 
     fn transport(

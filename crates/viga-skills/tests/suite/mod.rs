@@ -4,5 +4,6 @@ mod assets;
 mod camera;
 mod meshy;
 mod montage;
+mod reconstruct;
 mod registry;
 mod tools;
