@@ -218,7 +218,9 @@ pub enum SourceKind {
 }
 
 /// Where `get_better_assets` may look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Sourcing {
     /// The libraries first; a generator when they have nothing (or the reference is a

@@ -17,6 +17,7 @@ use viga_skills::assets::{
     python_string,
 };
 use viga_skills::polyhaven::{PolyHaven, PolyHavenConfig};
+use viga_skills::scene::summarize;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 /// How long a test without Blender may take: everything here is local.
@@ -809,7 +810,42 @@ async fn blender_imports_assets_through_the_snippets() {
                     ran.stdout
                 );
             }
+            // The scene says where the imported object came from.
+            let info = worker.scene_info(0, 100).await.unwrap();
+            let sources: Vec<(&str, Option<&str>)> = info
+                .objects
+                .iter()
+                .map(|o| (o.kind.as_str(), o.source.as_deref()))
+                .collect();
+            assert!(
+                sources.contains(&("MESH", Some(hit.origin.as_str()))),
+                "{}: {sources:?}",
+                hit.name
+            );
+            assert!(
+                summarize(&info).contains(&format!("source={}", hit.origin.as_str())),
+                "{}",
+                summarize(&info)
+            );
         }
+        // A program may set the property to anything; only a short string is reported, and
+        // objects without it say nothing.
+        let odd = worker
+            .execute(
+                "import bpy\nbpy.ops.object.camera_add()\nbpy.context.object.name = 'Camera'\nbpy.context.object['viga_source'] = 42\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = 'Cube'\nbpy.context.object['viga_source'] = 'x' * 500\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = 'Plain'\n",
+                Some(SceneReset::Factory),
+                None,
+            )
+            .await
+            .unwrap();
+        assert!(odd.succeeded(), "{odd:?}");
+        let info = worker.scene_info(0, 100).await.unwrap();
+        let shown: Vec<Option<usize>> = info
+            .objects
+            .iter()
+            .map(|o| o.source.as_ref().map(String::len))
+            .collect();
+        assert_eq!(shown, [None, Some(32), None], "Camera, Cube, Plain");
     })
     .await;
 }
