@@ -265,6 +265,12 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             display_opt(&provider_settings.script)
         ));
     }
+    let init_service = args.init_service()?;
+    if init_service.is_some() && args.attach.wanted() {
+        bail!(
+            "--init starts from the objects the service reconstructs; it does not go with --attach, which starts from your open scene"
+        );
+    }
     let (handle, containment) = if args.attach.wanted() {
         // The person's Blender is asked for a copy of the open scene and let go: it is not
         // held (nor touched) while the run works in a Blender of viga's own.
@@ -277,6 +283,23 @@ async fn run(args: RunArgs) -> Result<std::process::ExitCode> {
             provider,
             worker,
             user.transport.as_ref(),
+            &args.output,
+        )
+        .await?;
+        (handle, containment)
+    } else if let Some(service) = init_service {
+        let worker = start_blender(&[]).await?;
+        let containment = worker.containment();
+        out.say(&format!(
+            "initialising the scene from the target pictures with the reconstruction service at {}...",
+            service.url()
+        ));
+        let handle = viga_core::scene::init::start_initialised(
+            config,
+            scene,
+            &service,
+            provider,
+            worker,
             &args.output,
         )
         .await?;
