@@ -253,3 +253,80 @@ async fn no_usable_object_a_slow_service_and_a_service_that_is_down_are_clear_er
     })
     .await;
 }
+
+/// The adapter that serves VIGA's SAM / SAM-3D reconstruction
+/// (`tools/init_service/sam3d_adapter.py`) speaks the contract: run here with stand-ins for
+/// VIGA's two workers (the models need GPUs and their weights, so they never run in tests),
+/// its answer is one this client takes, with the meshes it made and VIGA's poses turned into
+/// Blender's coordinates.
+#[tokio::test]
+async fn the_sam3d_adapter_speaks_the_contract_with_stand_in_workers() {
+    use tokio::io::AsyncBufReadExt as _;
+    within(LIMIT, "the test", async {
+        let viga = tempfile::tempdir().unwrap();
+        let tools = viga.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        let cube = viga.path().join("cube.glb");
+        std::fs::write(&cube, cube_glb("stand-in")).unwrap();
+        // VIGA's SAM worker writes one mask per object and their names beside --out.
+        std::fs::write(
+            tools.join("sam_worker.py"),
+            "import argparse, json, os\np = argparse.ArgumentParser()\np.add_argument('--image')\np.add_argument('--out')\na = p.parse_args()\nfor n in ['red_chair', 'table']:\n    open(os.path.join(os.path.dirname(a.out), n + '.npy'), 'wb').write(b'mask')\njson.dump({'object_mapping': ['red_chair', 'table']}, open(a.out.replace('.npy', '_object_names.json'), 'w'))\n",
+        )
+        .unwrap();
+        // VIGA's SAM-3D worker exports a GLB and prints its pose as its last line.
+        std::fs::write(
+            tools.join("sam3d_worker.py"),
+            format!(
+                "import argparse, json, shutil\np = argparse.ArgumentParser()\nfor f in ['--image', '--mask', '--config', '--glb']:\n    p.add_argument(f)\na = p.parse_args()\nshutil.copy({:?}, a.glb)\nprint('loading the model...')\nprint(json.dumps({{'glb_path': a.glb, 'translation': [[0.1, 0.2, 2.0]], 'rotation': [[1.0, 0.0, 0.0, 0.0]], 'scale': [[0.5, 0.5, 0.5]]}}))\n",
+                cube.display().to_string()
+            ),
+        )
+        .unwrap();
+        let adapter = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tools/init_service/sam3d_adapter.py");
+        let work = tempfile::tempdir().unwrap();
+        let mut child = tokio::process::Command::new("python3")
+            .arg(&adapter)
+            .arg("--viga")
+            .arg(viga.path())
+            .args(["--sam-python", "python3", "--sam3d-python", "python3", "--port", "0"])
+            .arg("--work")
+            .arg(work.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let first = tokio::io::BufReader::new(stdout)
+            .lines()
+            .next_line()
+            .await
+            .unwrap()
+            .unwrap();
+        let url = first
+            .split(" at ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        let into = tempfile::tempdir().unwrap();
+        let made = ReconstructionService::new(ReconstructionConfig::new(url))
+            .unwrap()
+            .reconstruct(&pictures(), into.path())
+            .await
+            .unwrap();
+        let names: Vec<&str> = made.objects.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["red_chair", "table"]);
+        assert!(made.refused.is_empty(), "{:?}", made.refused);
+        let transform = made.objects[0].transform;
+        assert_eq!(transform.location, [0.1, -0.2, -2.0], "OpenCV's Y and Z flipped");
+        assert_eq!(transform.rotation_quaternion, [0.0, 1.0, 0.0, 0.0], "a half turn about X");
+        assert_eq!(transform.scale, [0.5; 3]);
+        assert_eq!(std::fs::read(&made.objects[1].mesh).unwrap(), cube_glb("stand-in"));
+        assert_eq!(made.answer["objects"][0]["confidence_source"], "default");
+        child.kill().await.unwrap();
+    })
+    .await;
+}
