@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use viga_testkit::http::{Reply, Request, TestServer, closed_address};
 use viga_testkit::mesh::{cube_glb, cube_obj};
+use viga_testkit::picture::files_under;
 use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
 
 const MESHY_KEY: &str = "msy-acceptance-test-key";
@@ -99,6 +100,17 @@ fn turn(expect: Value, response: Value) -> Value {
     json!({"expect": expect, "response": response})
 }
 
+/// The verifier asks for the scene as text, then, finding `seen` in it, ends with `verdict`.
+fn verifier_reads_the_scene(seen: &str, verdict: Value) -> [Value; 2] {
+    [
+        turn(
+            json!({"system_contains": "verifier"}),
+            call("v1", "get_scene_info", json!({})),
+        ),
+        turn(json!({"last_message_contains": seen}), verdict),
+    ]
+}
+
 fn end_process(accepted: bool, difference: &str) -> Value {
     call(
         "v-end",
@@ -167,15 +179,14 @@ fn a_scripted_run_generates_an_asset_with_meshy_into_its_scene_and_records_its_c
             json!({"last_message_contains": "The program ran without errors"}),
             json!({"text": "The crate is in.", "finish_reason": "stop"}),
         ),
-        turn(
-            json!({"system_contains": "verifier"}),
-            call("v1", "get_scene_info", json!({})),
-        ),
-        turn(
-            json!({"last_message_contains": "source=meshy"}),
-            end_process(true, ""),
-        ),
     ];
+    let turns: Vec<Value> = turns
+        .into_iter()
+        .chain(verifier_reads_the_scene(
+            "source=meshy",
+            end_process(true, ""),
+        ))
+        .collect();
     let out = viga(
         &turns,
         &[
@@ -237,7 +248,7 @@ fn a_scripted_run_generates_an_asset_with_meshy_into_its_scene_and_records_its_c
         meshy.lines()
     );
     // The key went to Meshy and nowhere into the run folder.
-    for file in walk(&folder) {
+    for file in files_under(&folder) {
         let bytes = std::fs::read(&file).unwrap();
         assert!(
             !bytes
@@ -247,19 +258,6 @@ fn a_scripted_run_generates_an_asset_with_meshy_into_its_scene_and_records_its_c
             file.display()
         );
     }
-}
-
-fn walk(folder: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(folder).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 fn object(name: &str, mesh: &str, location: [f64; 3]) -> Value {
@@ -305,14 +303,13 @@ fn a_run_with_init_starts_from_the_services_objects_and_a_deletion_of_them_all_i
             json!({"any_message_contains": "it already holds the objects \"Crate\" (confidence 0.80), \"Barrel\" (confidence 0.80)"}),
             fenced(&keep),
         ),
-        turn(
-            json!({"system_contains": "verifier"}),
-            call("v1", "get_scene_info", json!({})),
-        ),
-        turn(
-            json!({"last_message_contains": "source=init"}),
-            end_process(false, "the crate is too far left"),
-        ),
+    ]
+    .into_iter()
+    .chain(verifier_reads_the_scene(
+        "source=init",
+        end_process(false, "the crate is too far left"),
+    ))
+    .chain([
         // Iteration 2: the program deletes them all; the verifier hears it first.
         turn(json!({}), fenced(&delete_all)),
         turn(
@@ -325,7 +322,8 @@ fn a_run_with_init_starts_from_the_services_objects_and_a_deletion_of_them_all_i
             json!({"system_contains": "verifier"}),
             end_process(true, ""),
         ),
-    ];
+    ])
+    .collect::<Vec<Value>>();
     let output = dir.path().join("out");
     let out = viga(
         &turns,

@@ -200,10 +200,10 @@ async fn accept(
         let base = base.clone();
         let requests = Arc::clone(&requests);
         tokio::spawn(async move {
-            let Some(request) = read_request(stream, base).await else {
+            let mut stream = stream;
+            let Some(request) = read_request(&mut stream, &base).await else {
                 return;
             };
-            let (request, stream) = request;
             if let Ok(mut kept) = requests.lock() {
                 kept.push(request.clone());
             }
@@ -213,7 +213,11 @@ async fn accept(
     }
 }
 
-async fn read_request(mut stream: TcpStream, base: String) -> Option<(Request, TcpStream)> {
+/// Reads one HTTP/1.1 request (its head up to 64 KiB, its `Content-Length` body up to
+/// 64 MiB) from `stream`; `None` when the client hangs up first or sends no request.
+/// `base` goes into the request as the server's address. For servers of their own that
+/// tests need (streaming, cut-off bodies) as much as for [`TestServer`].
+pub async fn read_request(stream: &mut TcpStream, base: &str) -> Option<Request> {
     let mut bytes = Vec::new();
     let mut buffer = [0u8; 8192];
     let head_end = loop {
@@ -248,20 +252,17 @@ async fn read_request(mut stream: TcpStream, base: String) -> Option<(Request, T
     while body.len() < length {
         let read = stream.read(&mut buffer).await.ok()?;
         if read == 0 {
-            break;
+            return None;
         }
         body.extend_from_slice(&buffer[..read]);
     }
-    Some((
-        Request {
-            method,
-            target,
-            headers,
-            body,
-            base,
-        },
-        stream,
-    ))
+    Some(Request {
+        method,
+        target,
+        headers,
+        body,
+        base: base.to_owned(),
+    })
 }
 
 async fn answer(mut stream: TcpStream, reply: Reply) -> std::io::Result<()> {

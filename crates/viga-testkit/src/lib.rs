@@ -7,14 +7,15 @@
 //! ([`kill_after`], or [`output_within`] and [`status_within`] in place of `Command::output`
 //! and `Command::status`).
 //!
-//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]) and
-//! small mesh files ([`mesh`]).
+//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), small
+//! mesh files ([`mesh`]) and pictures ([`picture`]).
 //!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
 
 pub mod http;
 pub mod mesh;
+pub mod picture;
 
 use std::future::Future;
 use std::panic::Location;

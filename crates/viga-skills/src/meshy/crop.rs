@@ -74,25 +74,11 @@ mod tests {
     use viga_protocol::message::ImageData;
 
     fn picture(label: &str, width: u32, height: u32) -> ReferencePicture {
-        let image = image::RgbImage::from_fn(width, height, |x, _| {
-            if x < width / 2 {
-                image::Rgb([255, 0, 0])
-            } else {
-                image::Rgb([0, 0, 255])
-            }
-        });
-        let mut data = Vec::new();
-        image
-            .write_to(
-                &mut std::io::Cursor::new(&mut data),
-                image::ImageFormat::Png,
-            )
-            .unwrap();
         ReferencePicture {
             label: label.to_owned(),
             image: ImageData {
                 media_type: "image/png".to_owned(),
-                data,
+                data: viga_testkit::picture::halves_png(width, height),
             },
         }
     }

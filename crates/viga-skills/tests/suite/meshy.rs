@@ -20,6 +20,7 @@ use viga_skills::assets::{
 use viga_skills::meshy::{Meshy, MeshyConfig};
 use viga_testkit::http::{Reply, Request, TestServer};
 use viga_testkit::mesh::{cube_glb, glb};
+use viga_testkit::picture::files_under;
 use viga_testkit::within;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -64,6 +65,14 @@ impl Replay {
         Self { server, script }
     }
 
+    /// A text-to-3D replay whose preview looks are `preview` and whose refine succeeds.
+    fn text_to_3d(preview: &[&'static str]) -> Self {
+        Self::start(&[
+            ("text_preview", preview),
+            ("text_refine", &["text-to-3d-refine-succeeded"]),
+        ])
+    }
+
     fn set_looks(&self, kind: &'static str, looks: &[&'static str]) {
         self.script
             .lock()
@@ -89,6 +98,13 @@ impl Replay {
 
     fn meshy(&self, config: MeshyConfig) -> Meshy {
         Meshy::with_key(config, &viga_provider::config::Secret::new(KEY)).unwrap()
+    }
+
+    /// A Meshy source working for `run`.
+    fn bound(&self, config: MeshyConfig, run: &RunBinding) -> Meshy {
+        let meshy = self.meshy(config);
+        meshy.bind_run(run);
+        meshy
     }
 
     fn lines(&self) -> Vec<String> {
@@ -178,26 +194,25 @@ fn run_folder() -> (tempfile::TempDir, RunBinding) {
 
 /// A 64x32 target: its left half red, its right half blue.
 fn target_picture() -> ReferencePicture {
-    let image = image::RgbImage::from_fn(64, 32, |x, _| {
-        if x < 32 {
-            image::Rgb([255, 0, 0])
-        } else {
-            image::Rgb([0, 0, 255])
-        }
-    });
-    let mut data = Vec::new();
-    image
-        .write_to(
-            &mut std::io::Cursor::new(&mut data),
-            image::ImageFormat::Png,
-        )
-        .unwrap();
     ReferencePicture {
         label: "Camera1".to_owned(),
         image: ImageData {
             media_type: "image/png".to_owned(),
-            data,
+            data: viga_testkit::picture::halves_png(64, 32),
         },
+    }
+}
+
+/// All of the target picture `view` (the first when `None`) as a reference.
+fn whole_picture(view: Option<&str>) -> Reference {
+    Reference::Image {
+        region: Region {
+            left: 0.0,
+            top: 0.0,
+            right: 1.0,
+            bottom: 1.0,
+        },
+        view: view.map(str::to_owned),
     }
 }
 
@@ -324,8 +339,7 @@ async fn meshy_makes_a_textured_model_from_words_once_and_keeps_it_in_the_run_fo
                 .description
                 .contains("no new task and nothing spent")
         );
-        let resumed = replay.meshy(replay.config());
-        resumed.bind_run(&run);
+        let resumed = replay.bound(replay.config(), &run);
         assert_eq!(resumed.find(&request).await.unwrap()[0].path, hit.path);
         assert_eq!(replay.lines().len(), asked_before, "nothing asked of Meshy");
     })
@@ -344,8 +358,7 @@ async fn meshy_makes_a_rigged_animated_model_from_a_crop_of_the_target() {
             ("animation", &["text-to-3d-pending", "animation-succeeded"]),
         ]);
         let (_dir, run) = run_folder();
-        let meshy = replay.meshy(replay.config());
-        meshy.bind_run(&run);
+        let meshy = replay.bound(replay.config(), &run);
         let crop = Reference::Image {
             region: Region {
                 left: 0.0,
@@ -421,15 +434,7 @@ async fn meshy_makes_a_rigged_animated_model_from_a_crop_of_the_target() {
         let err = meshy.find(&unrigged).await.unwrap_err();
         assert!(err.to_string().contains("needs a rig"), "{err}");
         let elsewhere = AssetRequest {
-            reference: Reference::Image {
-                region: Region {
-                    left: 0.0,
-                    top: 0.0,
-                    right: 1.0,
-                    bottom: 1.0,
-                },
-                view: Some("Camera7".to_owned()),
-            },
+            reference: whole_picture(Some("Camera7")),
             ..AssetRequest::words("a small robot", 1)
         };
         let err = meshy.find(&elsewhere).await.unwrap_err();
@@ -441,25 +446,46 @@ async fn meshy_makes_a_rigged_animated_model_from_a_crop_of_the_target() {
     .await;
 }
 
+/// A request whose preview task has the `preview` looks fails with all of `expected`; once Meshy
+/// says the preview succeeded, the same request again succeeds. The replay and the second
+/// answer's hit come back.
+async fn fails_then_succeeds(
+    preview: &[&'static str],
+    config: impl FnOnce(MeshyConfig) -> MeshyConfig,
+    expected: &[&str],
+) -> (Replay, viga_skills::assets::AssetHit) {
+    let replay = Replay::text_to_3d(preview);
+    let (_dir, run) = run_folder();
+    let meshy = replay.bound(config(replay.config()), &run);
+    let err = meshy.find(&generate("a monster mask")).await.unwrap_err();
+    assert!(
+        matches!(&err, ToolError::Recoverable(m) if expected.iter().all(|part| m.contains(part))),
+        "{err}"
+    );
+    replay.set_looks("text_preview", &["text-to-3d-succeeded"]);
+    let hit = meshy
+        .find(&generate("a monster mask"))
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(hit.path.is_file());
+    (replay, hit)
+}
+
 #[tokio::test]
 async fn a_failed_task_is_said_with_meshys_reason_and_asked_anew_next_time() {
     within(LIMIT, "the test", async {
-        let replay = Replay::start(&[
-            ("text_preview", &["text-to-3d-in-progress", "text-to-3d-failed"]),
-            ("text_refine", &["text-to-3d-refine-succeeded"]),
-        ]);
-        let (_dir, run) = run_folder();
-        let meshy = replay.meshy(replay.config());
-        meshy.bind_run(&run);
-        let err = meshy.find(&generate("a monster mask")).await.unwrap_err();
-        assert!(
-            matches!(&err, ToolError::Recoverable(m) if m.contains("text-to-3d preview task text_preview-1 ended FAILED: The server is busy. Please try again later.")),
-            "{err}"
+        let (replay, _) = fails_then_succeeds(
+            &["text-to-3d-in-progress", "text-to-3d-failed"],
+            |config| config,
+            &["text-to-3d preview task text_preview-1 ended FAILED: The server is busy. Please try again later."],
+        )
+        .await;
+        assert_eq!(
+            replay.created("/openapi/v2/text-to-3d").len(),
+            3,
+            "a new preview, then the refine"
         );
-        replay.set_looks("text_preview", &["text-to-3d-succeeded"]);
-        let hit = meshy.find(&generate("a monster mask")).await.unwrap().remove(0);
-        assert_eq!(replay.created("/openapi/v2/text-to-3d").len(), 3, "a new preview, then the refine");
-        assert!(hit.path.is_file());
     })
     .await;
 }
@@ -467,30 +493,28 @@ async fn a_failed_task_is_said_with_meshys_reason_and_asked_anew_next_time() {
 #[tokio::test]
 async fn a_task_past_the_deadline_is_picked_up_again_without_a_new_task() {
     within(LIMIT, "the test", async {
-        let replay = Replay::start(&[
-            ("text_preview", &["text-to-3d-pending", "text-to-3d-in-progress"]),
-            ("text_refine", &["text-to-3d-refine-succeeded"]),
-        ]);
-        let (_dir, run) = run_folder();
-        let meshy = replay.meshy(MeshyConfig {
-            deadline: Duration::from_millis(300),
-            ..replay.config()
-        });
-        meshy.bind_run(&run);
-        let err = meshy.find(&generate("a monster mask")).await.unwrap_err();
-        assert!(
-            matches!(&err, ToolError::Recoverable(m) if m.contains("task text_preview-1 is still IN_PROGRESS (45% done)")
-                && m.contains("ask again with the same arguments to pick it up without a new task")),
-            "{err}"
-        );
-        replay.set_looks("text_preview", &["text-to-3d-succeeded"]);
-        let hit = meshy.find(&generate("a monster mask")).await.unwrap().remove(0);
+        let (replay, hit) = fails_then_succeeds(
+            &["text-to-3d-pending", "text-to-3d-in-progress"],
+            |config| MeshyConfig {
+                deadline: Duration::from_millis(300),
+                ..config
+            },
+            &[
+                "task text_preview-1 is still IN_PROGRESS (45% done)",
+                "ask again with the same arguments to pick it up without a new task",
+            ],
+        )
+        .await;
         let previews: Vec<Value> = replay
             .created("/openapi/v2/text-to-3d")
             .into_iter()
             .filter(|body| body["mode"] == "preview")
             .collect();
-        assert_eq!(previews.len(), 1, "the noted task is polled again, not paid for twice");
+        assert_eq!(
+            previews.len(),
+            1,
+            "the noted task is polled again, not paid for twice"
+        );
         assert_eq!(hit.generation.unwrap().tasks[0].id, "text_preview-1");
     })
     .await;
@@ -501,11 +525,13 @@ async fn model_urls_off_meshy_redirects_and_huge_or_hostile_models_are_refused()
     within(LIMIT, "the test", async {
         let replay = Replay::start(&[("text_preview", &["text-to-3d-succeeded"])]);
         let (_dir, run) = run_folder();
-        let meshy = replay.meshy(MeshyConfig {
-            texture: false,
-            ..replay.config()
-        });
-        meshy.bind_run(&run);
+        let meshy = replay.bound(
+            MeshyConfig {
+                texture: false,
+                ..replay.config()
+            },
+            &run,
+        );
         let base = replay.server.base().to_owned();
         for (url, why) in [
             (
@@ -540,26 +566,13 @@ async fn model_urls_off_meshy_redirects_and_huge_or_hostile_models_are_refused()
             !replay.lines().iter().any(|line| line.contains("elsewhere")),
             "nothing is fetched off the allowed hosts"
         );
-        let kept: Vec<PathBuf> = walk(&run.folder.join("assets/meshy"))
+        let kept: Vec<PathBuf> = files_under(&run.folder.join("assets/meshy"))
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == "glb" || e == "partial"))
             .collect();
         assert!(kept.is_empty(), "no refused model is kept: {kept:?}");
     })
     .await;
-}
-
-fn walk(folder: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(walk(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }
 
 #[tokio::test]
@@ -573,8 +586,7 @@ async fn refusals_say_what_to_do_and_quote_meshy() {
         ] {
             let replay = Replay::start(&[]);
             replay.script.lock().unwrap().refuse = Some((status, body));
-            let meshy = replay.meshy(replay.config());
-            meshy.bind_run(&run);
+            let meshy = replay.bound(replay.config(), &run);
             let err = meshy.find(&generate("a monster mask")).await.unwrap_err();
             let message = serde_json::from_str::<Value>(body).unwrap()["message"]
                 .as_str()
@@ -680,15 +692,7 @@ async fn asset_sources_generate_only_when_asked_or_when_the_libraries_have_nothi
             LocalAssetFolder::open(library.path()).unwrap(),
         )]);
         let picture = AssetRequest {
-            reference: Reference::Image {
-                region: Region {
-                    left: 0.0,
-                    top: 0.0,
-                    right: 1.0,
-                    bottom: 1.0,
-                },
-                view: None,
-            },
+            reference: whole_picture(None),
             ..AssetRequest::words("wooden chair", 1)
         };
         let err = no_generator.find(&picture).await.unwrap_err();
