@@ -164,6 +164,11 @@ async fn dispatch(command: Command) -> Result<std::process::ExitCode> {
                     "--attach works with the model generator; the search runs on --base or an empty scene"
                 );
             }
+            if args.init.is_some() {
+                bail!(
+                    "--init works with the model generator; the search runs on --base or an empty scene"
+                );
+            }
             search::run(args).await
         }
         Command::Run(args) => run(args).await,
