@@ -28,12 +28,25 @@ use crate::registry::ToolError;
 
 /// A failed call, in words for the model or the user.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct FetchError(pub String);
+#[error("{message}")]
+pub struct FetchError {
+    pub message: String,
+    /// The HTTP status the service refused with, when it answered one.
+    pub status: Option<u16>,
+}
+
+impl FetchError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            status: None,
+        }
+    }
+}
 
 impl From<FetchError> for ToolError {
     fn from(err: FetchError) -> Self {
-        ToolError::Recoverable(err.0)
+        ToolError::Recoverable(err.message)
     }
 }
 
@@ -234,9 +247,10 @@ impl ServiceClient {
         let quoted = quoted
             .map(|message| format!(" ({name} says: {message:?})"))
             .unwrap_or_default();
-        Err(FetchError(format!(
-            "{name} answered {what} ({url}) with HTTP {status}{quoted}: {advice}"
-        )))
+        Err(FetchError {
+            message: format!("{name} answered {what} ({url}) with HTTP {status}{quoted}: {advice}"),
+            status: Some(code),
+        })
     }
 
     /// At most `limit` bytes of the body of `method url`.
@@ -257,7 +271,7 @@ impl ServiceClient {
             .map_err(|err| self.transport(url, &err, what, timeout))?
         {
             if (read.len() + chunk.len()) as u64 > limit {
-                return Err(FetchError(format!(
+                return Err(FetchError::new(format!(
                     "{}'s answer to {what} ({url}) is larger than the {} viga reads; viga stopped reading it",
                     self.spec.name,
                     bytes_text(limit)
@@ -305,7 +319,7 @@ impl ServiceClient {
         {
             written += chunk.len() as u64;
             if written > limit {
-                return Err(FetchError(format!(
+                return Err(FetchError::new(format!(
                     "{} {url} is larger than the {} viga accepts; viga stopped it",
                     self.download_noun(),
                     bytes_text(limit)
@@ -322,7 +336,7 @@ impl ServiceClient {
     }
 
     fn write_error(&self, path: &Path, err: &std::io::Error) -> FetchError {
-        FetchError(format!(
+        FetchError::new(format!(
             "{} cannot be written to {}: {err}",
             self.download_noun(),
             path.display()
@@ -349,7 +363,7 @@ impl ServiceClient {
     ) -> FetchError {
         let name = &self.spec.name;
         let retry = &self.spec.retry_hint;
-        FetchError(if err.is_connect() {
+        FetchError::new(if err.is_connect() {
             format!(
                 "{name} cannot be reached at {}: {}. {}",
                 origin(url),

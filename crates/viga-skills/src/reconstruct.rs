@@ -175,7 +175,7 @@ impl ReconstructionService {
             )
             .await?;
         let answer: Value = serde_json::from_slice(&bytes).map_err(|err| {
-            FetchError(format!(
+            FetchError::new(format!(
                 "the reconstruction service's answer is not JSON ({err}); docs/init-service.md describes what it must send"
             ))
         })?;
@@ -183,12 +183,12 @@ impl ReconstructionService {
             .get("objects")
             .and_then(Value::as_array)
             .ok_or_else(|| {
-                FetchError(
+                FetchError::new(
                     "the reconstruction service's answer has no \"objects\" list; docs/init-service.md describes what it must send".to_owned(),
                 )
             })?;
         if entries.is_empty() {
-            return Err(FetchError(
+            return Err(FetchError::new(
                 "the reconstruction service found no object in the target picture; start without --init".to_owned(),
             ));
         }
@@ -222,7 +222,7 @@ impl ReconstructionService {
                 .iter()
                 .map(|r| format!("{}: {}", r.name, r.reason))
                 .collect();
-            return Err(FetchError(format!(
+            return Err(FetchError::new(format!(
                 "viga could use none of the reconstruction service's objects:\n  - {}",
                 reasons.join("\n  - ")
             )));
@@ -299,7 +299,7 @@ impl ReconstructionService {
                 &format!("the mesh of {}", wire.name),
             )
             .await
-            .map_err(|err| err.0)
+            .map_err(|err| err.message)
             .and_then(|bytes| check_mesh(&mesh, format).map(|()| bytes));
         match downloaded {
             Ok(bytes) => {

@@ -162,7 +162,7 @@ async fn prepare(
     let reconstruction = service
         .reconstruct(pictures, &meshes)
         .await
-        .map_err(|err| failed(&err.0))?;
+        .map_err(|err| failed(&err.message))?;
     let mut refused = reconstruction.refused;
     let mut objects = Vec::new();
     let mut reset = Some(scene.base_scene());

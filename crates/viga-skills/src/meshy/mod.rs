@@ -462,7 +462,7 @@ impl Meshy {
         let what = format!("the state of {} task {id}", stage.describe());
         let mut pause = self.config.poll_first;
         loop {
-            let answer = self
+            let looked = self
                 .http
                 .get_bytes(
                     &url,
@@ -470,7 +470,17 @@ impl Meshy {
                     self.config.request_timeout,
                     &what,
                 )
-                .await?;
+                .await;
+            let answer = match looked {
+                // A task noted long ago: Meshy keeps them for days, not for ever.
+                Err(err) if err.status == Some(404) => {
+                    return Ok(TaskOutcome::Failed {
+                        status: "GONE".to_owned(),
+                        message: "Meshy no longer has this task".to_owned(),
+                    });
+                }
+                looked => looked?,
+            };
             let state = api::task_state(&answer).map_err(|why| {
                 ToolError::Recoverable(format!(
                     "Meshy's answer to {what} cannot be used: {why}; try again later"

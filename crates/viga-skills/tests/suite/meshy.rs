@@ -81,6 +81,11 @@ impl Replay {
             .insert(kind, looks.to_vec());
     }
 
+    /// Meshy forgets every task it made (as it does after a few days).
+    fn forget_tasks(&self) {
+        self.script.lock().unwrap().kinds.clear();
+    }
+
     fn set_glb_url(&self, url: &str) {
         self.script.lock().unwrap().glb_url = Some(url.to_owned());
     }
@@ -516,6 +521,45 @@ async fn a_task_past_the_deadline_is_picked_up_again_without_a_new_task() {
             "the noted task is polled again, not paid for twice"
         );
         assert_eq!(hit.generation.unwrap().tasks[0].id, "text_preview-1");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_noted_task_meshy_no_longer_has_is_forgotten_and_made_anew() {
+    within(LIMIT, "the test", async {
+        let replay = Replay::text_to_3d(&["text-to-3d-in-progress"]);
+        let (_dir, run) = run_folder();
+        let meshy = replay.bound(
+            MeshyConfig {
+                deadline: Duration::from_millis(200),
+                ..replay.config()
+            },
+            &run,
+        );
+        let running = meshy.find(&generate("a monster mask")).await.unwrap_err();
+        assert!(
+            running.to_string().contains("still IN_PROGRESS"),
+            "{running}"
+        );
+        replay.forget_tasks();
+        let gone = meshy.find(&generate("a monster mask")).await.unwrap_err();
+        assert!(
+            gone.to_string()
+                .contains("task text_preview-1 ended GONE: Meshy no longer has this task"),
+            "{gone}"
+        );
+        replay.set_looks("text_preview", &["text-to-3d-succeeded"]);
+        let hit = meshy
+            .find(&generate("a monster mask"))
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(
+            hit.generation.unwrap().tasks[0].id,
+            "text_preview-2",
+            "a new task"
+        );
     })
     .await;
 }

@@ -179,18 +179,18 @@ async fn no_usable_object_a_slow_service_and_a_service_that_is_down_are_clear_er
             .await
             .unwrap_err();
         assert!(
-            err.0
+            err.message
                 .contains("could use none of the reconstruction service's objects"),
             "{err}"
         );
-        assert!(err.0.contains("cut: its mesh is refused"), "{err}");
+        assert!(err.message.contains("cut: its mesh is refused"), "{err}");
 
         let empty = service(json!([]));
         let err = client(&empty, Duration::from_secs(30))
             .reconstruct(&pictures(), into.path())
             .await
             .unwrap_err();
-        assert!(err.0.contains("found no object"), "{err}");
+        assert!(err.message.contains("found no object"), "{err}");
 
         let slow = TestServer::start(|_: &Request| {
             Reply::json(200, r#"{"objects": []}"#).after(Duration::from_secs(5))
@@ -206,7 +206,7 @@ async fn no_usable_object_a_slow_service_and_a_service_that_is_down_are_clear_er
             "the deadline holds"
         );
         assert!(
-            err.0
+            err.message
                 .contains("the reconstruction service did not finish the reconstruction request"),
             "{err}"
         );
@@ -217,7 +217,7 @@ async fn no_usable_object_a_slow_service_and_a_service_that_is_down_are_clear_er
             .await
             .unwrap_err();
         assert!(
-            err.0.contains("is not JSON") && err.0.contains("docs/init-service.md"),
+            err.message.contains("is not JSON") && err.message.contains("docs/init-service.md"),
             "{err}"
         );
 
@@ -230,7 +230,7 @@ async fn no_usable_object_a_slow_service_and_a_service_that_is_down_are_clear_er
             .await
             .unwrap_err();
         assert!(
-            err.0.contains("HTTP 500") && err.0.contains("CUDA out of memory"),
+            err.message.contains("HTTP 500") && err.message.contains("CUDA out of memory"),
             "{err}"
         );
 
@@ -244,9 +244,9 @@ async fn no_usable_object_a_slow_service_and_a_service_that_is_down_are_clear_er
             .await
             .unwrap_err();
         assert!(
-            err.0
+            err.message
                 .contains("the reconstruction service cannot be reached")
-                && err.0.contains("docs/init-service.md"),
+                && err.message.contains("docs/init-service.md"),
             "{err}"
         );
         assert!(ReconstructionService::new(ReconstructionConfig::new("gpu-box:8765")).is_err());
