@@ -539,7 +539,10 @@ async fn doctor() -> Result<std::process::ExitCode> {
         ("openai", "OPENAI_API_KEY"),
         ("anthropic", "ANTHROPIC_API_KEY"),
         ("gemini", "GEMINI_API_KEY"),
-        ("meshy (--assets-generate)", viga_skills::meshy::MESHY_KEY_ENV),
+        (
+            "meshy (--assets-generate)",
+            viga_skills::meshy::MESHY_KEY_ENV,
+        ),
     ] {
         let present = std::env::var_os(variable).is_some_and(|v| !v.is_empty());
         println!(
