@@ -3,9 +3,10 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use viga_core::RunConfig;
-use viga_core::scene::SceneSettings;
+use viga_core::scene::{AssetGenerator, SceneSettings};
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
+use viga_skills::reconstruct::{ReconstructionConfig, ReconstructionService};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -208,6 +209,19 @@ pub struct RunArgs {
     /// a cache folder).
     #[arg(long)]
     pub polyhaven: bool,
+    /// get_better_assets may also generate assets with this service (meshy: text- and
+    /// image-to-3D, rigging, animation; the key from MESHY_API_KEY). Generated models are
+    /// kept in the run folder's assets/ with what they cost.
+    #[arg(long, value_enum, value_name = "SERVICE")]
+    pub assets_generate: Option<AssetGeneratorArg>,
+    /// Before round 1, send the target pictures to this reconstruction service and start
+    /// from the objects it sends back (docs/init-service.md); the scene is kept as init.blend
+    /// in the run folder.
+    #[arg(long, value_name = "URL")]
+    pub init: Option<String>,
+    /// How long the reconstruction service may take, mesh downloads included.
+    #[arg(long, value_name = "SECONDS", default_value_t = 900.0)]
+    pub init_timeout: f64,
     /// Where run folders go.
     #[arg(long, default_value = "output")]
     pub output: PathBuf,
@@ -268,6 +282,12 @@ pub enum ApplyChoice {
     Never,
 }
 
+/// `--assets-generate`'s services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AssetGeneratorArg {
+    Meshy,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StartFromArg {
     Result,
@@ -324,6 +344,10 @@ impl RunArgs {
             verifier_samples: self.verifier_samples,
             assets: self.assets.clone(),
             polyhaven: self.polyhaven,
+            assets_generate: self.assets_generate.map(|service| match service {
+                AssetGeneratorArg::Meshy => AssetGenerator::Meshy,
+            }),
+            initialised: Vec::new(),
         };
         let mut scene = scene;
         if let Some(previous) = &self.continue_run {
@@ -339,6 +363,28 @@ impl RunArgs {
             }
         }
         Ok((config, scene))
+    }
+
+    /// The reconstruction service `--init` names, with `--init-timeout`.
+    pub fn init_service(&self) -> Result<Option<ReconstructionService>> {
+        let Some(url) = &self.init else {
+            return Ok(None);
+        };
+        let deadline = std::time::Duration::try_from_secs_f64(self.init_timeout)
+            .ok()
+            .filter(|deadline| !deadline.is_zero())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--init-timeout {} is not a number of seconds above 0",
+                    self.init_timeout
+                )
+            })?;
+        let service = ReconstructionService::new(ReconstructionConfig {
+            deadline,
+            ..ReconstructionConfig::new(url.clone())
+        })
+        .map_err(|why| anyhow::anyhow!("--init: {why}"))?;
+        Ok(Some(service))
     }
 }
 

@@ -108,6 +108,11 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
                     "--attach works with the model generator; the search runs on --base or an empty scene"
                 );
             }
+            if args.init.is_some() {
+                bail!(
+                    "--init works with the model generator; the search runs on --base or an empty scene"
+                );
+            }
             search::run(args, contain).await
         }
         Command::Run(args) => run(args, contain).await,
@@ -210,6 +215,12 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
             display_opt(&provider_settings.script)
         ));
     }
+    let init_service = args.init_service()?;
+    if init_service.is_some() && args.attach.wanted() {
+        bail!(
+            "--init starts from the objects the service reconstructs; it does not go with --attach, which starts from your open scene"
+        );
+    }
     let (handle, containment) = if args.attach.wanted() {
         // The person's Blender is asked for a copy of the open scene and let go: it is not
         // held (nor touched) while the run works in a Blender of viga's own, which reads
@@ -226,6 +237,24 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         let worker = attach::start_worker(Some(&user.connection), contain, &access).await?;
         let containment = worker.containment();
         let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
+        (handle, containment)
+    } else if let Some(service) = init_service {
+        let access = Access::reading(scene.prepare_blender_reads()?);
+        let worker = start_blender(contain, &access).await?;
+        let containment = worker.containment();
+        out.say(&format!(
+            "initialising the scene from the target pictures with the reconstruction service at {}...",
+            service.url()
+        ));
+        let handle = viga_core::scene::init::start_initialised(
+            config,
+            scene,
+            &service,
+            provider,
+            worker,
+            &args.output,
+        )
+        .await?;
         (handle, containment)
     } else {
         let access = Access::reading(scene.prepare_blender_reads()?);
@@ -432,6 +461,10 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         ("openai", "OPENAI_API_KEY"),
         ("anthropic", "ANTHROPIC_API_KEY"),
         ("gemini", "GEMINI_API_KEY"),
+        (
+            "meshy (--assets-generate)",
+            viga_skills::meshy::MESHY_KEY_ENV,
+        ),
     ] {
         let present = std::env::var_os(variable).is_some_and(|v| !v.is_empty());
         println!(

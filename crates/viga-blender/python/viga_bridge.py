@@ -857,7 +857,22 @@ def describe_object(obj):
         entry["light"] = {"type": data.type, "energy": round(data.energy, 4), "color": rounded(data.color)}
     elif obj.type == "CAMERA":
         entry["camera"] = {"type": data.type, "lens": round(data.lens, 4)}
+    source = viga_source(obj)
+    if source is not None:
+        entry["source"] = source
     return entry
+
+
+def viga_source(obj):
+    """The object's `viga_source` custom property (set by viga's asset and initialisation
+    imports) when it is a short string; a program may set anything there, so nothing else."""
+    try:
+        value = obj.get("viga_source")
+    except Exception:
+        return None
+    if not isinstance(value, str) or not value:
+        return None
+    return value[:32]
 
 
 def cmd_scene_info(args):

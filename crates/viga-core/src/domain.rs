@@ -400,6 +400,10 @@ pub trait Domain: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// The run starts (or resumes) in `folder` with `targets`: the domain may keep files of
+    /// its own there (a scene's generated assets) and lend its tools the target pictures.
+    fn begin_run(&self, _folder: &Path, _targets: &[TargetView]) {}
+
     /// A new iteration begins; the domain's renders from now on belong in `renders`.
     fn begin_iteration(&self, _renders: &Path) {}
 
@@ -413,6 +417,14 @@ pub trait Domain: Send + Sync {
     /// when the worker kept it.
     fn last_program_output(&self) -> Option<String> {
         None
+    }
+
+    /// What the model must hear about the result whatever the verifier makes of it (a scene
+    /// whose program deleted every object it was initialised with), checked after the
+    /// iteration's program ran: the loop tells the verifier first, keeps each note with the
+    /// iteration's critique (so the next generator turn reads it) and logs it as a warning.
+    async fn result_notes(&self) -> Result<Vec<String>, WorkerFault> {
+        Ok(Vec::new())
     }
 
     /// Renders the view `target` shows at `width` x `height`, for scoring and for the

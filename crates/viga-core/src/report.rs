@@ -95,6 +95,9 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     if log.truncated_tail {
         html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
     }
+    if domain.name == crate::scene::SCENE_DOMAIN {
+        html.push_str(&crate::scene::provenance::assets_section(folder.root()));
+    }
     let mut previous_code = String::new();
     for record in &records {
         iteration_section(

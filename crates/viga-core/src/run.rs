@@ -205,6 +205,7 @@ impl Run {
 
     pub(crate) async fn run(mut self) -> Result<RunOutcome, CoreError> {
         let mut recorded = self.first_index.saturating_sub(1);
+        self.domain.begin_run(self.folder.root(), &self.targets);
         let ran = match self.check_targets().await {
             Ok(()) => self.iterate(&mut recorded).await,
             Err(err) => Err(err),

@@ -51,16 +51,69 @@ fn save_renders(
     Ok(())
 }
 
-/// The verifier's turn for one iteration: what it is shown first, then up to
-/// `verifier_max_turns` model turns with its tools until `end_process` gives the verdict.
+/// The verifier's turn for one iteration: the domain's notes on the result, what the
+/// verifier is shown first, then up to `verifier_max_turns` model turns with its tools until
+/// `end_process` gives the verdict. The notes lead the verdict's differences, so the memory
+/// (and with it the next generator turn) keeps them whatever the verifier concluded.
 pub(crate) async fn verify(
     run: &mut Run,
     index: u32,
     attempt: &Attempt,
     tally: &mut Tally,
 ) -> Result<Verdict, CoreError> {
+    let notes = result_notes(run, index).await?;
+    for note in &notes {
+        run.emit(RunEvent::Warning {
+            message: format!("iteration {index}: {note}"),
+        })?;
+    }
+    let mut verdict = verdict(run, index, attempt, &notes, tally).await?;
+    let differences = &mut verdict.feedback.visual_differences;
+    differences.splice(0..0, notes.iter().map(|note| format!("viga: {note}")));
+    Ok(verdict)
+}
+
+/// The domain's notes on the result; the worker lost meanwhile is restarted, the result
+/// rebuilt and the check made again. A check that cannot be made is a warning, not a stop.
+async fn result_notes(run: &mut Run, index: u32) -> Result<Vec<String>, CoreError> {
+    let phase = format!("iteration {index}: checking the result");
+    let mut redos = 0;
+    let checked = loop {
+        let mark = run.domain.watch().mark();
+        let domain = Arc::clone(&run.domain);
+        let checked = run
+            .cancellable(domain.result_notes())
+            .await
+            .and_then(|checked| {
+                checked.map_err(|err| CoreError::worker("checking the result failed", err))
+            });
+        match run.phase_end(&phase, mark, &mut redos, &checked).await? {
+            PhaseEnd::Done => break checked,
+            PhaseEnd::Redo => {}
+            PhaseEnd::GaveUp(_) => return Ok(Vec::new()),
+        }
+    };
+    match checked {
+        Ok(notes) => Ok(notes),
+        Err(CoreError::Cancelled) => Err(CoreError::Cancelled),
+        Err(err) => {
+            run.emit(RunEvent::Warning {
+                message: format!("{phase}: {err}"),
+            })?;
+            Ok(Vec::new())
+        }
+    }
+}
+
+async fn verdict(
+    run: &mut Run,
+    index: u32,
+    attempt: &Attempt,
+    notes: &[String],
+    tally: &mut Tally,
+) -> Result<Verdict, CoreError> {
     let mut render_ids = Vec::new();
-    let opening = first_look(run, index, attempt, &mut render_ids, tally).await?;
+    let opening = first_look(run, index, attempt, notes, &mut render_ids, tally).await?;
     let tools = OfferedTools::verifier(run.domain.as_ref())?;
     let mut messages = vec![ChatMessage::user(opening)];
     let mut thoughts = format!("# Verification of iteration {index}\n");
@@ -111,17 +164,24 @@ pub(crate) async fn verify(
     })
 }
 
-/// The verifier's first message: the task and targets, each target's view of the result
-/// scored against it, the domain's overview (a scene's canonical views), how the program
+/// The verifier's first message: the task and targets, the domain's notes on the result,
+/// each target's view of the result scored against it, the domain's overview (a scene's canonical views), how the program
 /// ran, and the generator's request to stop when it made one.
 async fn first_look(
     run: &mut Run,
     index: u32,
     attempt: &Attempt,
+    notes: &[String],
     render_ids: &mut Vec<String>,
     tally: &mut Tally,
 ) -> Result<Vec<ContentPart>, CoreError> {
     let mut content = task_parts(&run.config, run.domain.as_ref(), &run.targets);
+    if !notes.is_empty() {
+        content.push(ContentPart::text(format!(
+            "viga checked the result of iteration {index} before you look at it:\n- {}",
+            notes.join("\n- ")
+        )));
+    }
     for look in run.score_targets(index).await? {
         render_ids.push(look.render_id);
         let (text, label) = if look.label == "default" {

@@ -481,6 +481,11 @@ pub struct SceneObject {
     pub light: Option<LightInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub camera: Option<CameraInfo>,
+    /// Where viga's tools got the object from, as its `viga_source` custom property says:
+    /// `init` (reconstructed from the target picture before the first round), or an asset
+    /// source (`local`, `polyhaven`, `meshy`). Absent for objects programs made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -11,6 +11,7 @@ use serde_json::Value;
 use viga_blender::BlenderCommands as _;
 use viga_protocol::iteration::ExecutionResult;
 
+use crate::assets::{Animation, AssetRequest, Reference, Region, Sourcing};
 use crate::context::ToolContext;
 use crate::registry::{
     Control, RegistryError, Tool, ToolError, ToolOutput, ToolRegistry, parameters_of,
@@ -59,11 +60,77 @@ pub struct SceneInfoArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetArgs {
-    /// What the asset should be, in words ("wooden chair", "oak tree").
+    /// What the asset should be, in words ("wooden chair", "oak tree"); for a generated
+    /// asset, its description (at most 600 characters).
     pub query: String,
     #[serde(default)]
     #[schemars(range(min = 1, max = 20))]
     pub max_results: Option<u32>,
+    /// Where to look: "any" (ready-made assets first; generated when none fits and the run
+    /// can generate), "library" (ready-made only) or "generate" (make one; it costs the user
+    /// credits and takes minutes).
+    #[serde(default)]
+    pub source: Option<Sourcing>,
+    /// The object the asset is for ("Chair"); names a generated asset.
+    #[serde(default)]
+    pub object_name: Option<String>,
+    /// Generate the asset from this part of a target picture instead of from words:
+    /// [left, top, right, bottom] as fractions of the picture's width and height, from its
+    /// top left (0 to 1).
+    #[serde(default)]
+    pub region: Option<[f64; 4]>,
+    /// Which target picture `region` is of (its camera, "Camera1"); the first by default.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Rig the generated asset (humanoid characters), so it can be animated.
+    #[serde(default)]
+    pub rig: bool,
+    /// Animate the rigged asset: "walking", "running", or the number of an action of Meshy's
+    /// animation library.
+    #[serde(default)]
+    pub animation: Option<String>,
+}
+
+impl AssetArgs {
+    /// The request these arguments make; `Err` says what is wrong with them.
+    pub fn request(self) -> Result<AssetRequest, ToolError> {
+        let animation = match self.animation.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some("walking") => Some(Animation::Walking),
+            Some("running") => Some(Animation::Running),
+            Some(action) => Some(Animation::Action(action.parse().map_err(|_| {
+                ToolError::Recoverable(format!(
+                    "the animation {action:?} is none: say \"walking\", \"running\" or the number of an action of Meshy's animation library"
+                ))
+            })?)),
+        };
+        let reference = match self.region {
+            None if self.target.is_some() => {
+                return Err(ToolError::Recoverable(
+                    "a target picture is named but no region of it: give region [left, top, right, bottom] too".to_owned(),
+                ));
+            }
+            None => Reference::Text,
+            Some([left, top, right, bottom]) => Reference::Image {
+                region: Region {
+                    left,
+                    top,
+                    right,
+                    bottom,
+                },
+                view: self.target,
+            },
+        };
+        Ok(AssetRequest {
+            query: self.query,
+            limit: self.max_results.unwrap_or(5) as usize,
+            sourcing: self.source.unwrap_or_default(),
+            object_name: self.object_name,
+            reference,
+            rig: self.rig,
+            animation,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -241,7 +308,7 @@ impl Tool for GetBetterAssets {
         "get_better_assets"
     }
     fn description(&self) -> &str {
-        "Find ready-made 3D assets matching a description, with the Python that imports each into the scene program."
+        "Find ready-made 3D assets matching a description, or have one generated when the run can (from words, or from a region of a target picture; optionally rigged and animated for a 4D scene), with the Python that imports each into the scene program. Each result says where it came from, its licence where known and, for a generated one, what it cost."
     }
     fn parameters(&self) -> Value {
         parameters_of::<AssetArgs>()
@@ -257,22 +324,27 @@ impl Tool for GetBetterAssets {
                 "no asset source is configured for this run; model the object with Blender Python instead".to_owned(),
             ));
         };
-        let hits = source
-            .search(&args.query, args.max_results.unwrap_or(5) as usize)
-            .await?;
+        let request = args.request()?;
+        let hits = source.find(&request).await?;
         if hits.is_empty() {
             return Ok(ToolOutput::text(format!(
                 "No asset in {} matches {:?}; model it with Blender Python instead.",
                 source.describe(),
-                args.query
+                request.query
             )));
         }
-        let mut text = format!("{} assets match {:?}:", hits.len(), args.query);
+        let mut text = format!("{} assets match {:?}:", hits.len(), request.query);
         for hit in &hits {
+            let licence = hit
+                .licence
+                .as_deref()
+                .map(|licence| format!("; licence {licence}"))
+                .unwrap_or_default();
             let _ = write!(
                 text,
-                "\n\n{} (score {:.2}): {}\nImport with:\n```python\n{}```",
+                "\n\n{} (source {}{licence}; score {:.2}): {}\nImport with:\n```python\n{}```",
                 hit.name,
+                hit.origin.as_str(),
                 hit.score,
                 if hit.description.is_empty() {
                     "(no description)"
@@ -326,4 +398,65 @@ pub fn generator_tools() -> Result<ToolRegistry, RegistryError> {
         registry.register(tool)?;
     }
     Ok(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(arguments: Value) -> Result<AssetRequest, ToolError> {
+        parse_arguments::<AssetArgs>("get_better_assets", arguments)?.request()
+    }
+
+    #[test]
+    fn asset_arguments_make_the_request_they_say() {
+        let plain = request(serde_json::json!({"query": "oak chair"})).unwrap();
+        assert_eq!(plain, AssetRequest::words("oak chair", 5));
+        let picture = request(serde_json::json!({
+            "query": "the robot", "source": "generate", "object_name": "Robot",
+            "region": [0.1, 0.2, 0.5, 0.9], "target": "Camera2", "rig": true, "animation": "92",
+        }))
+        .unwrap();
+        assert_eq!(picture.sourcing, Sourcing::Generate);
+        assert_eq!(picture.animation, Some(Animation::Action(92)));
+        assert_eq!(
+            picture.reference,
+            Reference::Image {
+                region: Region {
+                    left: 0.1,
+                    top: 0.2,
+                    right: 0.5,
+                    bottom: 0.9
+                },
+                view: Some("Camera2".to_owned())
+            }
+        );
+        assert_eq!(
+            request(serde_json::json!({"query": "x", "animation": "walking", "rig": true}))
+                .unwrap()
+                .animation,
+            Some(Animation::Walking)
+        );
+        for (bad, why) in [
+            (
+                serde_json::json!({"query": "x", "animation": "dance"}),
+                "is none",
+            ),
+            (
+                serde_json::json!({"query": "x", "target": "Camera1"}),
+                "no region",
+            ),
+            (
+                serde_json::json!({"query": "x", "source": "somewhere"}),
+                "source",
+            ),
+            (
+                serde_json::json!({"query": "x", "region": [0, 1]}),
+                "region",
+            ),
+        ] {
+            let err = request(bad.clone()).unwrap_err();
+            assert!(err.to_string().contains(why), "{bad}: {err}");
+        }
+    }
 }

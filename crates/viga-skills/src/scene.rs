@@ -70,6 +70,9 @@ fn describe(object: &SceneObject) -> String {
             vector(&light.color)
         );
     }
+    if let Some(source) = &object.source {
+        let _ = write!(line, " source={source}");
+    }
     if let Some(camera) = &object.camera {
         let _ = write!(
             line,

@@ -7,12 +7,19 @@
 //! ([`kill_after`], or [`output_within`] and [`status_within`] in place of `Command::output`
 //! and `Command::status`).
 //!
+//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), small
+//! mesh files ([`mesh`]) and pictures ([`picture`]).
+//!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
 //!
 //! [`websocket`] is a client for the tests of the WebSocket gateway.
 
 pub mod websocket;
+
+pub mod http;
+pub mod mesh;
+pub mod picture;
 
 use std::future::Future;
 use std::panic::Location;

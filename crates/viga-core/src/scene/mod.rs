@@ -6,6 +6,8 @@
 
 pub mod addon_agent;
 pub mod attached;
+pub mod init;
+pub(crate) mod provenance;
 mod settings;
 pub(crate) mod watched;
 
@@ -19,14 +21,19 @@ use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_protocol::bridge::{RenderRequest, RenderSpec};
 use viga_protocol::iteration::ExecutionResult;
 use viga_protocol::message::ToolSpec;
-use viga_skills::assets::open_asset_sources;
+use viga_skills::assets::{
+    AssetSource, AssetSources, GeneratorConfig, ReferencePicture, RunBinding, open_asset_sources,
+};
 use viga_skills::context::InstructionTranslator;
 use viga_skills::generator::generator_tools;
+use viga_skills::meshy::MeshyConfig;
 use viga_skills::polyhaven::PolyHavenConfig;
 use viga_skills::verifier::{initialize_viewpoint, verifier_tools};
 use viga_skills::{RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
-pub use self::settings::{SceneSettings, VERIFIER_CYCLES_SAMPLES};
+pub use self::settings::{
+    AssetGenerator, InitialisedObject, SceneSettings, VERIFIER_CYCLES_SAMPLES,
+};
 use self::watched::{WatchedBlender, into_fault};
 use crate::domain::{
     Domain, FaultKind, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
@@ -37,6 +44,9 @@ use viga_provider::Provider;
 
 /// The domain's name, in run folders and args.json.
 pub const SCENE_DOMAIN: &str = "scene";
+
+/// The `viga_source` of the objects a base scene was initialised with ([`init`]).
+pub const INITIALISED_SOURCE: &str = "init";
 
 /// Tools the loop offers itself, so a domain's registry must not hold them.
 const LOOP_TOOLS: [&str; 3] = ["execute_code", "make_plan", "end_process"];
@@ -49,6 +59,8 @@ pub struct SceneDomain {
     blender: Arc<WatchedBlender>,
     watch: Arc<WorkerWatch>,
     tools: ToolContext,
+    /// The run's asset sources, also in `tools`: kept to lend them the run's folder.
+    assets: Option<Arc<AssetSources>>,
     generator: ToolRegistry,
     verifier: ToolRegistry,
 }
@@ -78,13 +90,17 @@ impl SceneDomain {
             RenderSettings::new(settings.verifier_render(has_target)),
             settings.base_scene(),
         );
+        let generator = settings.assets_generate.map(|generator| match generator {
+            AssetGenerator::Meshy => GeneratorConfig::Meshy(MeshyConfig::from_env()),
+        });
         let assets = open_asset_sources(
             settings.assets.as_deref(),
             settings.polyhaven.then(PolyHavenConfig::default),
+            generator,
         )
         .map_err(|err| CoreError::Config(format!("the run's asset sources: {err}")))?;
-        let tools = match assets {
-            Some(assets) => tools.with_assets(assets),
+        let tools = match &assets {
+            Some(assets) => tools.with_assets(Arc::clone(assets) as Arc<dyn AssetSource>),
             None => tools,
         };
         Ok(Self {
@@ -92,6 +108,7 @@ impl SceneDomain {
             blender,
             watch,
             tools,
+            assets,
             generator: without_loop_tools(generator_tools())?,
             verifier: without_loop_tools(verifier_tools())?,
         })
@@ -264,7 +281,47 @@ impl Domain for SceneDomain {
                     .join(", ")
             ));
         }
+        if !self.settings.initialised.is_empty() {
+            let objects: Vec<String> = self
+                .settings
+                .initialised
+                .iter()
+                .map(|object| format!("{:?} (confidence {:.2})", object.name, object.confidence))
+                .collect();
+            brief.push(format!(
+                "The base scene every program starts from was initialised from the target pictures: it already holds the objects {}, reconstructed from them (get_scene_info lists them with source=init). Edit these objects: move, rotate, scale, re-material or re-parent them, and add what is missing. Do not delete them to rebuild the scene from primitives; remove one only when it is clearly wrong, and say why.",
+                objects.join(", ")
+            ));
+        }
         (!brief.is_empty()).then(|| brief.join("\n"))
+    }
+
+    async fn result_notes(&self) -> Result<Vec<String>, WorkerFault> {
+        if self.settings.initialised.is_empty() {
+            return Ok(Vec::new());
+        }
+        let info = self
+            .blender
+            .scene_info(0, 10_000)
+            .await
+            .map_err(into_fault)?;
+        let kept = info
+            .objects
+            .iter()
+            .any(|object| object.source.as_deref() == Some(INITIALISED_SOURCE));
+        if kept {
+            return Ok(Vec::new());
+        }
+        let names: Vec<&str> = self
+            .settings
+            .initialised
+            .iter()
+            .map(|object| object.name.as_str())
+            .collect();
+        Ok(vec![format!(
+            "none of the objects the scene was initialised with from the target pictures ({}) is in the result any more: the program deleted them all. Keep them and edit them (move, rotate, scale, change materials) instead of rebuilding the scene from primitives.",
+            names.join(", ")
+        )])
     }
 
     async fn check_targets(&self, targets: &[TargetView]) -> Result<Vec<String>, WorkerFault> {
@@ -309,6 +366,21 @@ impl Domain for SceneDomain {
                 )
             })
             .collect())
+    }
+
+    fn begin_run(&self, folder: &Path, targets: &[TargetView]) {
+        if let Some(assets) = &self.assets {
+            assets.bind_run(&RunBinding {
+                folder: folder.to_path_buf(),
+                pictures: targets
+                    .iter()
+                    .map(|target| ReferencePicture {
+                        label: target.label(),
+                        image: target.image.clone(),
+                    })
+                    .collect(),
+            });
+        }
     }
 
     fn begin_iteration(&self, renders: &Path) {

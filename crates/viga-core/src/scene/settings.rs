@@ -1,5 +1,6 @@
 //! The scene domain's settings: the base scene, how the verifier renders, where assets come
-//! from. Recorded in `args.json` under `domain`, so `viga resume` builds the same domain.
+//! from (and whether they may be generated), which objects the base scene was initialised
+//! with. Recorded in `args.json` under `domain`, so `viga resume` builds the same domain.
 
 use std::path::PathBuf;
 
@@ -38,6 +39,33 @@ pub struct SceneSettings {
     /// cache folder on first use).
     #[serde(default)]
     pub polyhaven: bool,
+    /// The service `get_better_assets` may generate assets with (`--assets-generate`); its
+    /// key comes from the environment only.
+    #[serde(default)]
+    pub assets_generate: Option<AssetGenerator>,
+    /// The objects the base scene was initialised with from the target pictures (`--init`:
+    /// `base_blend` is then the run's `init.blend`). The model is told to edit them rather
+    /// than replace them, and a result that has none of them left is flagged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub initialised: Vec<InitialisedObject>,
+}
+
+/// A service that generates assets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AssetGenerator {
+    /// Meshy's text- and image-to-3D, rigging and animation (`MESHY_API_KEY`).
+    Meshy,
+}
+
+/// An object the base scene was initialised with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitialisedObject {
+    /// Its name in the base scene.
+    pub name: String,
+    /// The reconstruction service's confidence in it, 0 to 1.
+    pub confidence: f64,
 }
 
 impl Default for SceneSettings {
@@ -56,6 +84,8 @@ impl Default for SceneSettings {
             verifier_samples: None,
             assets: None,
             polyhaven: false,
+            assets_generate: None,
+            initialised: Vec::new(),
         }
     }
 }
@@ -125,9 +155,11 @@ impl SceneSettings {
         {
             problems.push("render width and height must be between 1 and 8192".to_owned());
         }
-        if (self.assets.is_some() || self.polyhaven) && !generator_tools {
+        if (self.assets.is_some() || self.polyhaven || self.assets_generate.is_some())
+            && !generator_tools
+        {
             problems.push(
-                "assets (--assets, --polyhaven) are found by the generator's get_better_assets tool, which runs without tools (--generator-tools off, or a provider without tool calling) never offer: use --generator-tools on with a provider that calls tools, or drop the assets"
+                "assets (--assets, --polyhaven, --assets-generate) are found or made by the generator's get_better_assets tool, which runs without tools (--generator-tools off, or a provider without tool calling) never offer: use --generator-tools on with a provider that calls tools, or drop the assets"
                     .to_owned(),
             );
         }
@@ -209,6 +241,14 @@ mod tests {
                 .problems(false)
                 .join("\n")
                 .contains("--generator-tools on")
+        );
+        settings.polyhaven = false;
+        settings.assets_generate = Some(AssetGenerator::Meshy);
+        assert!(
+            settings
+                .problems(false)
+                .join("\n")
+                .contains("--assets-generate")
         );
     }
 }

@@ -311,6 +311,7 @@ fn scene(offset: u32, limit: u32) -> SceneInfo {
         shape_keys: Vec::new(),
         light: None,
         camera: None,
+        source: None,
     };
     let camera = SceneObject {
         camera: Some(CameraInfo {

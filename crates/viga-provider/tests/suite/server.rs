@@ -186,45 +186,12 @@ impl TestServer {
 }
 
 async fn read_request(socket: &mut TcpStream) -> Option<Recorded> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        let read = socket.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let method = request_line.next()?.to_owned();
-    let path = request_line.next()?.to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(name, _)| name == "content-length")
-        .and_then(|(_, value)| value.parse().ok())
-        .unwrap_or(0);
-    let mut body = buffer[head_end + 4..].to_vec();
-    while body.len() < length {
-        let read = socket.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..read]);
-    }
+    let request = viga_testkit::http::read_request(socket, "").await?;
     Some(Recorded {
-        method,
-        path,
-        headers,
-        body,
+        method: request.method,
+        path: request.target,
+        headers: request.headers,
+        body: request.body,
     })
 }
 

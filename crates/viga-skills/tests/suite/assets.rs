@@ -13,9 +13,11 @@ use viga_blender::{BlenderCommands as _, Worker, WorkerConfig, locate};
 use viga_protocol::bridge::SceneReset;
 use viga_skills::ToolError;
 use viga_skills::assets::{
-    AssetFormat, AssetHit, AssetSource, LocalAssetFolder, open_asset_sources, python_string,
+    AssetFormat, AssetHit, AssetOrigin, AssetSource, LocalAssetFolder, open_asset_sources,
+    python_string,
 };
 use viga_skills::polyhaven::{PolyHaven, PolyHavenConfig};
+use viga_skills::scene::summarize;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 /// How long a test without Blender may take: everything here is local.
@@ -144,6 +146,9 @@ fn import_snippets_quote_any_path_as_one_python_string() {
             path: PathBuf::from(&path),
             description: String::new(),
             score: 1.0,
+            origin: AssetOrigin::Local,
+            licence: None,
+            generation: None,
         };
         let snippet = hit.import_snippet();
         let literal = python_string(&path);
@@ -154,7 +159,8 @@ fn import_snippets_quote_any_path_as_one_python_string() {
             !literal.contains(['\n', '\r', '\0']),
             "no raw line break or NUL inside: {literal}"
         );
-        let lines = if extension == "blend" { 6 } else { 4 };
+        // The import, then the loop that marks each new object with where it came from.
+        let lines = if extension == "blend" { 6 } else { 4 } + 3;
         assert_eq!(snippet.lines().count(), lines, "{snippet}");
     }
     let unknown = AssetHit {
@@ -162,6 +168,9 @@ fn import_snippets_quote_any_path_as_one_python_string() {
         path: PathBuf::from("/a/b.usdz"),
         description: String::new(),
         score: 1.0,
+        origin: AssetOrigin::Local,
+        licence: None,
+        generation: None,
     };
     assert!(
         unknown
@@ -670,18 +679,20 @@ async fn poly_haven_offline_says_so_and_keeps_serving_the_cache() {
 #[tokio::test]
 async fn open_asset_sources_merges_the_local_folder_and_poly_haven() {
     within(LIMIT, "the test", async {
-        assert!(open_asset_sources(None, None).unwrap().is_none());
+        assert!(open_asset_sources(None, None, None).unwrap().is_none());
         let dir = asset_folder();
-        let local = open_asset_sources(Some(dir.path()), None).unwrap().unwrap();
+        let local = open_asset_sources(Some(dir.path()), None, None)
+            .unwrap()
+            .unwrap();
         assert!(local.describe().starts_with("local asset folder"));
         assert!(matches!(
-            open_asset_sources(Some(&dir.path().join("missing")), None),
+            open_asset_sources(Some(&dir.path().join("missing")), None, None),
             Err(ToolError::Fatal(_))
         ));
 
         let server = Replay::start().await;
         let cache = tempfile::tempdir().unwrap();
-        let both = open_asset_sources(Some(dir.path()), Some(server.config(cache.path())))
+        let both = open_asset_sources(Some(dir.path()), Some(server.config(cache.path())), None)
             .unwrap()
             .unwrap();
         assert!(
@@ -711,6 +722,7 @@ async fn open_asset_sources_merges_the_local_folder_and_poly_haven() {
                 cache_dir: Some(offline_cache.path().to_path_buf()),
                 ..PolyHavenConfig::default()
             }),
+            None,
         )
         .unwrap()
         .unwrap();
@@ -798,7 +810,42 @@ async fn blender_imports_assets_through_the_snippets() {
                     ran.stdout
                 );
             }
+            // The scene says where the imported object came from.
+            let info = worker.scene_info(0, 100).await.unwrap();
+            let sources: Vec<(&str, Option<&str>)> = info
+                .objects
+                .iter()
+                .map(|o| (o.kind.as_str(), o.source.as_deref()))
+                .collect();
+            assert!(
+                sources.contains(&("MESH", Some(hit.origin.as_str()))),
+                "{}: {sources:?}",
+                hit.name
+            );
+            assert!(
+                summarize(&info).contains(&format!("source={}", hit.origin.as_str())),
+                "{}",
+                summarize(&info)
+            );
         }
+        // A program may set the property to anything; only a short string is reported, and
+        // objects without it say nothing.
+        let odd = worker
+            .execute(
+                "import bpy\nbpy.ops.object.camera_add()\nbpy.context.object.name = 'Camera'\nbpy.context.object['viga_source'] = 42\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = 'Cube'\nbpy.context.object['viga_source'] = 'x' * 500\nbpy.ops.mesh.primitive_cube_add()\nbpy.context.object.name = 'Plain'\n",
+                Some(SceneReset::Factory),
+                None,
+            )
+            .await
+            .unwrap();
+        assert!(odd.succeeded(), "{odd:?}");
+        let info = worker.scene_info(0, 100).await.unwrap();
+        let shown: Vec<Option<usize>> = info
+            .objects
+            .iter()
+            .map(|o| o.source.as_ref().map(String::len))
+            .collect();
+        assert_eq!(shown, [None, Some(32), None], "Camera, Cube, Plain");
     })
     .await;
 }

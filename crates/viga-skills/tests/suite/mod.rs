@@ -2,6 +2,8 @@ mod addon_discovery;
 mod addons;
 mod assets;
 mod camera;
+mod meshy;
 mod montage;
+mod reconstruct;
 mod registry;
 mod tools;

@@ -1,0 +1,376 @@
+//! Downloading one Poly Haven model: its file list, the `.gltf` at the chosen resolution and
+//! every file it includes, each URL and path checked before anything is fetched, written into
+//! a private partial folder and moved into the cache whole.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use reqwest::Url;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::PolyHaven;
+use super::cache::{STALE_PARTIAL, read_fallback_note, remove_stale_partials};
+use super::listing::{Model, is_plain_token};
+use crate::http::bytes_text;
+use crate::names;
+use crate::registry::ToolError;
+
+/// One file of a model's file list.
+#[derive(Debug, Deserialize)]
+struct RawFile {
+    url: String,
+    #[serde(default)]
+    size: Option<u64>,
+    #[serde(default)]
+    include: BTreeMap<String, RawFile>,
+}
+
+/// A file to download: where from, where to (relative to the model's folder), how big.
+#[derive(Debug)]
+struct Download {
+    url: Url,
+    relative: PathBuf,
+    size: Option<u64>,
+}
+
+/// The largest file list of one model read.
+const MAX_FILES_JSON_BYTES: u64 = 8 << 20;
+
+impl PolyHaven {
+    /// The model's cached `.gltf`, downloaded first unless it is in the cache already.
+    pub(super) async fn fetch_model(&self, model: &Model) -> Result<PathBuf, ToolError> {
+        let resolution = &self.config.resolution;
+        let model_root = self.cache.join(&model.id);
+        let files_hash = model.files_hash.as_deref().unwrap_or("latest");
+        let gltf_name = |resolution: &str| format!("{}_{resolution}.gltf", model.id);
+        let folder = |resolution: &str| model_root.join(format!("{resolution}-{files_hash}"));
+        let cached = folder(resolution).join(gltf_name(resolution));
+        if cached.is_file() {
+            return Ok(cached);
+        }
+        // A model Poly Haven does not offer at `resolution` came at the one noted here.
+        let fallback_note = model_root.join(format!("{resolution}-{files_hash}.fallback"));
+        if let Some(chosen) = read_fallback_note(&fallback_note) {
+            let cached = folder(&chosen).join(gltf_name(&chosen));
+            if cached.is_file() {
+                return Ok(cached);
+            }
+        }
+        let note_fallback = |chosen: &str| {
+            if chosen != resolution
+                && let Err(err) =
+                    viga_memory::files::write_atomic(&fallback_note, chosen.as_bytes())
+            {
+                tracing::warn!(note = %fallback_note.display(), %err, "the resolution a Poly Haven model came at cannot be noted; its file list will be asked for again");
+            }
+        };
+
+        let url = self.endpoint(&["files", &model.id], None);
+        let body = self
+            .http
+            .get_bytes(
+                &url,
+                MAX_FILES_JSON_BYTES,
+                self.config.request_timeout,
+                "the model's file list",
+            )
+            .await?;
+        let files: Value = serde_json::from_slice(&body).map_err(|err| {
+            self.refused(
+                model,
+                format!("its file list from {url} is not JSON ({err})"),
+            )
+        })?;
+        let (chosen, gltf) =
+            choose_gltf(&files, resolution).map_err(|why| self.refused(model, why.to_owned()))?;
+        if !is_plain_token(&chosen, 16) {
+            return Err(self.refused(
+                model,
+                format!("its file list names the resolution {chosen:?}, which is no plain name"),
+            ));
+        }
+        let final_folder = folder(&chosen);
+        let gltf_path = final_folder.join(gltf_name(&chosen));
+        if gltf_path.is_file() {
+            note_fallback(&chosen);
+            return Ok(gltf_path);
+        }
+        let downloads = self
+            .plan(&gltf_name(&chosen), gltf)
+            .map_err(|why| self.refused(model, why))?;
+
+        std::fs::create_dir_all(&model_root).map_err(|err| {
+            ToolError::Recoverable(format!(
+                "the Poly Haven cache folder {} cannot be written: {err}",
+                model_root.display()
+            ))
+        })?;
+        // A live download writes at least every `idle_timeout` (a file's headers may take
+        // up to `download_timeout`), so it is never taken for a killed one.
+        let stale_after = STALE_PARTIAL
+            .max(self.config.idle_timeout)
+            .max(self.config.download_timeout);
+        remove_stale_partials(&model_root, stale_after);
+        let partial = model_root.join(format!(
+            ".partial-{chosen}-{}-{}",
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos())
+        ));
+        let result = match self.download_all(&downloads, &partial).await {
+            Ok(()) => {
+                check_references(&partial, &downloads).map_err(|why| self.refused(model, why))
+            }
+            Err(err) => Err(err),
+        };
+        if let Err(err) = result {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(err);
+        }
+        if let Err(err) = std::fs::rename(&partial, &final_folder) {
+            let _ = std::fs::remove_dir_all(&partial);
+            // Another search (or viga) finished the same download first.
+            if gltf_path.is_file() {
+                note_fallback(&chosen);
+                return Ok(gltf_path);
+            }
+            return Err(ToolError::Recoverable(format!(
+                "the Poly Haven model {} could not be moved into the cache at {}: {err}",
+                model.id,
+                final_folder.display()
+            )));
+        }
+        note_fallback(&chosen);
+        Ok(gltf_path)
+    }
+
+    /// Every file of the model, checked before anything is downloaded: URLs on allowed
+    /// hosts, include paths inside the model's folder, sizes within the limits.
+    fn plan(&self, gltf_name: &str, gltf: RawFile) -> Result<Vec<Download>, String> {
+        if gltf.include.len() > self.config.max_includes {
+            return Err(format!(
+                "its glTF includes {} files, more than the {} viga accepts",
+                gltf.include.len(),
+                self.config.max_includes
+            ));
+        }
+        let mut downloads = vec![self.checked(&gltf.url, PathBuf::from(gltf_name), gltf.size)?];
+        for (include, file) in gltf.include {
+            if !file.include.is_empty() {
+                return Err(format!("its include {include:?} includes files itself"));
+            }
+            let relative = names::relative_path("Poly Haven include path", &include)
+                .map_err(|err| err.to_string())?;
+            if include.len() > 255 || relative.components().count() > 4 {
+                return Err(format!(
+                    "Poly Haven include path {include:?} is refused: it is longer or deeper than a texture path is"
+                ));
+            }
+            if relative == Path::new(gltf_name) {
+                return Err(format!(
+                    "Poly Haven include path {include:?} is refused: it would overwrite the model's .gltf"
+                ));
+            }
+            downloads.push(self.checked(&file.url, relative, file.size)?);
+        }
+        let declared: u64 = downloads.iter().filter_map(|d| d.size).sum();
+        if declared > self.config.max_model_bytes {
+            return Err(format!(
+                "its files add up to {}, more than the {} viga downloads for one model",
+                bytes_text(declared),
+                bytes_text(self.config.max_model_bytes)
+            ));
+        }
+        Ok(downloads)
+    }
+
+    fn checked(&self, url: &str, relative: PathBuf, size: Option<u64>) -> Result<Download, String> {
+        let url = Url::parse(url)
+            .map_err(|err| format!("its download URL {url:?} is not a URL ({err})"))?;
+        if !self.http.allowed(&url) {
+            return Err(format!(
+                "its download URL {url} is refused: it is neither on {} over HTTPS nor on the API's own address",
+                self.config.download_hosts.join(", ")
+            ));
+        }
+        if let Some(size) = size
+            && size > self.config.max_file_bytes
+        {
+            return Err(format!(
+                "{} is {}, more than the {} viga downloads for one file",
+                relative.display(),
+                bytes_text(size),
+                bytes_text(self.config.max_file_bytes)
+            ));
+        }
+        Ok(Download {
+            url,
+            relative,
+            size,
+        })
+    }
+
+    async fn download_all(&self, downloads: &[Download], folder: &Path) -> Result<(), ToolError> {
+        let mut total = 0u64;
+        for download in downloads {
+            let path = folder.join(&download.relative);
+            if let Some(parent) = path.parent() {
+                tokio::fs::create_dir_all(parent).await.map_err(|err| {
+                    ToolError::Recoverable(format!(
+                        "the Poly Haven cache folder {} cannot be written: {err}",
+                        parent.display()
+                    ))
+                })?;
+            }
+            let room = self
+                .config
+                .max_model_bytes
+                .saturating_sub(total)
+                .min(self.config.max_file_bytes);
+            total += self.download_file(download, &path, room).await?;
+        }
+        Ok(())
+    }
+
+    /// Streams one file to `path`, at most `limit` bytes and exactly the declared size.
+    async fn download_file(
+        &self,
+        download: &Download,
+        path: &Path,
+        limit: u64,
+    ) -> Result<u64, ToolError> {
+        let url = &download.url;
+        let what = format!("the download of {}", download.relative.display());
+        let written = self
+            .http
+            .download(url, path, limit, self.config.download_timeout, &what)
+            .await?;
+        if let Some(size) = download.size
+            && size != written
+        {
+            return Err(ToolError::Recoverable(format!(
+                "the Poly Haven download {url} has {written} bytes where its file list says {size}; it is damaged or changed, try again later"
+            )));
+        }
+        Ok(written)
+    }
+}
+
+/// Checks that the downloaded `.gltf` (the first download) refers to no file but the ones it
+/// includes (or `data:` URIs), so importing it reads nothing outside its cache folder.
+fn check_references(folder: &Path, downloads: &[Download]) -> Result<(), String> {
+    let Some((gltf, includes)) = downloads.split_first() else {
+        return Ok(());
+    };
+    let text = std::fs::read(folder.join(&gltf.relative))
+        .map_err(|err| format!("its .gltf cannot be read back: {err}"))?;
+    let document: Value =
+        serde_json::from_slice(&text).map_err(|err| format!("its .gltf is not JSON ({err})"))?;
+    for list in ["buffers", "images"] {
+        let entries = document.get(list).and_then(Value::as_array);
+        for uri in entries
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.get("uri"))
+        {
+            let Some(uri) = uri.as_str() else {
+                return Err(format!("its .gltf has a {list} uri that is not a string"));
+            };
+            if uri.starts_with("data:") {
+                continue;
+            }
+            let decoded = percent_decode(uri);
+            let included = decoded.as_deref().is_some_and(|path| {
+                includes
+                    .iter()
+                    .any(|include| Path::new(path) == include.relative)
+            });
+            if !included {
+                return Err(format!(
+                    "its .gltf refers to {uri:?}, which is not one of the files it includes"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `%XX` escapes of a URI reference decoded; `None` when they are malformed or not UTF-8.
+fn percent_decode(uri: &str) -> Option<String> {
+    let bytes = uri.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(index + 1..index + 3)?).ok()?;
+            decoded.push(u8::from_str_radix(hex, 16).ok()?);
+            index += 3;
+        } else {
+            decoded.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(decoded).ok()
+}
+
+/// The glTF at `resolution`, else at the smallest resolution there is.
+fn choose_gltf(files: &Value, resolution: &str) -> Result<(String, RawFile), &'static str> {
+    let by_resolution = files
+        .get("gltf")
+        .and_then(Value::as_object)
+        .ok_or("Poly Haven offers it in no glTF")?;
+    let chosen = if by_resolution.contains_key(resolution) {
+        resolution.to_owned()
+    } else {
+        by_resolution
+            .keys()
+            .min_by_key(|key| {
+                key.trim_end_matches(['k', 'K'])
+                    .parse::<u32>()
+                    .unwrap_or(u32::MAX)
+            })
+            .cloned()
+            .ok_or("Poly Haven offers its glTF at no resolution")?
+    };
+    let file = by_resolution
+        .get(&chosen)
+        .and_then(|formats| formats.get("gltf"))
+        .cloned()
+        .ok_or("its file list has no .gltf at the chosen resolution")?;
+    let file = serde_json::from_value(file)
+        .map_err(|_| "its .gltf entry is not the documented {url, size, include} object")?;
+    Ok((chosen, file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_are_percent_decoded() {
+        assert_eq!(
+            percent_decode("textures/a%20b.jpg").as_deref(),
+            Some("textures/a b.jpg")
+        );
+        assert_eq!(percent_decode("%2e%2e/x").as_deref(), Some("../x"));
+        assert_eq!(percent_decode("bad%2"), None);
+        assert_eq!(percent_decode("bad%zz"), None);
+    }
+
+    #[test]
+    fn the_smallest_resolution_stands_in_for_a_missing_one() {
+        let files = serde_json::json!({"gltf": {
+            "4k": {"gltf": {"url": "https://x/4k.gltf"}},
+            "2k": {"gltf": {"url": "https://x/2k.gltf", "size": 3}},
+        }});
+        let (chosen, file) = choose_gltf(&files, "1k").unwrap();
+        assert_eq!(
+            (chosen.as_str(), file.url.as_str()),
+            ("2k", "https://x/2k.gltf")
+        );
+        assert!(choose_gltf(&serde_json::json!({"blend": {}}), "1k").is_err());
+    }
+}
