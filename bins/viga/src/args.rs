@@ -215,7 +215,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "SERVICE")]
     pub assets_generate: Option<AssetGeneratorArg>,
     /// Before round 1, send the target pictures to this reconstruction service and start
-    /// from the objects it sends back (docs/init-service.md); the scene is kept as init.blend
+    /// from the objects it sends back (docs/init-service.md); the scene is kept as init/init.blend
     /// in the run folder.
     #[arg(long, value_name = "URL")]
     pub init: Option<String>,

@@ -54,6 +54,7 @@ pub async fn start_worker(
     attached: Option<&Connection>,
     contain: &crate::contain::Contain,
     access: &viga_blender::Access,
+    assets: Option<&std::path::Path>,
 ) -> Result<Arc<Worker>> {
     let launcher = match (locate(), attached) {
         (Ok(launcher), _) => launcher,
@@ -64,7 +65,9 @@ pub async fn start_worker(
         }
         (Err(err), _) => return Err(err.into()),
     };
-    let worker = Worker::start(contain.worker_config(launcher, access)?).await?;
+    let mut config = contain.worker_config(launcher, access)?;
+    config.program_env.extend(crate::assets_env(assets));
+    let worker = Worker::start(config).await?;
     crate::say_containment(&worker);
     Ok(Arc::new(worker))
 }

@@ -313,6 +313,7 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
         Some(&user.connection),
         contain,
         &viga_blender::Access::default(),
+        None,
     )
     .await?;
     let containment = Some(worker.containment());

@@ -180,10 +180,34 @@ fn provider_config(args: &ProviderArgs, saved: Option<ProviderConfig>) -> Result
 /// names (viga itself writes the run folders, so the loop, the GN assistant and eval let it
 /// write nothing else; it reads their inputs: base scenes, asset folders).
 async fn start_blender(contain: &Contain, access: &Access) -> Result<Arc<Worker>> {
-    let config = contain.worker_config(locate()?, access)?;
+    start_run_blender(contain, access, None).await
+}
+
+/// [`start_blender`] for a run whose fetched and generated assets are in `assets`: its
+/// programs find that folder in `VIGA_ASSETS_DIR`.
+async fn start_run_blender(
+    contain: &Contain,
+    access: &Access,
+    assets: Option<&Path>,
+) -> Result<Arc<Worker>> {
+    let mut config = contain.worker_config(locate()?, access)?;
+    config.program_env.extend(assets_env(assets));
     let worker = Worker::start(config).await?;
     say_containment(&worker);
     Ok(Arc::new(worker))
+}
+
+/// The run's asset folder among its worker inputs ([`viga_core::RunFolder::worker_inputs`]).
+fn assets_of(inputs: &[PathBuf]) -> Option<&Path> {
+    inputs
+        .iter()
+        .find(|path| path.ends_with(viga_skills::assets::ASSETS_DIR))
+        .map(PathBuf::as_path)
+}
+
+/// `VIGA_ASSETS_DIR` for a run whose assets are in `assets`.
+fn assets_env(assets: Option<&Path>) -> Option<(String, PathBuf)> {
+    assets.map(|folder| ("VIGA_ASSETS_DIR".to_owned(), folder.to_path_buf()))
 }
 
 /// Warns on stderr when model-written programs will run with less containment than asked
@@ -233,38 +257,23 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
             &args.output,
         )
         .await?;
-        let access = Access::reading(snapshot.scene().prepare_blender_reads()?);
-        let worker = attach::start_worker(Some(&user.connection), contain, &access).await?;
-        let containment = worker.containment();
-        let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
-        (handle, containment)
-    } else if let Some(service) = init_service {
-        let access = Access::reading(scene.prepare_blender_reads()?);
-        let worker = start_blender(contain, &access).await?;
-        let containment = worker.containment();
-        out.say(&format!(
-            "initialising the scene from the target pictures with the reconstruction service at {}...",
-            service.url()
-        ));
-        let handle = viga_core::scene::init::start_initialised(
+        let root = snapshot.folder().to_path_buf();
+        unless_started(
+            &root,
+            start_on_snapshot(snapshot, &user, provider, contain).await,
+        )?
+    } else {
+        // The run folder first: its Blender may read the folder's inputs (generated assets,
+        // a reconstruction) and nothing else of it.
+        let folder = viga_core::RunFolder::create(&args.output, &config)?;
+        let root = folder.root().to_path_buf();
+        let own = OwnRun {
             config,
             scene,
-            &service,
+            init: init_service,
             provider,
-            worker,
-            &args.output,
-        )
-        .await?;
-        (handle, containment)
-    } else {
-        let access = Access::reading(scene.prepare_blender_reads()?);
-        let worker = start_blender(contain, &access).await?;
-        let containment = worker.containment();
-        let has_target = !config.targets.is_empty();
-        let domain = SceneDomain::new(scene, worker, has_target)?
-            .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
-        let handle = viga_core::start(config, provider, Arc::new(domain), &args.output)?;
-        (handle, containment)
+        };
+        unless_started(&root, start_own(folder, own, contain, &out).await)?
     };
     viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
     viga_core::folder::write_containment(handle.folder(), &containment)?;
@@ -273,6 +282,86 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         offer_result(&followed, &args, &out).await?;
     }
     Ok(finish(&followed, &out))
+}
+
+/// `started`, or else the run folder at `root` made for it removed again: a start that fails
+/// leaves no folder behind.
+fn unless_started<T>(root: &Path, started: Result<T>) -> Result<T> {
+    if started.is_err() {
+        viga_core::folder::discard_unstarted(root);
+    }
+    started
+}
+
+/// A run in a Blender of viga's own, and what it starts from.
+struct OwnRun {
+    config: viga_core::RunConfig,
+    scene: viga_core::scene::SceneSettings,
+    init: Option<viga_skills::reconstruct::ReconstructionService>,
+    provider: Arc<dyn viga_provider::Provider>,
+}
+
+/// Starts `run` in `folder` on a contained Blender that may read the scene's inputs and the
+/// folder's (generated assets, a reconstruction) and nothing else of it.
+async fn start_own(
+    folder: viga_core::RunFolder,
+    run: OwnRun,
+    contain: &Contain,
+    out: &Output,
+) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
+    let OwnRun {
+        config,
+        scene,
+        init,
+        provider,
+    } = run;
+    let mut reads = scene.prepare_blender_reads()?;
+    let inputs = folder.worker_inputs()?;
+    reads.extend(inputs.iter().cloned());
+    let worker = start_run_blender(contain, &Access::reading(reads), assets_of(&inputs)).await?;
+    let containment = worker.containment();
+    let handle = match init {
+        Some(service) => {
+            out.say(&format!(
+                "initialising the scene from the target pictures with the reconstruction service at {}...",
+                service.url()
+            ));
+            viga_core::scene::init::start_initialised(
+                folder, config, scene, &service, provider, worker,
+            )
+            .await?
+        }
+        None => {
+            let has_target = !config.targets.is_empty();
+            let domain = SceneDomain::new(scene, worker, has_target)?
+                .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
+            viga_core::start_in_folder(folder, config, provider, Arc::new(domain))?
+        }
+    };
+    Ok((handle, containment))
+}
+
+/// Starts the attached run of `snapshot` on a contained Blender that may read the copy of
+/// the person's scene and the run folder's inputs.
+async fn start_on_snapshot(
+    snapshot: viga_core::attached::UserSceneSnapshot,
+    user: &attach::UserBlender,
+    provider: Arc<dyn viga_provider::Provider>,
+    contain: &Contain,
+) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
+    let mut reads = snapshot.scene().prepare_blender_reads()?;
+    let inputs = snapshot.worker_inputs()?;
+    reads.extend(inputs.iter().cloned());
+    let worker = attach::start_worker(
+        Some(&user.connection),
+        contain,
+        &Access::reading(reads),
+        assets_of(&inputs),
+    )
+    .await?;
+    let containment = worker.containment();
+    let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
+    Ok((handle, containment))
 }
 
 async fn resume(
@@ -315,8 +404,11 @@ async fn resume(
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
     let (_, scene) = viga_core::scene::resumable_scene(folder)?;
-    let access = Access::reading(scene.prepare_blender_reads()?);
-    let blender = start_blender(contain, &access).await?;
+    let mut reads = scene.prepare_blender_reads()?;
+    let inputs = viga_core::RunFolder::open(folder)?.worker_inputs()?;
+    reads.extend(inputs.iter().cloned());
+    let access = Access::reading(reads);
+    let blender = start_run_blender(contain, &access, assets_of(&inputs)).await?;
     viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;

@@ -75,7 +75,7 @@ fn finished_in(out: &Output, outcome: &str) -> PathBuf {
         .and_then(|line| line["path"].as_str());
     let finished = lines.iter().find(|line| line["kind"] == "finished");
     assert!(
-        folder.is_some() && finished.is_some_and(|f| f["outcome"] == outcome),
+        folder.is_some() && finished.is_some_and(|f| f["stop"]["reason"] == outcome),
         "viga run did not end {outcome} ({}):\n{}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
@@ -156,12 +156,11 @@ fn a_scripted_run_generates_an_asset_with_meshy_into_its_scene_and_records_its_c
     let meshy = meshy_replay();
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out");
-    // The program imports what the tool generated: found in the run folder, where the tool
-    // said it is (a scripted session cannot know the run folder's name in advance).
-    let program = format!(
-        "import bpy, glob\npath = sorted(glob.glob({:?} + '/**/assets/meshy/Crate-*/model.glb', recursive=True))[0]\nbefore = set(bpy.data.objects.keys())\nbpy.ops.import_scene.gltf(filepath=path)\nfor obj in [o for o in bpy.data.objects if o.name not in before]:\n    obj['viga_source'] = 'meshy'\n    obj.name = 'Crate'\nbpy.ops.object.camera_add(location=(0, -6, 2), rotation=(1.3, 0, 0))\nbpy.context.scene.camera = bpy.context.object\n",
-        output.display().to_string()
-    );
+    // The program imports what the tool generated from the run's asset folder, which
+    // programs find in VIGA_ASSETS_DIR (a scripted session cannot know the run folder's name
+    // in advance; a model copies the path from the tool's answer). A contained Blender may
+    // read that folder and nothing else of the run folder.
+    let program = "import bpy, glob, os\npath = sorted(glob.glob(os.environ['VIGA_ASSETS_DIR'] + '/meshy/Crate-*/model.glb'))[0]\nbefore = set(bpy.data.objects.keys())\nbpy.ops.import_scene.gltf(filepath=path)\nfor obj in [o for o in bpy.data.objects if o.name not in before]:\n    obj['viga_source'] = 'meshy'\n    obj.name = 'Crate'\nbpy.ops.object.camera_add(location=(0, -6, 2), rotation=(1.3, 0, 0))\nbpy.context.scene.camera = bpy.context.object\n".to_owned();
     let turns = [
         turn(
             json!({"tools_include": ["get_better_assets"]}),
@@ -342,7 +341,7 @@ fn a_run_with_init_starts_from_the_services_objects_and_a_deletion_of_them_all_i
     let sent: Value = serde_json::from_slice(&service.requests()[0].body).unwrap();
     assert_eq!(sent["pictures"].as_array().unwrap().len(), 1);
 
-    assert!(folder.join("init.blend").is_file());
+    assert!(folder.join("init/init.blend").is_file());
     let init = read_json(&folder.join("init.json"));
     let imported: Vec<&str> = init["objects"]
         .as_array()
@@ -360,7 +359,7 @@ fn a_run_with_init_starts_from_the_services_objects_and_a_deletion_of_them_all_i
         settings["base_blend"]
             .as_str()
             .unwrap()
-            .ends_with("init.blend")
+            .ends_with("init/init.blend")
     );
     assert_eq!(settings["initialised"][1]["name"], "Barrel");
 

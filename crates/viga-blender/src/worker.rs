@@ -56,6 +56,9 @@ pub struct WorkerConfig {
     /// session socket, its processes ending with it): for workers that run model-written
     /// programs. The worker adds its own scratch folder, Blender's install and the bridge.
     pub containment: Option<Containment>,
+    /// Variables the programs see besides the allowlisted environment: where things are
+    /// (`VIGA_ASSETS_DIR`), never a secret.
+    pub program_env: Vec<(String, PathBuf)>,
 }
 
 impl WorkerConfig {
@@ -67,6 +70,7 @@ impl WorkerConfig {
             mode: BridgeMode::Serve,
             name: "blender".to_owned(),
             containment: None,
+            program_env: Vec::new(),
         }
     }
 }
@@ -574,6 +578,7 @@ fn start_blender(
             .env("CUDA_CACHE_PATH", cache.join("cuda"));
     }
     command.env(PROGRAM_LOG_ENV, scratch.join(PROGRAM_LOG));
+    command.envs(config.program_env.iter().map(|(name, path)| (name, path)));
     command
         .args(&args)
         .env(TOKEN_ENV, token)

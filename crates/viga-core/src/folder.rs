@@ -76,6 +76,22 @@ pub fn write_containment(folder: &Path, status: &impl Serialize) -> Result<(), C
     viga_memory::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
 }
 
+/// Removes the run folder `root` made for a run that then failed to start, and the timestamp
+/// and mode folders above it when they are left empty, so a failed start leaves nothing. A
+/// folder whose run started (it has an event log) is never removed.
+pub fn discard_unstarted(root: &Path) {
+    if root.join(EVENTS_FILE).exists() {
+        return;
+    }
+    let _ = std::fs::remove_dir_all(root);
+    // `remove_dir` removes only empty folders: another run's stay.
+    for parent in root.ancestors().skip(1).take(2) {
+        if std::fs::remove_dir(parent).is_err() {
+            break;
+        }
+    }
+}
+
 /// The domain a run folder's programs built, as `args.json` records it under `domain`: its
 /// name and its own settings, so a front end can build the same domain to resume the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +214,26 @@ impl RunFolder {
             None => legacy_scene_domain(settings),
         };
         Ok((serde_json::from_value(args).map_err(invalid)?, domain))
+    }
+
+    /// Removes a run folder whose run never started (see [`discard_unstarted`]).
+    pub fn discard(self) {
+        discard_unstarted(&self.root);
+    }
+
+    /// The folders of the run whose files its worker opens (generated assets in `assets/`,
+    /// a reconstruction's meshes and scene in `init/`), made now: a contained worker is
+    /// allowed to read them, and nothing else of the run folder.
+    pub fn worker_inputs(&self) -> Result<Vec<PathBuf>, CoreError> {
+        ["assets", "init"]
+            .into_iter()
+            .map(|name| {
+                let path = std::path::absolute(self.root.join(name))
+                    .map_err(|err| io(&self.root.join(name), err))?;
+                std::fs::create_dir_all(&path).map_err(|err| io(&path, err))?;
+                Ok(path)
+            })
+            .collect()
     }
 
     /// Keeps the program of iteration `index`, in `language`.

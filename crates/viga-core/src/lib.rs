@@ -147,6 +147,19 @@ pub fn start(
     start_in(folder, config, provider, domain)
 }
 
+/// Starts a new run of `domain` in `folder`, made with [`RunFolder::create`] before the
+/// domain's worker started (so the worker could be allowed to read the folder's
+/// [`RunFolder::worker_inputs`]).
+pub fn start_in_folder(
+    folder: RunFolder,
+    config: RunConfig,
+    provider: Arc<dyn Provider>,
+    domain: Arc<dyn Domain>,
+) -> Result<RunHandle, CoreError> {
+    check_settings(&config, domain.as_ref())?;
+    start_in(folder, config, provider, domain)
+}
+
 fn check_settings(config: &RunConfig, domain: &dyn Domain) -> Result<(), CoreError> {
     let mut problems = config.problems();
     problems.extend(domain.problems(config.generator_tools));

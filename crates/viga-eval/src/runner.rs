@@ -401,17 +401,35 @@ fn spawn_evaluations(
     pending: Vec<Instance>,
 ) -> JoinSet<(String, Result<InstanceScores, EvalError>)> {
     let settings = Arc::new(settings);
+    // Each job takes the next instance only once it has a worker, so instances start in
+    // order (one worker: one after the other, as listed), whichever job the runtime polls
+    // first: a run is reproducible, scripted sessions included.
+    let count = pending.len();
+    let queue = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from(
+        pending,
+    )));
     let mut jobs = JoinSet::new();
-    for instance in pending {
+    for _ in 0..count {
         let pool = pool.clone();
         let proposer = proposer.clone();
         let settings = settings.clone();
         let config = config.clone();
         let clip = clip.cloned();
+        let queue = Arc::clone(&queue);
         jobs.spawn(async move {
+            let lent = pool.acquire().await;
+            let Some(instance) = queue.lock().ok().and_then(|mut queue| queue.pop_front()) else {
+                return (
+                    String::new(),
+                    Err(EvalError::Harness {
+                        instance: String::new(),
+                        message: "no instance left for a worker (a bug)".to_owned(),
+                    }),
+                );
+            };
             let name = instance.name.clone();
             let result = async {
-                let worker: Arc<dyn BlenderTransport> = Arc::new(Lent(pool.acquire().await?));
+                let worker: Arc<dyn BlenderTransport> = Arc::new(Lent(lent?));
                 evaluate(
                     &config,
                     &instance,

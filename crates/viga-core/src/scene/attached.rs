@@ -47,6 +47,11 @@ impl UserSceneSnapshot {
     pub fn folder(&self) -> &Path {
         self.folder.root()
     }
+
+    /// What of the run folder its worker may read ([`RunFolder::worker_inputs`]).
+    pub fn worker_inputs(&self) -> Result<Vec<std::path::PathBuf>, CoreError> {
+        self.folder.worker_inputs()
+    }
 }
 
 /// Makes the run folder of a run on the open scene of `user` (a person's Blender) and

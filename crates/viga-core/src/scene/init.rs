@@ -2,16 +2,15 @@
 //! go to a reconstruction service ([`viga_skills::reconstruct`]), and the objects it sends
 //! back (a mesh, a transform and a confidence each) are imported into the base scene in the
 //! run's own (contained) Blender with Blender's importers. The result is the run's base scene,
-//! `init.blend`, beside `init.json` (what the service answered, what was imported as which
-//! Blender objects, what was refused and why) and `init/` (the meshes as downloaded). The
-//! scene domain then tells the model which objects it starts from and to edit them rather
-//! than replace them, and flags a result that has deleted them all.
+//! `init/init.blend`, beside `init.json` (what the service answered, what was imported as
+//! which Blender objects, what was refused and why) and the meshes as downloaded in `init/`,
+//! which the contained Blender may read. The scene domain then tells the model which objects
+//! it starts from and to edit them rather than replace them, and flags a result that has
+//! deleted them all.
 //!
-//! The run does not start half-made: everything is prepared in a hidden staging folder in
-//! the output folder, and only when the scene is saved does the run folder appear, with all
-//! of it. A service that is down or slow, or that sends nothing usable, is an error and
-//! leaves no run folder behind (a killed viga may leave the hidden staging folder, never a
-//! run folder without its records).
+//! The run does not start half-made: a service that is down or slow, or that sends nothing
+//! usable, is an error, and the run folder (made before the worker started, so its Blender
+//! could be allowed to read `init/`) is removed again.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,13 +29,14 @@ use viga_skills::reconstruct::{
 use super::{INITIALISED_SOURCE, InitialisedObject, SceneDomain, SceneSettings, save_scene_as};
 use crate::domain::TargetView;
 use crate::folder::RunFolder;
-use crate::{CoreError, RunConfig, RunHandle, check_settings, read_targets, start_in};
+use crate::{CoreError, RunConfig, RunHandle, check_problems, read_targets, start_in};
 
 /// The run's base scene, initialised from the target pictures.
-pub const INIT_BLEND: &str = "init.blend";
+pub const INIT_BLEND: &str = "init/init.blend";
 /// The record of the initialisation ([`InitRecord`]).
 pub const INIT_RECORD: &str = "init.json";
-/// The folder of the meshes as the service sent them.
+/// The folder of the meshes as the service sent them (and of the scene made of them): one of
+/// the run folder's [`crate::RunFolder::worker_inputs`], so a contained Blender reads them.
 pub const INIT_MESHES: &str = "init";
 
 /// The shortest time one object's import may take in Blender (a run's program timeout may
@@ -76,58 +76,25 @@ pub struct InitRecordObject {
     pub confidence: f64,
 }
 
-/// Starts a run whose base scene is `scene`'s (an empty scene, or `--base`) with the objects
-/// `service` reconstructs from the run's target pictures imported into it, in `worker`.
-/// Fails without leaving a run folder when the service cannot be asked, answers nothing
-/// usable, or nothing it sent can be imported.
+/// Starts a run, in `folder` (made before `worker` started, so its Blender may read the
+/// folder's `init/`), whose base scene is `scene`'s (an empty scene, or `--base`) with the
+/// objects `service` reconstructs from the run's target pictures imported into it. When the
+/// service cannot be asked, answers nothing usable, or nothing it sent can be imported, the
+/// run folder is removed again and no run starts.
 pub async fn start_initialised(
+    folder: RunFolder,
     config: RunConfig,
     mut scene: SceneSettings,
     service: &ReconstructionService,
     provider: Arc<dyn Provider>,
     worker: Arc<dyn BlenderTransport>,
-    output_root: &Path,
 ) -> Result<RunHandle, CoreError> {
-    if config.targets.is_empty() {
-        return Err(CoreError::Config(
-            "--init reconstructs the scene from the target pictures: give one with --target"
-                .to_owned(),
-        ));
-    }
-    check_settings(
-        &config,
-        &SceneDomain::new(scene.clone(), Arc::clone(&worker), true)?,
-    )?;
-    let files: Vec<PathBuf> = config.targets.iter().map(|t| t.path.clone()).collect();
-    let pictures: Vec<ReferencePicture> = read_targets(&config.targets, &files)?
-        .iter()
-        .map(|target: &TargetView| ReferencePicture {
-            label: target.label(),
-            image: target.image.clone(),
-        })
-        .collect();
-    std::fs::create_dir_all(output_root).map_err(|err| CoreError::io(output_root, err))?;
-    let staging = tempfile::Builder::new()
-        .prefix(".viga-init-")
-        .tempdir_in(output_root)
-        .map_err(|err| CoreError::io(output_root, err))?;
-    let limit = config.program_timeout.max(MIN_IMPORT_TIME);
-    let prepared = prepare(
-        &scene,
-        service,
-        &pictures,
-        worker.as_ref(),
-        staging.path(),
-        limit,
-    )
-    .await?;
-    let folder = RunFolder::create(output_root, &config)?;
     let root = folder.root().to_path_buf();
-    let placed = place(staging.path(), &root, prepared);
-    let record = match placed {
+    let initialised = initialise(&folder, &config, &scene, service, worker.as_ref()).await;
+    let record = match initialised {
         Ok(record) => record,
         Err(err) => {
-            let _ = std::fs::remove_dir_all(&root);
+            folder.discard();
             return Err(err);
         }
     };
@@ -147,9 +114,40 @@ pub async fn start_initialised(
     start_in(folder, config, provider, Arc::new(domain))
 }
 
+/// Checks the settings, asks the service and imports its objects into `folder`'s `init/`;
+/// writes `init.json`.
+async fn initialise(
+    folder: &RunFolder,
+    config: &RunConfig,
+    scene: &SceneSettings,
+    service: &ReconstructionService,
+    worker: &dyn BlenderTransport,
+) -> Result<InitRecord, CoreError> {
+    if config.targets.is_empty() {
+        return Err(CoreError::Config(
+            "--init reconstructs the scene from the target pictures: give one with --target"
+                .to_owned(),
+        ));
+    }
+    let mut problems = config.problems();
+    problems.extend(scene.problems(config.generator_tools));
+    check_problems(problems)?;
+    let files: Vec<PathBuf> = config.targets.iter().map(|t| t.path.clone()).collect();
+    let pictures: Vec<ReferencePicture> = read_targets(&config.targets, &files)?
+        .iter()
+        .map(|target: &TargetView| ReferencePicture {
+            label: target.label(),
+            image: target.image.clone(),
+        })
+        .collect();
+    let limit = config.program_timeout.max(MIN_IMPORT_TIME);
+    let record = prepare(scene, service, &pictures, worker, folder.root(), limit).await?;
+    write_record(folder.root(), record)
+}
+
 /// Asks the service, imports what it sent into the base scene in `worker` and saves the
-/// scene as `init.blend` in `staging`; returns the record (mesh paths relative to `staging`,
-/// laid out as in the run folder).
+/// scene as `init/init.blend` in the run folder `staging`; returns the record (mesh paths
+/// relative to the run folder).
 async fn prepare(
     scene: &SceneSettings,
     service: &ReconstructionService,
@@ -228,13 +226,8 @@ async fn prepare(
     })
 }
 
-/// Moves the staged scene and meshes into the new run folder `root` and writes the record.
-fn place(staging: &Path, root: &Path, record: InitRecord) -> Result<InitRecord, CoreError> {
-    for name in [INIT_BLEND, INIT_MESHES] {
-        let from = staging.join(name);
-        let to = root.join(name);
-        std::fs::rename(&from, &to).map_err(|err| CoreError::io(&to, err))?;
-    }
+/// Writes the record into the run folder `root`.
+fn write_record(root: &Path, record: InitRecord) -> Result<InitRecord, CoreError> {
     let json = serde_json::to_vec_pretty(&record)
         .map_err(|err| CoreError::Config(format!("{INIT_RECORD} cannot be encoded: {err}")))?;
     let path = root.join(INIT_RECORD);

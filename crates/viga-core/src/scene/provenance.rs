@@ -33,7 +33,7 @@ pub(crate) fn assets_section(run_folder: &Path) -> String {
 fn init_table(html: &mut String, init: &InitRecord) {
     let _ = write!(
         html,
-        "<h3>Initialised from the target pictures</h3><p>by the reconstruction service at {} in {:.0} s; the base scene is <code>init.blend</code>, the service's answer <code>init.json</code>.</p>\
+        "<h3>Initialised from the target pictures</h3><p>by the reconstruction service at {} in {:.0} s; the base scene is <code>init/init.blend</code>, the service's answer <code>init.json</code>.</p>\
          <table class=\"calls\"><tr><th>object</th><th>in the scene as</th><th>source</th><th>confidence</th><th>mesh</th></tr>",
         escape(&init.service),
         init.service_seconds

@@ -44,7 +44,7 @@ pub struct SceneSettings {
     #[serde(default)]
     pub assets_generate: Option<AssetGenerator>,
     /// The objects the base scene was initialised with from the target pictures (`--init`:
-    /// `base_blend` is then the run's `init.blend`). The model is told to edit them rather
+    /// `base_blend` is then the run's `init/init.blend`). The model is told to edit them rather
     /// than replace them, and a result that has none of them left is flagged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub initialised: Vec<InitialisedObject>,
