@@ -90,6 +90,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             height: side,
             samples: None,
         },
+        // The canonical views at the same size, as these figures were first measured.
+        overview_size: Some((side, side)),
         ..SceneSettings::default()
     };
     let domain = Arc::new(SceneDomain::new(scene, blender, false)?);
