@@ -13,6 +13,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use async_trait::async_trait;
 use serde_json::Value;
 use viga_blender::{
@@ -22,8 +24,8 @@ use viga_core::scene::{SceneDomain, SceneSettings};
 use viga_core::{RunConfig, TargetSpec};
 use viga_protocol::bridge::{BridgeCommand, RenderRequest, SceneReset};
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
-use viga_protocol::message::ToolCall;
-use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
+
+use common::{InstantModel, env_number};
 
 const GOAL_SCENE: &str = include_str!("../../../fixtures/sessions/demo_goal.py");
 const TARGET_CAMERA: &str = "Camera1";
@@ -112,46 +114,6 @@ impl BlenderTransport for Noted {
     }
 }
 
-/// Answers every role at once: a plan, the demo's program, and a verdict that never accepts.
-struct InstantDemo {
-    log: Log,
-}
-
-#[async_trait]
-impl Provider for InstantDemo {
-    fn name(&self) -> &str {
-        "instant"
-    }
-    fn model(&self) -> &str {
-        "instant"
-    }
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        match request.role {
-            Some(ModelRole::Planner) => {
-                note(&self.log, Mark::Planned(Instant::now()));
-                Ok(ModelResponse::text_only(
-                    "1. a grey floor\n2. a red crate\n3. a sun\n4. Camera1",
-                    FinishReason::Stop,
-                ))
-            }
-            Some(ModelRole::Verifier) => {
-                note(&self.log, Mark::VerifierAsked(Instant::now()));
-                let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
-                response.tool_calls = vec![ToolCall {
-                    id: "v".into(),
-                    name: "end_process".into(),
-                    arguments: serde_json::json!({"visual_differences": ["the crate is a little too far left"], "suggestions": ["move the crate to x = 0.2"], "accepted": false}),
-                }];
-                Ok(response)
-            }
-            _ => Ok(ModelResponse::text_only(
-                format!("```python\n{GOAL_SCENE}```"),
-                FinishReason::Stop,
-            )),
-        }
-    }
-}
-
 /// One iteration's Blender time by phase, and its wall time from the plan to the verifier.
 #[derive(Default, Clone, Copy)]
 struct IterationCost {
@@ -229,10 +191,7 @@ fn load_average() -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let iterations: u32 = std::env::var("VIGA_BENCH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let iterations = env_number("VIGA_BENCH_ITERATIONS", 5);
     let load_before = load_average();
     let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
     let scene = SceneSettings::default();
@@ -271,8 +230,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.plan_each_iteration = true;
     config.targets = vec![TargetSpec::picture(&target_path)];
     let domain = Arc::new(SceneDomain::new(scene, blender, true)?);
-    let provider = Arc::new(InstantDemo {
-        log: Arc::clone(&log),
+    let noted = Arc::clone(&log);
+    let provider = Arc::new(InstantModel {
+        plan: "1. a grey floor\n2. a red crate\n3. a sun\n4. Camera1",
+        program: GOAL_SCENE.to_owned(),
+        verdict: serde_json::json!({"visual_differences": ["the crate is a little too far left"], "suggestions": ["move the crate to x = 0.2"], "accepted": false}),
+        observe: Box::new(move |role| match role {
+            Some(ModelRole::Planner) => note(&noted, Mark::Planned(Instant::now())),
+            Some(ModelRole::Verifier) => note(&noted, Mark::VerifierAsked(Instant::now())),
+            _ => {}
+        }),
     });
     let mut handle = viga_core::start(config, provider, domain, &output.path().join("runs"))?;
     // The sizes of one iteration's renders, to show what was measured.
