@@ -190,6 +190,10 @@ pub struct RunArgs {
     /// Render size: N (square) or WxH.
     #[arg(long, default_value = "512")]
     pub resolution: String,
+    /// Size of each of the four canonical views the verifier is shown as one montage: N
+    /// (square) or WxH (default: half of --resolution each side).
+    #[arg(long, value_name = "N|WxH")]
+    pub overview_resolution: Option<String>,
     /// Samples of those renders with cycles or eevee (default: 16 for cycles, denoised).
     #[arg(long, visible_alias = "samples", value_name = "N")]
     pub verifier_samples: Option<u32>,
@@ -342,6 +346,14 @@ impl RunArgs {
             },
             verifier_engine: self.verifier_engine,
             verifier_samples: self.verifier_samples,
+            overview_size: self
+                .overview_resolution
+                .as_deref()
+                .map(|text| {
+                    parse_resolution(text)
+                        .map_err(|err| anyhow::anyhow!("--overview-resolution: {err}"))
+                })
+                .transpose()?,
             assets: self.assets.clone(),
             polyhaven: self.polyhaven,
             assets_generate: self.assets_generate.map(|service| match service {
@@ -407,7 +419,38 @@ pub fn parse_resolution(text: &str) -> Result<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_resolution;
+    use clap::Parser as _;
+
+    use super::{Cli, Command, parse_resolution};
+
+    fn scene_of(arguments: &[&str]) -> anyhow::Result<viga_core::scene::SceneSettings> {
+        let cli = Cli::try_parse_from(["viga", "run", "--task", "a cube"].iter().chain(arguments))?;
+        let Command::Run(run) = cli.command else {
+            panic!("parsed as another command");
+        };
+        let frames = tempfile::tempdir()?;
+        Ok(run.run_config(frames.path())?.1)
+    }
+
+    #[test]
+    fn the_canonical_views_take_their_own_resolution() {
+        assert_eq!(scene_of(&[]).unwrap().overview_size(), (256, 256));
+        assert_eq!(
+            scene_of(&["--resolution", "300"]).unwrap().overview_size(),
+            (150, 150)
+        );
+        let set = scene_of(&["--overview-resolution", "320x200"]).unwrap();
+        assert_eq!(
+            (set.overview_size, set.render.width),
+            (Some((320, 200)), 512)
+        );
+        let err = scene_of(&["--overview-resolution", "0"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--overview-resolution: resolution \"0\""),
+            "{err}"
+        );
+    }
 
     #[test]
     fn resolutions() {

@@ -1059,6 +1059,7 @@ KEPT_RENDER_SETTINGS = (
     ("render", "resolution_percentage"), ("render", "filepath"),
     ("render.image_settings", "file_format"), ("render.image_settings", "color_mode"),
     ("cycles", "samples"), ("cycles", "device"), ("cycles", "use_denoising"),
+    ("cycles", "denoising_prefilter"),
     ("eevee", "taa_render_samples"),
 )
 
@@ -1120,6 +1121,12 @@ def render_with(args):
         # low sample counts renders are made with, noise would otherwise swamp what a light
         # or a material changed, and make scores vary from render to render.
         scene.cycles.use_denoising = True
+        # The guiding passes (albedo, normal) denoised together with the colour, not each
+        # first on its own (Blender's default, ACCURATE), which on a CPU costs about as much
+        # as the 16 samples: a 512x512 render of the demo scene took 8.4 s of CPU time with
+        # it and 5.3 s without, and differs from a 256-sample render by a photometric loss
+        # of 1.1e-5 instead of 0.6e-5 (a 100 W and a 1000 W lamp differ by over 1e-3).
+        scene.cycles.denoising_prefilter = "FAST"
     elif engine_name == "EEVEE" and args.get("samples") is not None:
         scene.eevee.taa_render_samples = int(args["samples"])
     # With output_path (a client sharing this machine's filesystem), the PNG stays on disk and

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
+use viga_skills::RenderSettings;
+use viga_skills::context::overview_view_size;
 
 /// Cycles samples of the scoring render and the verifier's renders when the run names none:
 /// with denoising (the bridge turns it on for every Cycles render), enough for lights and
@@ -31,6 +33,12 @@ pub struct SceneSettings {
     /// default for EEVEE.
     #[serde(default)]
     pub verifier_samples: Option<u32>,
+    /// Width and height of each canonical view the verifier is shown (`initialize_viewpoint`:
+    /// iso, front, right and top, as one 2x2 montage). Unset: half of `render`'s width and
+    /// height ([`overview_view_size`]), so the montage is about one render's size and the
+    /// four views take about as long as one render. See [`SceneSettings::overview_size`].
+    #[serde(default)]
+    pub overview_size: Option<(u32, u32)>,
     /// A folder of assets (`.blend`, `.glb`, `.gltf`, ... with `.txt` descriptions) that
     /// `get_better_assets` searches.
     #[serde(default)]
@@ -82,6 +90,7 @@ impl Default for SceneSettings {
             },
             verifier_engine: None,
             verifier_samples: None,
+            overview_size: None,
             assets: None,
             polyhaven: false,
             assets_generate: None,
@@ -144,6 +153,19 @@ impl SceneSettings {
         Ok(reads)
     }
 
+    /// The width and height of each canonical view: `overview_size`, else half of `render`'s.
+    pub fn overview_size(&self) -> (u32, u32) {
+        self.overview_size
+            .unwrap_or_else(|| overview_view_size(self.render.width, self.render.height))
+    }
+
+    /// The render settings of the domain's tools: [`Self::verifier_render`], with the
+    /// canonical views at [`Self::overview_size`].
+    pub fn tool_render(&self, has_target: bool) -> RenderSettings {
+        let (width, height) = self.overview_size();
+        RenderSettings::new(self.verifier_render(has_target)).with_overview_size(width, height)
+    }
+
     /// What is wrong with the settings, in words a user can act on; `generator_tools` says
     /// whether the run's generator has its tools (assets are found only through them).
     pub fn problems(&self, generator_tools: bool) -> Vec<String> {
@@ -154,6 +176,13 @@ impl SceneSettings {
             || self.render.height > 8192
         {
             problems.push("render width and height must be between 1 and 8192".to_owned());
+        }
+        if let Some((width, height)) = self.overview_size
+            && !((1..=8192).contains(&width) && (1..=8192).contains(&height))
+        {
+            problems.push(format!(
+                "--overview-resolution {width}x{height}: the width and height of a canonical view must be between 1 and 8192"
+            ));
         }
         if (self.assets.is_some() || self.polyhaven || self.assets_generate.is_some())
             && !generator_tools
@@ -186,6 +215,35 @@ impl SceneSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_canonical_views_are_half_the_render_size_unless_told_otherwise() {
+        let mut settings = SceneSettings::default();
+        settings.render.width = 512;
+        settings.render.height = 301;
+        assert_eq!(settings.overview_size(), (256, 151), "rounded up");
+        let tools = settings.tool_render(true);
+        assert_eq!(tools.spec, settings.verifier_render(true));
+        assert_eq!(
+            (tools.overview_spec().width, tools.overview_spec().height),
+            (256, 151)
+        );
+        assert_eq!(tools.overview_spec().engine, RenderEngine::Cycles);
+        settings.overview_size = Some((512, 512));
+        assert_eq!(settings.tool_render(true).overview_size, (512, 512));
+        assert!(settings.problems(true).is_empty());
+        settings.overview_size = Some((0, 512));
+        let problems = settings.problems(true).join("\n");
+        assert!(
+            problems.contains("--overview-resolution 0x512"),
+            "{problems}"
+        );
+        // Run folders written before the setting existed resume with the default.
+        let mut recorded = serde_json::to_value(SceneSettings::default()).unwrap();
+        recorded.as_object_mut().unwrap().remove("overview_size");
+        let read: SceneSettings = serde_json::from_value(recorded).unwrap();
+        assert_eq!(read.overview_size(), (256, 256));
+    }
 
     #[test]
     fn with_a_target_the_verifier_renders_with_cycles_unless_told_otherwise() {
