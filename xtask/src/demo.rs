@@ -62,7 +62,9 @@ pub fn run(launcher: BlenderLauncher) -> Result<()> {
         .arg(&target)
         .args(["--provider", "scripted", "--script"])
         .arg(root.join("fixtures/sessions/demo.json"))
-        .args(["--max-iterations", "3", "--resolution", "256", "--output"])
+        .args(["--max-iterations", "3", "--resolution", "256"])
+        // Scored at the target's size: the accepted program scores exactly 0.
+        .args(["--score-resolution", "256", "--output"])
         .arg(demo_dir.join("runs"))
         .status()
         .context("could not run `viga run`")?;

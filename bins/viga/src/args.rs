@@ -194,6 +194,10 @@ pub struct RunArgs {
     /// (square) or WxH (default: half of --resolution each side).
     #[arg(long, value_name = "N|WxH")]
     pub overview_resolution: Option<String>,
+    /// Longer side of the scoring render, the scene from each target's view in the target's
+    /// shape (default: the canonical views' longer side, half of --resolution).
+    #[arg(long, value_name = "N")]
+    pub score_resolution: Option<u32>,
     /// Samples of those renders with cycles or eevee (default: 16 for cycles, denoised).
     #[arg(long, visible_alias = "samples", value_name = "N")]
     pub verifier_samples: Option<u32>,
@@ -354,6 +358,7 @@ impl RunArgs {
                         .map_err(|err| anyhow::anyhow!("--overview-resolution: {err}"))
                 })
                 .transpose()?,
+            score_size: self.score_resolution,
             assets: self.assets.clone(),
             polyhaven: self.polyhaven,
             assets_generate: self.assets_generate.map(|service| match service {

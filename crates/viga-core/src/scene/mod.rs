@@ -418,11 +418,12 @@ impl Domain for SceneDomain {
         {
             return unavailable_or_fault(err, &format!("frame {frame} cannot be shown"));
         }
+        // The verifier's engine and samples, in the target's shape at the scoring size.
+        let (width, height) = self.settings.scoring_size(width, height);
         let request = RenderRequest {
             camera: Some(camera.clone()),
             pose: None,
             output_path: None,
-            // The verifier's engine and samples at the target's size.
             spec: RenderSpec {
                 width,
                 height,

@@ -39,6 +39,13 @@ pub struct SceneSettings {
     /// four views take about as long as one render. See [`SceneSettings::overview_size`].
     #[serde(default)]
     pub overview_size: Option<(u32, u32)>,
+    /// The longest side of the scoring render, the current scene from a target's view: the
+    /// target's own shape, scaled down to fit (photometric loss compares the target resized to
+    /// the render, as BlenderGym defines it). Unset: the longer side of
+    /// [`SceneSettings::overview_size`], so it costs about one canonical view. See
+    /// [`SceneSettings::scoring_size`].
+    #[serde(default)]
+    pub score_size: Option<u32>,
     /// A folder of assets (`.blend`, `.glb`, `.gltf`, ... with `.txt` descriptions) that
     /// `get_better_assets` searches.
     #[serde(default)]
@@ -91,6 +98,7 @@ impl Default for SceneSettings {
             verifier_engine: None,
             verifier_samples: None,
             overview_size: None,
+            score_size: None,
             assets: None,
             polyhaven: false,
             assets_generate: None,
@@ -159,6 +167,26 @@ impl SceneSettings {
             .unwrap_or_else(|| overview_view_size(self.render.width, self.render.height))
     }
 
+    /// The size of the scoring render of a target `width` x `height`: its shape, fitted
+    /// within `score_size` (or the overview's longer side) on its longer side; never larger
+    /// than the target.
+    pub fn scoring_size(&self, width: u32, height: u32) -> (u32, u32) {
+        let (overview_width, overview_height) = self.overview_size();
+        let limit = self
+            .score_size
+            .unwrap_or(overview_width.max(overview_height))
+            .max(1);
+        let longest = width.max(height).max(1);
+        if longest <= limit {
+            return (width.max(1), height.max(1));
+        }
+        let scale = |side: u32| {
+            ((u64::from(side) * u64::from(limit) + u64::from(longest) / 2) / u64::from(longest))
+                .clamp(1, u64::from(limit)) as u32
+        };
+        (scale(width), scale(height))
+    }
+
     /// The render settings of the domain's tools: [`Self::verifier_render`], with the
     /// canonical views at [`Self::overview_size`].
     pub fn tool_render(&self, has_target: bool) -> RenderSettings {
@@ -176,6 +204,13 @@ impl SceneSettings {
             || self.render.height > 8192
         {
             problems.push("render width and height must be between 1 and 8192".to_owned());
+        }
+        if let Some(side) = self.score_size
+            && !(1..=8192).contains(&side)
+        {
+            problems.push(format!(
+                "--score-resolution {side}: the scoring render's longer side must be between 1 and 8192"
+            ));
         }
         if let Some((width, height)) = self.overview_size
             && !((1..=8192).contains(&width) && (1..=8192).contains(&height))
@@ -215,6 +250,31 @@ impl SceneSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scoring_render_keeps_the_targets_shape_within_its_size() {
+        let mut settings = SceneSettings::default();
+        assert_eq!(
+            settings.scoring_size(512, 512),
+            (256, 256),
+            "half the render by default"
+        );
+        assert_eq!(settings.scoring_size(1920, 1080), (256, 144));
+        assert_eq!(
+            settings.scoring_size(100, 50),
+            (100, 50),
+            "never larger than the target"
+        );
+        settings.score_size = Some(1000);
+        assert_eq!(settings.scoring_size(1920, 1080), (1000, 563));
+        settings.score_size = Some(0);
+        assert!(
+            settings
+                .problems(true)
+                .join(" ")
+                .contains("--score-resolution")
+        );
+    }
 
     #[test]
     fn the_canonical_views_are_half_the_render_size_unless_told_otherwise() {

@@ -49,6 +49,8 @@ pub(crate) fn scene_settings() -> SceneSettings {
             samples: None,
         },
         verifier_engine: Some(RenderEngine::Workbench),
+        // Scored at the targets' own size, so reproducing the goal scores 0.
+        score_size: Some(48),
         ..SceneSettings::default()
     }
 }
