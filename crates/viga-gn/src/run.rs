@@ -31,7 +31,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use viga_core::{Cancelled, RunHandle};
-use viga_memory::files::unix_ms;
+use viga_io::files::unix_ms;
 use viga_protocol::event::{FailureKind, ModelRole, RunEvent, StopReason};
 use viga_protocol::gn::{ActionType, GateReport, GnResponse, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};

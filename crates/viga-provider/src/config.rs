@@ -229,27 +229,7 @@ impl TryFrom<RawProviderConfig> for ProviderConfig {
     }
 }
 
-/// An API key. `Debug` shows `Secret(<redacted>)`, so a key cannot leak through a logged
-/// struct; the value is reachable only through [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The key itself, for the one place that puts it in a request header.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+pub use viga_io::Secret;
 
 /// Builds the provider a config describes, reading its API key from the environment.
 pub fn build_provider(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {

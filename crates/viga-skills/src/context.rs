@@ -259,7 +259,7 @@ fn keep(file: Option<PathBuf>, output: &RenderOutput) -> Result<Option<PathBuf>,
     let Some(file) = file else {
         return Ok(None);
     };
-    viga_memory::files::write_atomic(&file, &output.image.data).map_err(|err| {
+    viga_io::files::write_atomic(&file, &output.image.data).map_err(|err| {
         ToolError::Fatal(format!(
             "could not keep the render {}: {err}",
             file.display()

@@ -364,7 +364,7 @@ fn create_folder(
     let args =
         serde_json::to_string_pretty(config).map_err(|err| CoreError::Config(err.to_string()))?;
     let args_path = root.join(ARGS_FILE);
-    viga_memory::files::write_atomic(&args_path, args.as_bytes())
+    viga_io::files::write_atomic(&args_path, args.as_bytes())
         .map_err(|err| io_error(&args_path, err))?;
     let log = RunLog::create(&root.join(EVENTS_FILE))?;
     Ok((RunFolder::open(&root)?, log))

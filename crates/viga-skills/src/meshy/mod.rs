@@ -189,14 +189,11 @@ impl Meshy {
                     "asset generation with Meshy needs its API key: export {MESHY_KEY_ENV}=msy_... (made at https://www.meshy.ai/settings/api); viga reads it from the environment only"
                 ))
             })?;
-        Self::with_key(config, &viga_provider::config::Secret::new(key.trim()))
+        Self::with_key(config, &viga_io::Secret::new(key.trim()))
     }
 
     /// [`Self::new`] with the key given (a library caller that keeps its own).
-    pub fn with_key(
-        config: MeshyConfig,
-        key: &viga_provider::config::Secret,
-    ) -> Result<Self, ToolError> {
+    pub fn with_key(config: MeshyConfig, key: &viga_io::Secret) -> Result<Self, ToolError> {
         let mut authorization =
             HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
                 ToolError::Fatal(format!(
@@ -299,7 +296,7 @@ impl Meshy {
         std::fs::create_dir_all(&folder).map_err(|err| write_error(&folder, &err))?;
         write_json(&folder.join(REQUEST_FILE), &asked)?;
         if let Some(png) = &reference {
-            viga_memory::files::write_atomic(&folder.join(REFERENCE_FILE), png)
+            viga_io::files::write_atomic(&folder.join(REFERENCE_FILE), png)
                 .map_err(|err| write_error(&folder, &err))?;
         }
         let started = Instant::now();
@@ -655,7 +652,7 @@ fn read_noted(folder: &Path) -> std::collections::BTreeMap<String, String> {
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), ToolError> {
     let bytes = serde_json::to_vec_pretty(value)
         .map_err(|err| ToolError::Fatal(format!("{} cannot be encoded: {err}", path.display())))?;
-    viga_memory::files::write_atomic(path, &bytes).map_err(|err| write_error(path, &err))
+    viga_io::files::write_atomic(path, &bytes).map_err(|err| write_error(path, &err))
 }
 
 fn write_error(path: &Path, err: &std::io::Error) -> ToolError {

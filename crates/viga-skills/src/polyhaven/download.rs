@@ -60,8 +60,7 @@ impl PolyHaven {
         }
         let note_fallback = |chosen: &str| {
             if chosen != resolution
-                && let Err(err) =
-                    viga_memory::files::write_atomic(&fallback_note, chosen.as_bytes())
+                && let Err(err) = viga_io::files::write_atomic(&fallback_note, chosen.as_bytes())
             {
                 tracing::warn!(note = %fallback_note.display(), %err, "the resolution a Poly Haven model came at cannot be noted; its file list will be asked for again");
             }
