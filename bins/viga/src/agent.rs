@@ -74,6 +74,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     let prepared = viga_core::addon_agent::prepare(config, &args.output)?;
     let (blender, containment) = scene_blender(&args, contain, &prepared).await?;
     let mut handle = viga_core::addon_agent::start(prepared, provider, blender).await?;
+    crate::progress::stream_model_text(&handle, &out);
     viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
     if let Some(status) = &containment {
         viga_core::folder::write_containment(handle.folder(), status)?;

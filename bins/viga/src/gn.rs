@@ -133,6 +133,7 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
         None => GnRun::new(config, model(&args, &out)?, blender.clone(), registry),
     };
     let mut run = run.start();
+    crate::progress::stream_model_text(&run, &out);
     crate::progress::follow_events(&mut run, &out, "the run", show, None).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {

@@ -275,6 +275,7 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         };
         unless_started(&root, start_own(folder, own, contain, &out).await)?
     };
+    progress::stream_model_text(&handle, &out);
     viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
     viga_core::folder::write_containment(handle.folder(), &containment)?;
     let followed = follow(handle, &mut out).await?;
@@ -412,6 +413,7 @@ async fn resume(
     viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
+    progress::stream_model_text(&handle, &out);
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
 }

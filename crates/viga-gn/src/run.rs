@@ -607,7 +607,7 @@ impl GnRun {
         let answer = session
             .recorder
             .link
-            .until_cancelled(provider.complete(request))
+            .ask_model(provider, request, round, ModelRole::GnAssistant)
             .await;
         let response = match answer {
             Err(cancelled) => return Break(cancelled.into()),

@@ -512,11 +512,10 @@ impl AgentRun {
             ModelRequest::for_role(ModelRole::Agent, self.system.clone(), messages.to_vec());
         request.tools = self.belt.specs();
         request.max_tokens = self.config.max_tokens;
-        let provider = Arc::clone(&self.provider);
         let started = Instant::now();
         let response = self
             .link
-            .until_cancelled(async move { provider.complete(&request).await })
+            .ask_model(self.provider.as_ref(), &request, step, ModelRole::Agent)
             .await??;
         self.steps_taken = step;
         self.emit(RunEvent::ModelCalled {
