@@ -27,7 +27,9 @@ use viga_eval::{
     Baseline, EvalConfig, EvalEvent, FitViews, Proposer, RenderEngine, RenderSpec, Selection,
     Shard, Suite, Task,
 };
-use viga_provider::{Provider, ProviderConfig, ProviderKind, build_provider};
+use viga_provider::{Provider, ProviderConfig, ProviderKind};
+
+use crate::keys::build_provider;
 
 use crate::contain::Contain;
 

@@ -133,3 +133,133 @@ fn a_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
         &["--continue", &second_folder],
     );
 }
+
+/// A .blend with a 4 m plane named Plane, written by the bpy module.
+fn plane_blend(dir: &Path) -> PathBuf {
+    let path = dir.join("plane.blend");
+    let script = format!(
+        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
+         bpy.ops.mesh.primitive_plane_add(size=4)\nbpy.context.object.name = 'Plane'\n\
+         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
+        path.display().to_string()
+    );
+    let viga_blender::BlenderLauncher::PythonModule { python } = viga_blender::locate().unwrap()
+    else {
+        panic!("this test needs the bpy module (cargo xtask setup)")
+    };
+    let status = viga_testkit::status_within(
+        Command::new(python)
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::null()),
+        BLENDER_TEST_LIMIT,
+    );
+    assert!(status.success());
+    path
+}
+
+fn gn_reply(expect: Value, steps: Value, message: &str) -> Value {
+    let reply = json!({"version": 1, "steps": steps, "done": true, "final_message": message});
+    turn(expect, &reply.to_string())
+}
+
+/// Runs `viga gn REQUEST` with `script` and `extra` flags; the run folder it printed.
+fn gn(dir: &Path, request: &str, script: &Path, extra: &[&str]) -> PathBuf {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["gn", request, "--provider", "scripted", "--script"])
+        .arg(script)
+        .args(extra)
+        .arg("--output")
+        .arg(dir.join("out"));
+    let out = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .unwrap();
+    PathBuf::from(folder)
+}
+
+/// `viga gn --continue RUN`: the model sees the earlier request and what it left, the object
+/// is the earlier run's, and the run starts from the earlier result (a PYTHON step that needs
+/// the earlier run's node group would fail on the plain plane).
+#[test]
+fn a_geometry_nodes_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let blend = plane_blend(dir.path());
+    let scatter = json!([{"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
+        {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"},
+        {"op": "ensure_single_group_io"},
+        {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
+        {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
+        {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
+    ]}}]);
+    let first_script = script(
+        dir.path(),
+        "gn_first.json",
+        vec![gn_reply(json!({}), scatter, "points on the plane")],
+    );
+    let first = gn(
+        dir.path(),
+        "scatter points on the plane",
+        &first_script,
+        &["--object", "Plane", "--blend", &blend.to_string_lossy()],
+    );
+    assert!(first.join("final.blend").is_file());
+
+    let needs_scatter = json!([
+        {"id": "check", "type": "PYTHON", "payload": {
+            "code": "tree = bpy.data.node_groups['Scatter']\n"
+        }},
+        {"id": "target", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"}
+        ]}}
+    ]);
+    let second_script = script(
+        dir.path(),
+        "gn_second.json",
+        vec![gn_reply(
+            json!({"any_message_contains": "1. Request: scatter points on the plane\n   Result: points on the plane; steps applied: scatter\n   Verdict: accepted\n\nRequest: now make them denser\nObject: Plane"}),
+            needs_scatter,
+            "denser",
+        )],
+    );
+    let first_folder = first.to_string_lossy().into_owned();
+    let second = gn(
+        dir.path(),
+        "now make them denser",
+        &second_script,
+        &["--continue", &first_folder],
+    );
+    let request: Value =
+        serde_json::from_slice(&std::fs::read(second.join("request.json")).unwrap()).unwrap();
+    assert_eq!(request["object"], "Plane");
+    assert_eq!(
+        request["conversation"][0]["request"],
+        "scatter points on the plane"
+    );
+    assert_eq!(
+        request["blend"],
+        first.join("final.blend").to_string_lossy().as_ref()
+    );
+    let outcome: Value =
+        serde_json::from_slice(&std::fs::read(second.join("outcome.json")).unwrap()).unwrap();
+    assert_eq!(outcome["state"], "done", "{outcome}");
+
+    // A scene run is no Geometry Nodes run to continue.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["gn", "more", "--provider", "scripted", "--script"])
+        .arg(&second_script)
+        .arg("--continue")
+        .arg(dir.path());
+    let refused = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("not a Geometry Nodes run folder"), "{said}");
+}

@@ -521,7 +521,7 @@ pub(crate) fn task_parts(
     targets: &[TargetView],
 ) -> Vec<ContentPart> {
     let mut parts = vec![ContentPart::text(format!("Task: {}", config.task))];
-    if let Some(earlier) = crate::conversation::earlier_turns_text(config) {
+    if let Some(earlier) = crate::conversation::earlier_turns_text(&config.conversation) {
         parts.push(ContentPart::text(earlier));
     }
     if let Some(brief) = domain.brief(targets) {
