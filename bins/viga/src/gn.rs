@@ -48,6 +48,11 @@ pub struct GnArgs {
     /// Model replies allowed before the run gives up.
     #[arg(long, default_value_t = 6)]
     pub max_rounds: u32,
+    /// The gates that must pass before the run is done, comma-separated (default: all five:
+    /// single_group_output, output_connected, no_modifier_error, no_unexpected_new_modifier,
+    /// no_unexpected_new_node_group); the others only warn.
+    #[arg(long, value_delimiter = ',', value_name = "GATE,GATE,...", value_parser = parse_gate)]
+    pub gates: Vec<viga_protocol::gn::GateName>,
     /// Where run folders go (<output>/gn/<run id>/).
     #[arg(long, default_value = "output")]
     pub output: PathBuf,
@@ -393,6 +398,9 @@ fn run_config(args: &GnArgs, preset: Option<&Preset>) -> GnRunConfig {
         .clone()
         .or_else(|| preset.and_then(|preset| preset.metadata.object.clone()));
     config.max_rounds = args.max_rounds;
+    if !args.gates.is_empty() {
+        config.gates.required = args.gates.iter().copied().collect();
+    }
     config.output = Some(args.output.clone());
     config.blend = args
         .blend
@@ -419,6 +427,17 @@ fn continue_conversation(args: &mut GnArgs) -> Result<Option<viga_gn::conversati
         args.blend = viga_gn::conversation::start_scene(&previous, args.from.into())?;
     }
     Ok(Some(follow_up))
+}
+
+/// A gate's name as `--gates` takes it: `output_connected` or `OUTPUT_CONNECTED`.
+fn parse_gate(text: &str) -> Result<viga_protocol::gn::GateName, String> {
+    serde_json::from_value(serde_json::Value::String(text.trim().to_ascii_uppercase())).map_err(
+        |_| {
+            format!(
+                "{text:?} is not a gate; the gates are single_group_output, output_connected, no_modifier_error, no_unexpected_new_modifier and no_unexpected_new_node_group"
+            )
+        },
+    )
 }
 
 /// The model the run asks, from the provider flags.
@@ -552,5 +571,26 @@ fn show(timed: &TimedEvent, jsonl: bool) {
         }
         RunEvent::Warning { message } => println!("  warning: {message}"),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use viga_protocol::gn::GateName;
+
+    use super::parse_gate;
+
+    #[test]
+    fn gates_are_named_in_either_case() {
+        assert_eq!(
+            parse_gate("output_connected").unwrap(),
+            GateName::OutputConnected
+        );
+        assert_eq!(
+            parse_gate("NO_MODIFIER_ERROR").unwrap(),
+            GateName::NoModifierError
+        );
+        let err = parse_gate("everything").unwrap_err();
+        assert!(err.contains("single_group_output"), "{err}");
     }
 }

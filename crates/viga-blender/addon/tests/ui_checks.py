@@ -42,7 +42,7 @@ ARGS = parse_args()
 sys.path.insert(0, os.path.abspath(ARGS.package_dir))
 
 import viga_blender  # noqa: E402 - found through --package-dir
-from viga_blender import history, operators, panels, preferences, properties, runner, viga_bridge  # noqa: E402
+from viga_blender import background, chat, history, keys, operators, panels, preferences, properties, runner, viga_bridge  # noqa: E402
 
 PACKAGE = viga_blender.__name__
 TMP = tempfile.mkdtemp(prefix="viga_ui_checks_")
@@ -184,9 +184,10 @@ import json, os, shutil, signal, struct, sys, time, zlib
 
 SCENARIO = json.loads({scenario!r})
 args = sys.argv[1:]
+stdin = sys.stdin.read() if SCENARIO.get("read_stdin") else ""
 with open(SCENARIO["argv_file"], "w") as handle:
     json.dump({{"argv": args, "pid": os.getpid(), "containment": os.environ.get("VIGA_CONTAINMENT"),
-               "test_without": os.environ.get("VIGA_CONTAIN_TEST_WITHOUT")}}, handle)
+               "test_without": os.environ.get("VIGA_CONTAIN_TEST_WITHOUT"), "stdin": stdin}}, handle)
 # Like viga, which installs its own SIGINT handler: a fake started from a shell that ignores
 # SIGINT (a background job, nohup, CI) would otherwise inherit the ignored signal.
 signal.signal(signal.SIGINT, signal.SIG_IGN if SCENARIO.get("ignore_sigint") else signal.default_int_handler)
@@ -200,7 +201,7 @@ def png(width, height):
     return b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
-output = args[args.index("--output") + 1] if "--output" in args else args[1] if args[0] == "resume" else "."
+output = args[args.index("--output") + 1] if "--output" in args else args[1] if args[0] in ("resume", "apply") else "."
 run = os.path.join(output, SCENARIO["run_subdir"]) if SCENARIO.get("run_subdir") else output
 
 
@@ -325,7 +326,10 @@ def configure(**overrides):
     resets the key variable."""
     values = dict(
         provider="scripted", model="", base_url="", api_key_env="", script=SCRIPT_FILE,
-        render_engine="WORKBENCH", render_size=512, samples=0, max_iterations=5, memory_window=3,
+        verifier_engine="AUTO", render_size=512, samples=0, max_iterations=5, memory_window=3,
+        program_timeout=60.0, plan_each_iteration=True, generator_tools="AUTO", generator_max_turns=6,
+        assets_folder="", polyhaven=False, assets_generate="NONE", gn_max_rounds=6,
+        gn_gates=set(preferences.ALL_GATES), gn_cache=False, presets_folder="", agent_max_steps=12,
         python_mode="SAFE", containment="AUTO", viga_path="", runs_folder=RUNS,
     )
     values.update(overrides)
@@ -342,20 +346,39 @@ def reset():
     st.state = "IDLE"
     for key in ("task", "step", "verdict", "run_folder", "report_path", "final_program", "message"):
         setattr(st, key, "")
-    st.iteration = st.max_iterations = st.tokens_in = st.tokens_out = 0
-    st.applied = False
+    st.iteration = st.max_iterations = st.tokens_in = st.tokens_out = st.applied_iteration = 0
+    st.applied = st.applying = False
+    st.streaming_text = st.streaming_role = ""
     runner.clear_thumbnails()
+    wait_until_idle()
     sc = settings()
     sc.mode = "SCENE"
-    sc.task = sc.request = sc.command = sc.target_file = sc.addons_folder = ""
+    sc.task = sc.request = sc.command = sc.target_file = sc.addons_folder = sc.target_folder = ""
+    sc.target_camera = sc.frames = sc.preset = sc.preset_name = ""
+    sc.target_views.clear()
+    for runs in (sc.scene_runs, sc.gn_runs, sc.agent_runs):
+        runs.clear()
+    chat.clear(bpy.context.window_manager)
+    bpy.context.window_manager.viga_chat_mode = ""
     sc.target_source = "FILE"
     sc.target_image = None
+    keys._status.clear()
     bpy.context.window_manager.viga_gn_in_this_blender = False
     configure()
     viga_bridge.addon_connection_path = lambda: CONNECTION_FILE
     operators.open_in_browser = ORIGINAL_OPENER
     cube = bpy.data.objects.get("Cube")
     bpy.context.view_layer.objects.active = cube
+
+
+def wait_until_idle(timeout=RUN_TIMEOUT_S):
+    """Pumps until no background job (a key command, an apply, reading a conversation) is left."""
+    deadline = time.monotonic() + timeout
+    while background.busy() or chat.is_loading():
+        if time.monotonic() > deadline:
+            raise AssertionError("background work did not end within %.0f s" % timeout)
+        runner.pump()
+        time.sleep(0.005)
 
 
 def wait_for_run(timeout=RUN_TIMEOUT_S, on_pump=None):
@@ -406,9 +429,12 @@ def check(function):
 @check
 def registration():
     for name in ("start_run", "cancel_run", "apply_result", "discard_result", "refresh_addon_tools",
-                 "refresh_history", "open_report", "resume_run", "clear_log"):
+                 "refresh_history", "open_report", "resume_run", "clear_log", "new_conversation", "reload_chat",
+                 "show_program", "add_target_view", "remove_target_view", "refresh_presets", "import_preset",
+                 "export_preset", "set_key", "forget_key"):
         getattr(bpy.ops.viga, name).get_rna_type()
-    for name in ("VIGA_PT_main", "VIGA_PT_status", "VIGA_PT_history", "VIGA_PT_log", "VIGA_UL_log"):
+    for name in ("VIGA_PT_main", "VIGA_PT_status", "VIGA_PT_history", "VIGA_PT_log", "VIGA_UL_log",
+                 "VIGA_UL_chat", "VIGA_PT_presets"):
         assert hasattr(bpy.types, name), name
     assert hasattr(bpy.types.Scene, "viga") and hasattr(bpy.types.WindowManager, "viga_run")
     assert bpy.app.timers.is_registered(runner.tick), "the runner's tick is not a registered timer"
@@ -444,23 +470,35 @@ def preferences_draw():
             configure(provider=provider, model="m")
             calls = draw(preferences.VigaPreferences, source=prefs())
             drawn = drawn_props(calls)
-            for name in ("provider", "render_engine", "render_size", "samples", "max_iterations",
-                         "memory_window", "python_mode", "viga_path", "runs_folder"):
+            for name in ("provider", "verifier_engine", "render_size", "samples", "max_iterations",
+                         "memory_window", "program_timeout", "plan_each_iteration", "generator_tools",
+                         "generator_max_turns", "assets_folder", "polyhaven", "assets_generate", "gn_max_rounds",
+                         "gn_gates", "gn_cache", "presets_folder", "agent_max_steps", "python_mode",
+                         "containment", "viga_path", "runs_folder"):
                 assert name in drawn, (provider, name)
             assert ("script" in drawn) == (provider == "scripted"), provider
             variable = preferences.DEFAULT_KEY_VARIABLES.get(provider)
+            ops = buttons(calls)
             if variable:
-                assert has_label(calls, variable + " is not set"), (provider, labels(calls))
+                assert ops["viga.set_key"]["button"].values["variable"] == variable, (provider, ops)
+                assert not has_label(calls, "No key for"), "nothing is known of the key store yet"
+                keys._status[variable] = (False, "%s: not kept, and not set in the environment" % variable)
+                calls = draw(preferences.VigaPreferences, source=prefs())
+                assert has_label(calls, "No key for " + variable) and has_label(calls, "not kept"), (provider, labels(calls))
                 os.environ[variable] = "sk-test"
-                assert not has_label(draw(preferences.VigaPreferences, source=prefs()), "is not set")
+                assert not has_label(draw(preferences.VigaPreferences, source=prefs()), "No key for")
                 os.environ.pop(variable)
+                keys._status[variable] = (True, "%s: kept in the Secret Service keyring" % variable)
+                calls = draw(preferences.VigaPreferences, source=prefs())
+                assert not has_label(calls, "No key for") and has_label(calls, "kept in the Secret Service"), labels(calls)
             else:
-                assert not has_label(calls, "is not set"), (provider, labels(calls))
+                assert "viga.set_key" not in ops and not has_label(calls, "No key for"), (provider, labels(calls))
         configure(provider="openai_compatible", model="", base_url="")
         calls = draw(preferences.VigaPreferences, source=prefs())
         assert has_label(calls, "base URL") and has_label(calls, "Name the model"), labels(calls)
         configure(provider="openai_compatible", model="qwen", base_url="http://localhost:11434/v1", api_key_env="LOCAL_KEY")
-        assert has_label(draw(preferences.VigaPreferences, source=prefs()), "LOCAL_KEY is not set")
+        keys._status["LOCAL_KEY"] = (False, "LOCAL_KEY: not kept")
+        assert has_label(draw(preferences.VigaPreferences, source=prefs()), "No key for LOCAL_KEY")
     finally:
         for variable, value in saved.items():
             if value is None:
@@ -508,7 +546,8 @@ def main_panel_every_mode_and_state():
     configure(python_mode="TRUSTED")
     assert has_label(draw(main), "skip safe mode's filter")
     configure(provider="openai", model="gpt-4o", api_key_env="VIGA_UNSET_TEST_VARIABLE")
-    assert has_label(draw(main), "VIGA_UNSET_TEST_VARIABLE is not set")
+    keys._status["VIGA_UNSET_TEST_VARIABLE"] = (False, "not kept")
+    assert has_label(draw(main), "No key for VIGA_UNSET_TEST_VARIABLE")
 
 
 @check
@@ -655,21 +694,46 @@ def history_listing():
 @check
 def command_lines():
     configure(provider="openai_compatible", model="-odd-model", base_url="http://localhost:11434/v1",
-              api_key_env="LOCAL_KEY", render_engine="CYCLES", render_size=256, samples=16,
-              max_iterations=4, memory_window=2)
-    argv = runner.scene_command("/bin/viga", "/c.json", "-a task", "/t.png", prefs(), "/runs")
+              api_key_env="LOCAL_KEY", verifier_engine="EEVEE", render_size=256, samples=16,
+              max_iterations=4, memory_window=2, program_timeout=12.5, generator_tools="OFF",
+              generator_max_turns=3, plan_each_iteration=False, assets_folder=TMP, polyhaven=True,
+              assets_generate="MESHY")
+    argv = runner.scene_command("/bin/viga", "/c.json", "-a task", ["/t.png", "Side=/s.png"], prefs(), "/runs",
+                                continue_from="/runs/scene/1/a", camera="Front", frames="1,24")
     assert argv == [
         "/bin/viga", "run", "--attach", "--connection", "/c.json", "--apply", "never", "--events", "jsonl",
-        "--task=-a task", "--target", "/t.png", "--provider", "openai_compatible", "--model=-odd-model",
-        "--base-url", "http://localhost:11434/v1", "--api-key-env", "LOCAL_KEY", "--engine", "cycles",
-        "--resolution", "256", "--samples", "16", "--max-iterations", "4", "--memory", "2", "--output", "/runs",
+        "--task=-a task", "--target", "/t.png", "--target", "Side=/s.png", "--camera", "Front", "--frames", "1,24",
+        "--continue", "/runs/scene/1/a", "--provider", "openai_compatible", "--model=-odd-model",
+        "--base-url", "http://localhost:11434/v1", "--api-key-env", "LOCAL_KEY", "--engine", "eevee",
+        "--resolution", "256", "--samples", "16", "--max-iterations", "4", "--memory", "2",
+        "--program-timeout", "12.5", "--generator-tools", "off", "--generator-max-turns", "3", "--no-plan",
+        "--assets", TMP, "--polyhaven", "--assets-generate", "meshy", "--output", "/runs",
     ], argv
+    # The verifier's engine is viga's choice by default: Cycles when there is a target.
+    configure(verifier_engine="AUTO")
+    assert "--engine" not in runner.scene_command("/bin/viga", "/c.json", "t", ["/t.png"], prefs(), "/runs")
     configure()
     argv = runner.gn_command("/bin/viga", "/c.json", "scatter cubes", "Plane", prefs(), "/runs")
     assert argv == [
         "/bin/viga", "gn", "--attach", "--connection", "/c.json", "--events", "jsonl",
-        "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs", "--", "scatter cubes",
+        "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs",
+        "--max-rounds", "6", "--", "scatter cubes",
     ], argv
+    configure(gn_max_rounds=3, gn_gates={"output_connected", "no_modifier_error"}, gn_cache=True)
+    argv = runner.gn_command("/bin/viga", "/c.json", "more", "Plane", prefs(), "/runs", continue_from="/runs/gn/1",
+                             save_preset="dense", presets_root="/presets")
+    assert argv[-13:] == ["--max-rounds", "3", "--gates", "no_modifier_error,output_connected", "--cache",
+                          "--continue", "/runs/gn/1", "--save-preset", "dense", "--presets-dir", "/presets",
+                          "--", "more"], argv
+    # A preset is applied as a run of its own: no model, so no cache and no follow-up.
+    argv = runner.gn_command("/bin/viga", "/c.json", "grid", "Plane", prefs(), "/runs", continue_from="/runs/gn/1",
+                             preset="/presets/grid.json", presets_root="/presets")
+    assert "--continue" not in argv and "--cache" not in argv, argv
+    assert argv[-6:] == ["--preset", "/presets/grid.json", "--presets-dir", "/presets", "--", "grid"], argv
+    configure()
+    assert runner.apply_command("/bin/viga", "/c.json", "/runs/r", 0) == [
+        "/bin/viga", "apply", "/runs/r", "--attach", "--connection", "/c.json", "--events", "jsonl"]
+    assert runner.apply_command("/bin/viga", "/c.json", "/runs/r", 2)[-2:] == ["--iteration", "2"]
     # A request that is one of `viga gn`'s own words still reaches it as the request.
     argv = runner.gn_command("/bin/viga", "/c.json", "preset", "Plane", prefs(), "/runs")
     assert argv[-2:] == ["--", "preset"], argv
@@ -680,10 +744,12 @@ def command_lines():
     argv = runner.gn_command("/bin/viga", "/c.json", "x", "Plane", prefs(), "/runs", unrestricted=True, in_this_blender=True)
     assert argv[-5:] == ["--trusted-python", "--trusted", "--confirm-trusted", "--", "x"], argv
     assert runner.resume_command("/bin/viga", "/r") == ["/bin/viga", "resume", "/r", "--events", "jsonl"]
-    argv = runner.agent_command("/bin/viga", "/c.json", "put the lamp left", "", prefs(), "/runs")
+    argv = runner.agent_command("/bin/viga", "/c.json", "put the lamp left", "", prefs(), "/runs",
+                                continue_from="/runs/agent/1/a")
     assert argv == [
         "/bin/viga", "agent", "put the lamp left", "--attach", "--connection", "/c.json", "--events", "jsonl",
-        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs",
+        "--continue", "/runs/agent/1/a", "--provider", "scripted", "--script", SCRIPT_FILE,
+        "--max-steps", "12", "--resolution", "512", "--output", "/runs",
     ], argv
     argv = runner.agent_command("/bin/viga", "/c.json", "-x", "/addons", prefs(), "/runs")
     assert argv[1:3] == ["agent", "--attach"] and argv[-2:] == ["--", "-x"] and argv[7:9] == ["--addons", "/addons"], argv
@@ -747,7 +813,8 @@ def start_run_refusals():
     configure(viga_path=os.path.join(TMP, "nowhere", "viga"))
     expect_refusal(start, "not an executable file")
     configure(provider="openai", model="gpt-4o", api_key_env="VIGA_UNSET_TEST_VARIABLE", viga_path=fake)
-    expect_refusal(start, "VIGA_UNSET_TEST_VARIABLE is not set")
+    keys._status["VIGA_UNSET_TEST_VARIABLE"] = (False, "not kept")
+    expect_refusal(start, "No key for VIGA_UNSET_TEST_VARIABLE")
     configure(viga_path=fake)
     settings().mode = "GEOMETRY_NODES"
     expect_refusal(start, "request field")
@@ -785,8 +852,9 @@ def scene_run_streams_events():
     recorded = recorded_argv(argv_file)["argv"]
     assert recorded == [
         "run", "--attach", "--connection", CONNECTION_FILE, "--apply", "never", "--events", "jsonl",
-        "--task", SCENE_TASK, "--provider", "scripted", "--script", SCRIPT_FILE, "--engine", "workbench",
-        "--resolution", "512", "--max-iterations", "5", "--memory", "3", "--output", RUNS,
+        "--task", SCENE_TASK, "--provider", "scripted", "--script", SCRIPT_FILE,
+        "--resolution", "512", "--max-iterations", "5", "--memory", "3", "--program-timeout", "60",
+        "--generator-tools", "auto", "--generator-max-turns", "6", "--output", RUNS,
     ], recorded
     seen = [step for state, step, _ in steps if state == "RUNNING"]
     for step in ("planning", "writing code", "fast retry (attempt 1)", "fast retry", "verifying"):
@@ -905,15 +973,15 @@ def gn_run_trusted_and_no_apply():
     argv = recorded_argv(argv_file)["argv"]
     assert argv == [
         "gn", "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl", "--object", "Cube",
-        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS, "--trusted-python", "--confirm-trusted",
-        "--", "scatter cubes",
+        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS, "--max-rounds", "6",
+        "--trusted-python", "--confirm-trusted", "--", "scatter cubes",
     ], argv
     assert "requesting context" in steps and "generating" in steps, steps
     st = status()
     assert (st.state, st.kind, st.iteration, st.final_program) == ("FINISHED", "GN", 2, ""), (st.state, st.kind, st.iteration)
     log = "\n".join(log_texts())
     assert "Gates failed: OUTPUT_CONNECTED. the output is not linked" in log and "Step s1 (GN_OPS): succeeded added nodes" in log, log
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Only a finished scene run")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "scene run")
     assert history.run_kind(st.run_folder) == "gn"
 
 
@@ -951,7 +1019,8 @@ def agent_run_streams_steps_and_tools():
     argv = recorded_argv(argv_file)["argv"]
     assert argv == [
         "agent", AGENT_COMMAND, "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl",
-        "--addons", FIXTURE_ADDONS, "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS,
+        "--addons", FIXTURE_ADDONS, "--provider", "scripted", "--script", SCRIPT_FILE, "--max-steps", "12",
+        "--resolution", "512", "--output", RUNS,
     ], argv
     for seen in ((1, "last tool: place_object_relative (refused)"), (2, "last tool: place_object_relative"), (3, "choosing the next command")):
         assert seen in steps, (seen, steps)
@@ -963,7 +1032,7 @@ def agent_run_streams_steps_and_tools():
     assert history.run_kind(st.run_folder) == "agent"
     calls = draw(panels.VIGA_PT_status)
     assert has_label(calls, "The lamp now stands") and "viga.open_report" in buttons(calls), labels(calls)
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Only a finished scene run")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "scene run")
 
 
 @check
@@ -1154,6 +1223,8 @@ def finished_scene_run(code):
     program = os.path.join(folder, "final.py")
     with open(program, "w", encoding="utf-8") as handle:
         handle.write(code)
+    with open(os.path.join(folder, "args.json"), "w", encoding="utf-8") as handle:
+        json.dump({"task": "a torus", "max_iterations": 3}, handle)
     st = status()
     st.state, st.kind, st.task, st.run_folder, st.final_program, st.applied = "FINISHED", "SCENE", "a torus", folder, program, False
     return program
@@ -1167,25 +1238,36 @@ def undo_steps_are_named_after_the_task_cut_short():
 
 
 @check
-def apply_result_is_one_undo_step():
-    bpy.ops.ed.undo_push(message="before viga")
+def apply_goes_through_viga_apply():
+    # The panel applies a result the way viga does (`viga apply`), whatever that is; the one
+    # undo step it makes is checked against the real viga (bins/viga/tests/panel.rs).
+    program = finished_scene_run("import bpy\n")
+    folder = os.path.dirname(program)
+    applied = [{"kind": "finished", "stop": {"reason": "accepted"}, "message": "applied iteration 1", "exit_code": 0}]
+    path, argv_file = fake_viga("fake_apply", lines=applied)
+    configure(viga_path=path)
     before = scene_summary()
-    finished_scene_run("import bpy\nbpy.ops.mesh.primitive_torus_add(location=(0, 0, 3))\nbpy.context.active_object.name = 'viga_torus'\n")
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", iteration=1)
+    assert status().applying
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "applying a result")
+    wait_until_idle()
+    assert recorded_argv(argv_file)["argv"] == [
+        "apply", folder, "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl", "--iteration", "1"]
+    st = status()
+    assert (st.applied, st.applied_iteration, st.applying) == (True, 1, False), (st.applied, st.applied_iteration)
+    assert scene_summary() == before, "the fake applies nothing; the panel must not apply anything itself"
+    assert has_label(draw(panels.VIGA_PT_status), "Applied iteration 1")
+    # Refused by viga (the program failed on this scene and was undone): not applied.
+    finished_scene_run("import bpy\n")
+    refused = [{"kind": "error", "message": "the result failed on your current scene and was undone (ZeroDivisionError at line 3: division by zero); your scene is as it was"}]
+    path, _argv = fake_viga("fake_apply_refused", lines=refused, exit_code=1)
+    configure(viga_path=path)
     bpy.ops.viga.apply_result("EXEC_DEFAULT")
-    assert "viga_torus" in bpy.data.objects and status().applied
-    assert scene_summary() != before
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "already applied")
-    bpy.ops.ed.undo()
-    assert scene_summary() == before, "one undo must restore the scene"
-    bpy.ops.ed.undo_push(message="before failing viga")
-    before = scene_summary()
-    finished_scene_run("import bpy\nbpy.ops.mesh.primitive_cube_add(location=(5, 5, 5))\n1 / 0\n")
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "ZeroDivisionError at line 3")
-    assert scene_summary() == before, "a failed program must leave the scene as it was"
+    wait_until_idle()
     assert not status().applied
-    program = finished_scene_run("")
-    os.remove(program)
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Cannot read the final program")
+    assert any("Apply failed: the result failed" in text for text in log_texts()), log_texts()
+    status().run_folder = os.path.join(TMP, "no_such_run")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "no finished scene run")
 
 
 @check
