@@ -1230,6 +1230,263 @@ def finished_scene_run(code):
     return program
 
 
+CHAT_TASK = "a red crate"
+CHAT_EVENTS = [
+    ("run_started", dict(run_id="c1", task=CHAT_TASK, protocol_version=1)),
+    ("iteration_started", dict(index=1)),
+    ("plan_produced", dict(index=1, plan="1. a crate\n2. paint it red")),
+    ("code_produced", dict(index=1, attempt=0, code="import bpy\nbpy.ops.mesh.primitive_cube_add()\n")),
+    ("execution_finished", dict(index=1, attempt=0, result={"stdout": "", "stderr": "", "duration_ms": 4.0})),
+    ("tool_invoked", dict(index=1, tool="set_camera", ok=True, summary="camera moved")),
+    ("render_produced", dict(index=1, render_id="renders/1/front.png", view="front", width=8, height=6,
+                             render_ms=3.0, engine="CYCLES")),
+    ("feedback_produced", dict(index=1, feedback={"visual_differences": ["it is grey"], "suggestions": [], "accepted": False})),
+    ("iteration_finished", dict(record={"index": 1, "code": "import bpy\nbpy.ops.mesh.primitive_cube_add()\n",
+                                        "failure": "E3"})),
+    ("iteration_started", dict(index=2)),
+    ("code_produced", dict(index=2, attempt=0, code="raise ValueError('no')\n")),
+    ("execution_finished", dict(index=2, attempt=0, failure="E1", result={"stdout": "", "stderr": "", "duration_ms": 1.0,
+                                "error": {"error_type": "ValueError", "message": "no", "traceback": "", "line": 1}})),
+    ("iteration_finished", dict(record={"index": 2, "code": "raise ValueError('no')\n", "failure": "E1"})),
+    ("run_finished", dict(stop={"reason": "max_iterations"}, iterations=2)),
+]
+
+
+def chat_run(name, task=CHAT_TASK, subdir="scene/20250101-000000/red_crate"):
+    """A fake scene run whose stream and events.jsonl hold CHAT_EVENTS, with model text."""
+    lines = [{"kind": "run_folder", "path": "{run}"},
+             {"kind": "model_text", "index": 1, "role": "planner", "delta": "1. a cr"},
+             {"kind": "model_text", "index": 1, "role": "planner", "delta": "ate"}]
+    lines += [event(seq, kind, **fields) for seq, (kind, fields) in enumerate(CHAT_EVENTS, start=1)]
+    lines.append({"kind": "finished", "stop": {"reason": "max_iterations"}, "message": "budget spent",
+                  "final_program": "{run}/final.py", "exit_code": 0})
+    files = {
+        "args.json": json.dumps({"task": task, "max_iterations": 2}),
+        "events.jsonl": "".join(timed(seq, kind, **fields) + "\n" for seq, (kind, fields) in enumerate(CHAT_EVENTS, start=1)),
+        "renders/1/front.png": "PNG",
+        "target.png": "PNG",
+        "final.py": "import bpy\n",
+    }
+    path, argv_file = fake_viga(name, run_subdir=subdir, lines=lines, files=files)
+    configure(viga_path=path)
+    settings().task = task
+    return argv_file
+
+
+def chat_kinds():
+    return [entry.kind for entry in bpy.context.window_manager.viga_chat]
+
+
+@check
+def the_chat_follows_a_run_then_reads_it_back_from_its_folder():
+    argv_file = chat_run("fake_chat")
+    seen_streaming = []
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run(on_pump=lambda: seen_streaming.append(status().streaming_text))
+    assert "1. a crate" in seen_streaming, seen_streaming
+    assert "--continue" not in recorded_argv(argv_file)["argv"], "the first message starts the conversation"
+    run = os.path.join(RUNS, "scene/20250101-000000/red_crate")
+    assert [r.path for r in settings().scene_runs] == [run], "the turn joins the .blend's conversation"
+    wait_until_idle()  # the chat is read again from the run folder
+    wm = bpy.context.window_manager
+    assert wm.viga_chat_mode == "SCENE"
+    kinds = chat_kinds()
+    assert kinds[:9] == ["REQUEST", "ITERATION", "PLAN", "CODE", "RESULT", "TOOL", "RENDER", "VERDICT", "ITERATION"], kinds
+    assert kinds[-1] == "END", kinds
+    entries = list(wm.viga_chat)
+    assert entries[0].text == CHAT_TASK and entries[0].turn == 1
+    assert entries[1].ran and not entries[8].ran, "iteration 1 ran (E3), iteration 2 failed (E1)"
+    render = entries[6]
+    assert render.image == os.path.join(run, "renders/1/front.png") and render.target == os.path.join(run, "target.png")
+    assert "Cycles" in render.text, render.text
+    assert entries[3].detail.startswith("import bpy") and "2. paint it red" in entries[2].detail
+    # Programs fold under their iteration.
+    shown = chat.visible(wm.viga_chat)
+    assert [k for k, v in zip(kinds, shown) if not v] == ["CODE", "CODE"], (kinds, shown)
+    entries[1].expanded = True
+    assert chat.visible(wm.viga_chat)[3], "an open iteration shows its program"
+    # Every line draws; an iteration that ran offers Apply, the render shows beside the target.
+    for entry in entries:
+        rows = []
+        panels.VIGA_UL_chat.draw_item(None, bpy.context, Recorder(rows), wm, entry, 0, wm, "viga_chat_index", 0)
+        assert rows, entry.kind
+        if entry.kind == "ITERATION" and entry.ran:
+            apply = buttons(rows)["viga.apply_result"]["button"].values
+            assert apply == {"run_folder": run, "iteration": 1}, apply
+    main = draw(panels.VIGA_PT_main)
+    assert any(c["method"] == "template_list" and c["args"]["listtype_name"] == "VIGA_UL_chat" for c in main)
+    wm.viga_chat_index = 6
+    assert has_label(draw(panels.VIGA_PT_main), "target")
+    wm.viga_chat_index = 3
+    assert has_label(draw(panels.VIGA_PT_main), "bpy.ops.mesh.primitive_cube_add()"), "the program shows whole"
+    # The review before applying: the plan, and each iteration that ran with Apply.
+    calls = draw(panels.VIGA_PT_status)
+    assert has_label(calls, "Review before applying") and has_label(calls, "Plan: 1. a crate"), labels(calls)
+    assert has_label(calls, "Iteration 1 (the result)"), labels(calls)
+    applies = [c["button"].values for c in calls if c["method"] == "operator" and c["args"]["operator"] == "viga.apply_result"]
+    assert {"run_folder": run, "iteration": 1} in applies and {} in applies, applies
+    bpy.ops.viga.show_program("EXEC_DEFAULT", run_folder=run, iteration=1)
+    assert wm.viga_chat[wm.viga_chat_index].kind == "CODE"
+
+
+@check
+def a_new_message_continues_the_conversation():
+    chat_run("fake_chat_first", subdir="scene/1/first")
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    first = os.path.join(RUNS, "scene/1/first")
+    argv_file = chat_run("fake_chat_second", task="now make it red", subdir="scene/2/second")
+    assert buttons(draw(panels.VIGA_PT_main))["viga.start_run"]["args"]["text"] == "Send"
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    wait_until_idle()
+    argv = recorded_argv(argv_file)["argv"]
+    assert argv[argv.index("--continue") + 1] == first, argv
+    assert [r.path for r in settings().scene_runs] == [first, os.path.join(RUNS, "scene/2/second")]
+    requests = [(e.turn, e.text) for e in bpy.context.window_manager.viga_chat if e.kind == "REQUEST"]
+    assert requests == [(1, CHAT_TASK), (2, "now make it red")], requests
+    # Each mode has its own conversation.
+    settings().mode = "ADDON_TOOLS"
+    wait_until_idle()
+    assert len(bpy.context.window_manager.viga_chat) == 0 and bpy.context.window_manager.viga_chat_mode == "ADDON_TOOLS"
+    settings().mode = "SCENE"
+    wait_until_idle()
+    assert chat_kinds().count("REQUEST") == 2
+    # A new conversation: the next message continues nothing.
+    bpy.ops.viga.new_conversation("EXEC_DEFAULT")
+    assert len(settings().scene_runs) == 0 and len(bpy.context.window_manager.viga_chat) == 0
+    argv_file = chat_run("fake_chat_third", subdir="scene/3/third")
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    assert "--continue" not in recorded_argv(argv_file)["argv"]
+
+
+@check
+def the_conversation_survives_saving_and_opening_the_blend():
+    chat_run("fake_chat_saved", subdir="scene/4/saved")
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    wait_until_idle()
+    blend = os.path.join(TMP, "conversation.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=blend, compress=False)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    wait_until_idle()
+    assert len(settings().scene_runs) == 0
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    wait_until_idle()
+    assert [r.path for r in settings().scene_runs] == [os.path.join(RUNS, "scene/4/saved")]
+    assert chat_kinds()[:2] == ["REQUEST", "ITERATION"], chat_kinds()
+    with open(blend, "rb") as handle:
+        assert b"scene/4/saved" in handle.read(), "the .blend keeps the run folder list"
+
+
+@check
+def a_key_given_in_the_preferences_goes_to_viga_on_its_standard_input():
+    secret = "sk-panel-canary-5150"
+    path, argv_file = fake_viga("fake_key", read_stdin=True, lines=["OPENAI_API_KEY: kept in the Secret Service keyring"])
+    configure(provider="openai", model="gpt-4o", api_key_env="OPENAI_API_KEY", viga_path=path)
+    wait_until_idle()
+    keys._status.clear()
+    bpy.ops.viga.set_key("EXEC_DEFAULT", variable="OPENAI_API_KEY", key=secret)
+    wait_until_idle()
+    recorded = recorded_argv(argv_file)
+    # The last command the fake saw is the status check after the set; the set came first.
+    assert recorded["argv"][:2] == ["key", "status"], recorded["argv"]
+    log = "\n".join(log_texts())
+    assert "OPENAI_API_KEY: kept in the Secret Service keyring" in log, log
+    assert secret not in log
+    assert keys.cached_status("OPENAI_API_KEY") is True
+    last = bpy.context.window_manager.operator_properties_last("viga.set_key")
+    assert last.key == "", "the dialog must not remember the key"
+    for name in preferences.VigaPreferences.__annotations__:
+        assert secret not in str(getattr(prefs(), name)), name
+    settings().task = "a marker the saved file must hold"
+    blend = os.path.join(TMP, "after_key.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=blend, compress=False)
+    with open(blend, "rb") as handle:
+        saved = handle.read()
+    assert b"a marker the saved file must hold" in saved, "the file is not readable as text: the check below would see nothing"
+    assert secret.encode() not in saved, "the key reached the .blend"
+
+
+@check
+def a_key_goes_in_on_stdin_never_on_the_command_line():
+    secret = "sk-stdin-canary-77"
+    path, argv_file = fake_viga("fake_key_set", read_stdin=True, lines=["X_KEY: kept"])
+    configure(provider="openai", model="gpt-4o", api_key_env="X_KEY", viga_path=path)
+    wait_until_idle()
+    done = []
+    keys._key_command(prefs(), "X_KEY", "set", secret, lambda level, text: done.append((level, text)))
+    while not done:
+        runner.pump()
+        time.sleep(0.005)
+    # Read before the status check that follows overwrites the fake's record.
+    recorded = recorded_argv(argv_file)
+    assert recorded["argv"] == ["key", "set", "X_KEY"] and recorded["stdin"] == secret, recorded
+    assert done == [("INFO", "X_KEY: kept")], done
+    wait_until_idle()
+
+
+@check
+def geometry_nodes_presets_from_the_panel():
+    store = os.path.join(TMP, "presets")
+    os.makedirs(store, exist_ok=True)
+    with open(os.path.join(store, "grid.json"), "w", encoding="utf-8") as handle:
+        handle.write("{}")
+    configure(presets_folder=store)
+    bpy.ops.viga.refresh_presets("EXEC_DEFAULT")
+    assert operators.cached_presets() == ["grid"]
+    settings().mode = "GEOMETRY_NODES"
+    settings().request = "a grid"
+    settings().preset = "grid"
+    calls = draw(panels.VIGA_PT_presets)
+    assert has_label(calls, "Stored: grid") and has_label(calls, "applies the preset 'grid'"), labels(calls)
+    path, argv_file = fake_viga("fake_gn_preset", run_subdir="gn/p1", lines=[
+        {"kind": "run_folder", "path": "{run}"},
+        {"kind": "finished", "stop": {"reason": "accepted"}, "message": "preset applied", "final_program": None, "exit_code": 0},
+    ], files={"request.json": json.dumps({"request": "a grid"})})
+    configure(viga_path=path, presets_folder=store)
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    argv = recorded_argv(argv_file)["argv"]
+    assert argv[argv.index("--preset") + 1] == os.path.join(store, "grid.json") and "--continue" not in argv, argv
+    settings().preset = "missing"
+    expect_refusal(lambda: bpy.ops.viga.start_run("EXEC_DEFAULT"), "There is no preset 'missing'")
+    path, argv_file = fake_viga("fake_preset_import", lines=["imported preset \"dense\""])
+    configure(viga_path=path, presets_folder=store)
+    bpy.ops.viga.import_preset("EXEC_DEFAULT", filepath=os.path.join(TMP, "dense.json"))
+    wait_until_idle()
+    assert recorded_argv(argv_file)["argv"] == ["gn", "preset", "import", os.path.join(TMP, "dense.json"), "--presets-dir", store]
+    settings().preset = "grid"
+    bpy.ops.viga.export_preset("EXEC_DEFAULT", filepath=os.path.join(TMP, "out.json"))
+    wait_until_idle()
+    assert recorded_argv(argv_file)["argv"] == ["gn", "preset", "export", "grid", os.path.join(TMP, "out.json"), "--presets-dir", store]
+
+
+@check
+def scene_targets_views_folders_and_frames():
+    first = write_png(os.path.join(TMP, "front.png"))
+    side = write_png(os.path.join(TMP, "side.png"))
+    settings().target_file = first
+    settings().target_camera = "Front"
+    settings().frames = "1,12"
+    bpy.ops.viga.add_target_view("EXEC_DEFAULT")
+    view = settings().target_views[0]
+    view.camera, view.file = "Side", side
+    calls = draw(panels.VIGA_PT_main)
+    assert {"target_camera", "frames", "camera", "file"} <= set(drawn_props(calls)), drawn_props(calls)
+    argv_file = start_scene_run(name="fake_views")
+    wait_for_run()
+    argv = recorded_argv(argv_file)["argv"]
+    targets = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--target"]
+    assert targets == [first, "Side=" + side] and argv[argv.index("--camera") + 1] == "Front", argv
+    assert argv[argv.index("--frames") + 1] == "1,12"
+    bpy.ops.viga.remove_target_view("EXEC_DEFAULT", index=0)
+    settings().target_source = "FOLDER"
+    settings().target_folder = os.path.join(TMP, "no_such_views")
+    expect_refusal(lambda: bpy.ops.viga.start_run("EXEC_DEFAULT"), "target folder does not exist")
+
+
 @check
 def undo_steps_are_named_after_the_task_cut_short():
     assert viga_bridge.undo_name("a torus") == "viga: a torus"
