@@ -205,6 +205,7 @@ impl Keyring {
 
 #[cfg(all(test, unix))]
 mod tests {
+    #![allow(clippy::unwrap_used)] // test helpers may panic: that is how tests fail
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
