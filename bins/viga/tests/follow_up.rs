@@ -14,9 +14,10 @@ const FIRST: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0, locat
 const SECOND: &str =
     "import bpy\ncrate = bpy.data.objects['Crate']\ncrate.scale = (2.0, 2.0, 2.0)\n";
 
-fn turn(expect: Value, text: &str) -> Value {
-    json!({"expect": expect, "response": {"text": text, "finish_reason": "stop"}})
-}
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{gn_reply, plane_blend, turn};
 
 fn accepted() -> Value {
     json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
@@ -32,6 +33,22 @@ fn script(dir: &Path, name: &str, turns: Vec<Value>) -> PathBuf {
     )
     .unwrap();
     path
+}
+
+/// Runs `command` to success; the run folder it printed.
+fn printed_run_folder(command: &mut Command) -> PathBuf {
+    let out = output_within(command, BLENDER_TEST_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .unwrap();
+    PathBuf::from(folder)
 }
 
 /// Runs `viga run` with `script` and `extra` flags; the run folder it printed.
@@ -51,18 +68,7 @@ fn run(dir: &Path, task: &str, script: &Path, extra: &[&str]) -> PathBuf {
         .args(extra)
         .arg("--output")
         .arg(dir.join("out"));
-    let out = output_within(&mut command, BLENDER_TEST_LIMIT);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folder = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("run folder: "))
-        .unwrap();
-    PathBuf::from(folder)
+    printed_run_folder(&mut command)
 }
 
 #[test]
@@ -134,34 +140,6 @@ fn a_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
     );
 }
 
-/// A .blend with a 4 m plane named Plane, written by the bpy module.
-fn plane_blend(dir: &Path) -> PathBuf {
-    let path = dir.join("plane.blend");
-    let script = format!(
-        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
-         bpy.ops.mesh.primitive_plane_add(size=4)\nbpy.context.object.name = 'Plane'\n\
-         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
-        path.display().to_string()
-    );
-    let viga_blender::BlenderLauncher::PythonModule { python } = viga_blender::locate().unwrap()
-    else {
-        panic!("this test needs the bpy module (cargo xtask setup)")
-    };
-    let status = viga_testkit::status_within(
-        Command::new(python)
-            .args(["-c", &script])
-            .stdout(std::process::Stdio::null()),
-        BLENDER_TEST_LIMIT,
-    );
-    assert!(status.success());
-    path
-}
-
-fn gn_reply(expect: Value, steps: Value, message: &str) -> Value {
-    let reply = json!({"version": 1, "steps": steps, "done": true, "final_message": message});
-    turn(expect, &reply.to_string())
-}
-
 /// Runs `viga gn REQUEST` with `script` and `extra` flags; the run folder it printed.
 fn gn(dir: &Path, request: &str, script: &Path, extra: &[&str]) -> PathBuf {
     let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
@@ -171,18 +149,7 @@ fn gn(dir: &Path, request: &str, script: &Path, extra: &[&str]) -> PathBuf {
         .args(extra)
         .arg("--output")
         .arg(dir.join("out"));
-    let out = output_within(&mut command, BLENDER_TEST_LIMIT);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folder = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("run folder: "))
-        .unwrap();
-    PathBuf::from(folder)
+    printed_run_folder(&mut command)
 }
 
 /// `viga gn --continue RUN`: the model sees the earlier request and what it left, the object

@@ -21,9 +21,10 @@ const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const PANEL_TEST_LIMIT: Duration = Duration::from_secs(600);
 const KEY: &str = "sk-panel-key-canary-3d1e";
 
-fn text(expect: Value, text: &str) -> Value {
-    json!({"expect": expect, "response": {"text": text, "finish_reason": "stop"}})
-}
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{assert_the_key_reached_the_server_alone, gn_reply, turn as text};
 
 fn program(code: &str) -> Value {
     text(json!({}), &format!("```python\n{code}```"))
@@ -36,11 +37,6 @@ fn verdict(accepted: bool) -> Value {
             "visual_differences": if accepted { vec![] } else { vec!["the crate is too small"] },
             "suggestions": [], "accepted": accepted}}
     ]}})
-}
-
-fn gn_reply(expect: Value, steps: Value, message: &str) -> Value {
-    let reply = json!({"version": 1, "steps": steps, "done": true, "final_message": message});
-    text(expect, &reply.to_string())
 }
 
 fn write_script(dir: &Path, name: &str, turns: Vec<Value>) {
@@ -160,22 +156,7 @@ fn the_panel_drives_the_real_viga_through_two_turn_conversations_and_a_key_it_wa
     );
 
     // The key reached the model server with every request, and no model program saw it.
-    let requests = server.requests();
-    assert_eq!(requests.len(), 3, "{:?}", server.lines());
-    for request in &requests {
-        assert_eq!(
-            request.header("authorization"),
-            Some(format!("Bearer {KEY}").as_str())
-        );
-    }
-    let fix = String::from_utf8_lossy(&requests[1].body);
-    assert!(
-        fix.contains("PATH"),
-        "the program's environment was not shown: {fix}"
-    );
-    assert!(
-        !fix.contains(KEY),
-        "a model program's environment held the key"
-    );
+    assert_the_key_reached_the_server_alone(&server, KEY);
+
     assert!(!stdout.contains(KEY), "the key reached the panel's output");
 }

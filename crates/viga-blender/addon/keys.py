@@ -93,6 +93,17 @@ def _log_report(level, text):
     properties.append_log(bpy.context.window_manager.viga_run, text, "INFO" if level == "INFO" else "ERROR")
 
 
+def _start_key_command(operator, prefs, verb, key):
+    """Starts `viga key VERB` for the operator's variable; False (and an error report) when
+    viga cannot be found."""
+    try:
+        _key_command(prefs, operator.variable, verb, key, _log_report)
+    except Exception as exc:  # noqa: BLE001 - no viga: say what to do
+        operator.report({"ERROR"}, str(exc))
+        return False
+    return True
+
+
 class VIGA_OT_set_key(bpy.types.Operator):
     bl_idname = "viga.set_key"
     bl_label = "Set key"
@@ -121,10 +132,7 @@ class VIGA_OT_set_key(bpy.types.Operator):
         if not self.variable or not key.strip():
             self.report({"ERROR"}, "Paste the key into the field first")
             return {"CANCELLED"}
-        try:
-            _key_command(prefs, self.variable, "set", key, _log_report)
-        except Exception as exc:  # noqa: BLE001 - no viga: say what to do
-            self.report({"ERROR"}, str(exc))
+        if not _start_key_command(self, prefs, "set", key):
             return {"CANCELLED"}
         self.report({"INFO"}, "Handing the key for %s to viga's key store" % self.variable)
         return {"FINISHED"}
@@ -144,12 +152,7 @@ class VIGA_OT_forget_key(bpy.types.Operator):
         if prefs is None or not self.variable:
             self.report({"ERROR"}, "Which key? Name the key variable in Preferences > Add-ons > viga")
             return {"CANCELLED"}
-        try:
-            _key_command(prefs, self.variable, "delete", None, _log_report)
-        except Exception as exc:  # noqa: BLE001 - no viga: say what to do
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        return {"FINISHED"}
+        return {"FINISHED"} if _start_key_command(self, prefs, "delete", None) else {"CANCELLED"}
 
 
 CLASSES = (VIGA_OT_set_key, VIGA_OT_forget_key)
