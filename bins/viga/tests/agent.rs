@@ -13,8 +13,11 @@ use serde_json::{Value, json};
 use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderCommands as _, BlenderLauncher, locate};
-use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within, within};
+use viga_blender::{BlenderCommands as _, locate};
+use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, within};
+
+#[path = "support/mod.rs"]
+mod support;
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const REQUEST: &str = "put the lamp to the left of the table and paint it red";
@@ -27,25 +30,12 @@ fn workspace_file(relative: &str) -> PathBuf {
 
 /// A person's .blend: a table at the origin and a lamp off to its right.
 fn table_and_lamp_blend(dir: &Path) -> PathBuf {
-    let path = dir.join("room.blend");
-    let script = format!(
-        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
-         bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
-         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n\
-         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
-        path.display().to_string()
-    );
-    let BlenderLauncher::PythonModule { python } = locate().unwrap() else {
-        panic!("these tests need the bpy module (cargo xtask setup)");
-    };
-    let status = status_within(
-        Command::new(python)
-            .args(["-c", &script])
-            .stdout(Stdio::null()),
-        BLENDER_TEST_LIMIT,
-    );
-    assert!(status.success());
-    path
+    support::blend_with(
+        dir,
+        "room.blend",
+        "bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
+         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n",
+    )
 }
 
 fn tool_turn(expect: Value, name: &str, arguments: Value) -> Value {

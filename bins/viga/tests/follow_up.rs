@@ -17,7 +17,7 @@ const SECOND: &str =
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{gn_reply, plane_blend, turn};
+use support::{gn_reply, plane_blend, scatter_steps, turn};
 
 fn accepted() -> Value {
     json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
@@ -159,13 +159,7 @@ fn gn(dir: &Path, request: &str, script: &Path, extra: &[&str]) -> PathBuf {
 fn a_geometry_nodes_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
     let dir = tempfile::tempdir().unwrap();
     let blend = plane_blend(dir.path());
-    let scatter = json!([{"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
-        {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"},
-        {"op": "ensure_single_group_io"},
-        {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
-        {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
-        {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
-    ]}}]);
+    let scatter = scatter_steps("Plane");
     let first_script = script(
         dir.path(),
         "gn_first.json",

@@ -24,7 +24,7 @@ const KEY: &str = "sk-panel-key-canary-3d1e";
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{assert_the_key_reached_the_server_alone, gn_reply, turn as text};
+use support::{assert_the_key_reached_the_server_alone, gn_reply, scatter_steps, turn as text};
 
 fn program(code: &str) -> Value {
     text(json!({}), &format!("```python\n{code}```"))
@@ -75,13 +75,7 @@ fn write_scripts(dir: &Path) {
             verdict(true),
         ],
     );
-    let scatter = json!([{"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
-        {"op": "ensure_target", "object": "Cube", "modifier": "Scatter"},
-        {"op": "ensure_single_group_io"},
-        {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
-        {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
-        {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
-    ]}}]);
+    let scatter = scatter_steps("Cube");
     write_script(
         dir,
         "gn_first.json",

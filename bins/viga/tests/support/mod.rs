@@ -20,12 +20,12 @@ pub fn gn_reply(expect: Value, steps: Value, message: &str) -> Value {
     turn(expect, &reply.to_string())
 }
 
-/// A .blend with a 4 m plane named Plane, written by the bpy module.
-pub fn plane_blend(dir: &Path) -> PathBuf {
-    let path = dir.join("plane.blend");
+/// A .blend `name` in `dir` holding what `objects` (Blender Python, after an empty factory
+/// scene) makes, written by the bpy module.
+pub fn blend_with(dir: &Path, name: &str, objects: &str) -> PathBuf {
+    let path = dir.join(name);
     let script = format!(
-        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
-         bpy.ops.mesh.primitive_plane_add(size=4)\nbpy.context.object.name = 'Plane'\n\
+        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n{objects}\
          bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
         path.display().to_string()
     );
@@ -41,6 +41,27 @@ pub fn plane_blend(dir: &Path) -> PathBuf {
     );
     assert!(status.success());
     path
+}
+
+/// A .blend with a 4 m plane named Plane.
+pub fn plane_blend(dir: &Path) -> PathBuf {
+    blend_with(
+        dir,
+        "plane.blend",
+        "bpy.ops.mesh.primitive_plane_add(size=4)\nbpy.context.object.name = 'Plane'\n",
+    )
+}
+
+/// A Geometry Nodes step that scatters points on `object`'s faces (group and modifier
+/// "Scatter").
+pub fn scatter_steps(object: &str) -> Value {
+    json!([{"id": "scatter", "type": "GN_OPS", "payload": {"ops": [
+        {"op": "ensure_target", "object": object, "modifier": "Scatter"},
+        {"op": "ensure_single_group_io"},
+        {"op": "add_node", "id": "points", "bl_idname": "GeometryNodeDistributePointsOnFaces"},
+        {"op": "link", "from_node": "Group Input", "from_socket": "Geometry", "to_node": "points", "to_socket": "Mesh"},
+        {"op": "link", "from_node": "points", "from_socket": "Points", "to_node": "Group Output", "to_socket": "Geometry"}
+    ]}}])
 }
 
 /// The three requests of a run whose program showed the model its whole environment, was
