@@ -49,12 +49,20 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Apply a finished run's result to the scene open in Blender, as one undo step.
+    /// Apply a finished run's result (or the program of one of its iterations that ran) to
+    /// the scene open in Blender, as one undo step.
     Apply {
         /// The run folder.
         run: PathBuf,
+        /// The iteration whose program to apply (default: the run's result, its last
+        /// iteration that ran).
+        #[arg(long, value_name = "N")]
+        iteration: Option<u32>,
         #[command(flatten)]
         attach: crate::attach::AttachArgs,
+        /// text for a person, jsonl for a program (the Blender add-on).
+        #[arg(long, value_enum, default_value = "text")]
+        events: crate::progress::EventsFormat,
     },
     /// Build the Blender extension, or run it in a headless Blender.
     Addon {
@@ -63,6 +71,12 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
+    /// Keep an API key once (in the keyring, or a file only you can read), for when the
+    /// environment cannot hold it: `viga key set OPENAI_API_KEY`, then paste it.
+    Key {
+        #[command(subcommand)]
+        command: crate::keys::KeyCommand,
+    },
     /// BlenderGym evaluation: score a system, rewrite reports, merge shards, measure
     /// throughput (`cargo xtask eval …` forwards here).
     Eval {
@@ -135,6 +149,7 @@ impl Command {
             Self::Resume { events, .. } => *events,
             Self::Gn(args) => args.events,
             Self::Agent(args) => args.events,
+            Self::Apply { events, .. } => *events,
             _ => crate::progress::EventsFormat::Text,
         }
     }
@@ -302,6 +317,15 @@ pub enum StartFromArg {
     Base,
 }
 
+impl From<StartFromArg> for viga_core::conversation::StartFrom {
+    fn from(from: StartFromArg) -> Self {
+        match from {
+            StartFromArg::Result => Self::Result,
+            StartFromArg::Base => Self::Base,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Generator {
     Model,
@@ -368,11 +392,8 @@ impl RunArgs {
         };
         let mut scene = scene;
         if let Some(previous) = &self.continue_run {
-            let from = match self.from {
-                StartFromArg::Result => viga_core::conversation::StartFrom::Result,
-                StartFromArg::Base => viga_core::conversation::StartFrom::Base,
-            };
-            let start = viga_core::conversation::follow_up(previous, &mut config, from)?;
+            let start =
+                viga_core::conversation::follow_up(previous, &mut config, self.from.into())?;
             // Attached, the person's scene as it is now is the start (their choice to apply
             // the earlier result or not); a base given here wins over the earlier run's.
             if !self.attach.wanted() && scene.base_blend.is_none() {

@@ -9,6 +9,7 @@ mod ending;
 mod eval;
 mod eval_bench;
 mod gn;
+mod keys;
 mod mcp;
 mod progress;
 mod search;
@@ -23,7 +24,9 @@ use viga_blender::{Access, BlenderCommands as _, BlenderTransport, Worker, Worke
 use viga_core::RunHandle;
 use viga_core::scene::SceneDomain;
 use viga_protocol::event::StopReason;
-use viga_provider::{ProviderConfig, ProviderKind, build_provider};
+use viga_provider::{ProviderConfig, ProviderKind};
+
+use crate::keys::build_provider;
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
 use crate::contain::Contain;
@@ -123,7 +126,12 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
             max_iterations,
             events,
         } => resume(&run, provider, max_iterations, events, contain).await,
-        Command::Apply { run, attach } => apply(&run, &attach).await,
+        Command::Apply {
+            run,
+            iteration,
+            attach,
+            events,
+        } => apply(&run, iteration, &attach, events).await,
         Command::Addon { command } => attach::addon(command).await,
         Command::Report { run, out } => {
             let path = viga_core::report::write_html(&run, out.as_deref())?;
@@ -140,6 +148,7 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
             resolution,
         } => mcp::serve(&attach, live, addons.as_deref(), &resolution, contain).await,
         Command::Gateway(args) => mcp::gateway(args, contain).await,
+        Command::Key { command } => keys::run(&command),
     }
 }
 
@@ -275,6 +284,7 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         };
         unless_started(&root, start_own(folder, own, contain, &out).await)?
     };
+    progress::stream_model_text(&handle, &out);
     viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
     viga_core::folder::write_containment(handle.folder(), &containment)?;
     let followed = follow(handle, &mut out).await?;
@@ -412,6 +422,7 @@ async fn resume(
     viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
+    progress::stream_model_text(&handle, &out);
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
 }
@@ -521,11 +532,28 @@ fn report_applied(applied: &viga_protocol::bridge::AppliedProgram, out: &Output)
     }
 }
 
-async fn apply(folder: &Path, args: &attach::AttachArgs) -> Result<std::process::ExitCode> {
+async fn apply(
+    folder: &Path,
+    iteration: Option<u32>,
+    args: &attach::AttachArgs,
+    events: progress::EventsFormat,
+) -> Result<std::process::ExitCode> {
     viga_core::RunFolder::open(folder)?;
+    let out = Output::new(events, 0);
     let user = attach::attach(args).await?;
-    let applied = viga_core::attached::apply_to_user_scene(folder, user.transport.as_ref()).await?;
-    report_applied(&applied, &Output::new(progress::EventsFormat::Text, 0))?;
+    let (applied_iteration, applied) = viga_core::attached::apply_iteration_to_user_scene(
+        folder,
+        iteration,
+        user.transport.as_ref(),
+    )
+    .await?;
+    report_applied(&applied, &out)?;
+    out.finished(
+        &StopReason::Accepted,
+        &format!("applied iteration {applied_iteration} to your scene (Ctrl-Z takes it back)"),
+        None,
+        0,
+    );
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -559,10 +587,16 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         ),
     ] {
         let present = std::env::var_os(variable).is_some_and(|v| !v.is_empty());
-        println!(
-            "{kind}: {variable} {}",
-            if present { "is set" } else { "is not set" }
-        );
+        let kept = viga_keys::KeyStore::from_environment()
+            .and_then(|store| store.get(variable))
+            .map(|found| found.map(|(_, place)| place));
+        let state = match (present, kept) {
+            (true, _) => "is set".to_owned(),
+            (false, Ok(Some(place))) => format!("is not set; kept in {place}"),
+            (false, Ok(None)) => "is not set".to_owned(),
+            (false, Err(err)) => format!("is not set; the key store cannot be read: {err}"),
+        };
+        println!("{kind}: {variable} {state}");
     }
     worker.shutdown().await;
     match contain.probe().await {

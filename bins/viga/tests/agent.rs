@@ -13,8 +13,11 @@ use serde_json::{Value, json};
 use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderCommands as _, BlenderLauncher, locate};
-use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within, within};
+use viga_blender::{BlenderCommands as _, locate};
+use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, within};
+
+#[path = "support/mod.rs"]
+mod support;
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const REQUEST: &str = "put the lamp to the left of the table and paint it red";
@@ -27,25 +30,12 @@ fn workspace_file(relative: &str) -> PathBuf {
 
 /// A person's .blend: a table at the origin and a lamp off to its right.
 fn table_and_lamp_blend(dir: &Path) -> PathBuf {
-    let path = dir.join("room.blend");
-    let script = format!(
-        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
-         bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
-         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n\
-         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
-        path.display().to_string()
-    );
-    let BlenderLauncher::PythonModule { python } = locate().unwrap() else {
-        panic!("these tests need the bpy module (cargo xtask setup)");
-    };
-    let status = status_within(
-        Command::new(python)
-            .args(["-c", &script])
-            .stdout(Stdio::null()),
-        BLENDER_TEST_LIMIT,
-    );
-    assert!(status.success());
-    path
+    support::blend_with(
+        dir,
+        "room.blend",
+        "bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
+         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n",
+    )
 }
 
 fn tool_turn(expect: Value, name: &str, arguments: Value) -> Value {
@@ -180,6 +170,49 @@ fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
     let report = std::fs::read_to_string(folder.join("report.html")).unwrap();
     assert!(report.contains("paint_object") && report.contains("Lamp_paint"));
     assert!(std::fs::metadata(folder.join("final.blend")).unwrap().len() > 0);
+
+    // A follow-up sees the earlier request, its answer and its commands, and works on the
+    // scene the first run left (the lamp is left of the table now: x < 0).
+    let follow_up = script_file(
+        files.path(),
+        vec![
+            json!({"expect": {"last_message_contains": "1. Request: put the lamp to the left of the table and paint it red\n   Result: answered: The lamp is left of the table, and red.; commands: place_object_relative("},
+                     "response": {"text": "It is already red.", "finish_reason": "stop"}}),
+        ],
+    );
+    let mut command = Command::new(VIGA);
+    command
+        .args([
+            "agent",
+            "is it red?",
+            "--events",
+            "jsonl",
+            "--resolution",
+            "48",
+        ])
+        .arg("--addons")
+        .arg(workspace_file("fixtures/addons"))
+        .args(["--provider", "scripted", "--script"])
+        .arg(&follow_up)
+        .arg("--continue")
+        .arg(&folder)
+        .arg("--output")
+        .arg(files.path().join("runs"));
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let second = run_folder(&stdout_lines(&output));
+    let args: Value =
+        serde_json::from_slice(&std::fs::read(second.join("args.json")).unwrap()).unwrap();
+    assert_eq!(args["conversation"][0]["run"], json!(folder));
+    let transcript = std::fs::read_to_string(second.join("transcript.json")).unwrap();
+    assert!(
+        transcript.contains("Lamp_paint"),
+        "the follow-up did not start from the first run's scene: {transcript}"
+    );
 }
 
 /// A headless Blender with the viga extension installed from its zip, as a person would

@@ -88,6 +88,12 @@ async fn render_settings(client: &FramedClient) -> String {
     client.execute(code, None, None).await.unwrap().stdout
 }
 
+/// The names of the scene's camera datablocks, as a line.
+async fn camera_data(client: &FramedClient) -> String {
+    let code = "import bpy\nprint(sorted(c.name for c in bpy.data.cameras))";
+    client.execute(code, None, None).await.unwrap().stdout
+}
+
 async fn object_names(client: &FramedClient) -> Vec<String> {
     let info = client.scene_info(0, 500).await.unwrap();
     let mut names: Vec<String> = info.objects.iter().map(|o| o.name.clone()).collect();
@@ -557,6 +563,7 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
 
         let host = Host::start(None);
         let settings_before = render_settings(&*host.client().await).await;
+        let cameras_before = camera_data(&*host.client().await).await;
         let mut command = tokio::process::Command::new(VIGA);
         command
             .env("VIGA_CONNECTION_DIR", host.connection_dir())
@@ -592,7 +599,8 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
             ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
             other => panic!("expected text, got {other:?}"),
         }
-        // Looking at the scene renders it; the person's own render settings stay theirs.
+        // Looking at the scene renders it, and leaves no trace: the person's own render
+        // settings stay theirs, and no inspection camera (object or data) stays behind.
         let looked = client
             .call_tool(CallToolRequestParams::new("initialize_viewpoint"))
             .await
@@ -601,11 +609,22 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
             looked.content.iter().any(|block| matches!(block, ContentBlock::Image(_))),
             "{looked:?}"
         );
+        let arguments = json!({"location": [6.0, -6.0, 4.0]}).as_object().unwrap().clone();
+        let moved = client
+            .call_tool(CallToolRequestParams::new("set_camera").with_arguments(arguments))
+            .await
+            .unwrap();
+        assert_ne!(moved.is_error, Some(true), "{moved:?}");
         client.cancel().await.unwrap();
 
         let user = host.client().await;
         assert_eq!(render_settings(&user).await, settings_before);
+        assert_eq!(camera_data(&user).await, cameras_before);
         let names = object_names(&user).await;
+        assert!(
+            !names.iter().any(|name| name.starts_with("viga_view_camera")),
+            "a look left its camera in the scene: {names:?}"
+        );
         assert!(
             names.contains(&"Live1".to_owned()) && names.contains(&"Live2".to_owned()),
             "{names:?}"

@@ -1029,8 +1029,30 @@ def cmd_render_framed_views(args):
             "give one output path per direction (%d directions, %d paths)" % (len(directions), len(paths)),
         )
     width, height = requested_size(args)
-    with render_settings_kept(bpy.context.scene):
+    with render_settings_kept(bpy.context.scene), view_camera_kept_out():
         return framed_views(args, directions, paths, width, height)
+
+
+@contextlib.contextmanager
+def view_camera_kept_out():
+    """In a person's Blender, looking leaves nothing behind: the view camera a look makes
+    (object and camera data) is removed again. viga's own workers keep it, as they keep
+    the render settings."""
+    existed = bpy.data.objects.get(VIEW_CAMERA_NAME) is not None
+    try:
+        yield
+    finally:
+        made = bpy.data.objects.get(VIEW_CAMERA_NAME)
+        if _serving_user_scene and not existed and made is not None:
+            remove_camera(made)
+
+
+def remove_camera(camera):
+    """Removes a camera object viga made, and its camera data when nothing else uses it."""
+    data = camera.data
+    bpy.data.objects.remove(camera, do_unlink=True)
+    if data is not None and data.users == 0:
+        bpy.data.cameras.remove(data)
 
 
 def framed_views(args, directions, paths, width, height):
@@ -1164,7 +1186,7 @@ def render_with(args):
                 os.remove(path)  # gone already when it was moved into place
         scene.camera = previous_camera
         if temporary is not None:
-            bpy.data.objects.remove(temporary, do_unlink=True)
+            remove_camera(temporary)
     delivered = (
         {"path": output_path}
         if output_path

@@ -336,6 +336,7 @@ impl RunFolder {
             width: render.output.width,
             height: render.output.height,
             render_ms: render.output.render_ms,
+            engine: Some(render.output.engine),
         };
         Ok((render_id, event))
     }

@@ -57,7 +57,7 @@ impl RunFiles {
             .append(true)
             .open(&steps)
             .map_err(|err| GnError::file(&steps, format!("cannot create it: {err}")))?;
-        write_json_file(&folder, "request.json", request);
+        write_json_file(&folder, crate::run::REQUEST_FILE, request);
         Ok(Self {
             folder,
             log,

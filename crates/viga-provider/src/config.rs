@@ -351,8 +351,9 @@ fn api_key(
     match env(variable) {
         Some(value) if !value.trim().is_empty() => Ok(Some(Secret::new(value.trim()))),
         _ => Err(ProviderError::Config(format!(
-            "{variable} is not set: export {variable}=<your {} API key> \
-             (keys are read only from environment variables; `api_key_env` names another one)",
+            "{variable} is not set: export {variable}=<your {} API key>, or keep it once with \
+             `viga key set {variable}` (the Blender add-on's preferences do this); keys are never \
+             read from config files or flags, and `api_key_env` names another variable",
             config.kind.name()
         ))),
     }

@@ -7,8 +7,9 @@
 //! ([`kill_after`], or [`output_within`] and [`status_within`] in place of `Command::output`
 //! and `Command::status`).
 //!
-//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), small
-//! mesh files ([`mesh`]) and pictures ([`picture`]).
+//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), a model
+//! server replaying answers over OpenAI's chat completions API on it ([`openai`]), small mesh
+//! files ([`mesh`]) and pictures ([`picture`]).
 //!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
@@ -19,6 +20,7 @@ pub mod websocket;
 
 pub mod http;
 pub mod mesh;
+pub mod openai;
 pub mod picture;
 
 use std::future::Future;

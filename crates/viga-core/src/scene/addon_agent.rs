@@ -46,6 +46,7 @@ use viga_skills::addons::{AddonRegistry, AddonSetChange, ConfinedFolder, discove
 use viga_skills::context::InstructionTranslator;
 use viga_skills::scene::summarize;
 
+use crate::conversation::EarlierTurn;
 use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder};
 use crate::prompts::fill;
 use crate::{CoreError, Prompts, ProviderTranslator, RunHandle, RunLink, slug};
@@ -87,6 +88,10 @@ pub struct AgentConfig {
     pub provider: String,
     pub model: String,
     pub max_tokens: u32,
+    /// The earlier turns of the conversation this run continues (empty: it starts one); the
+    /// model is reminded of them before the request ([`turns_after`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversation: Vec<EarlierTurn>,
 }
 
 impl AgentConfig {
@@ -110,6 +115,7 @@ impl AgentConfig {
             provider: String::new(),
             model: String::new(),
             max_tokens: 4096,
+            conversation: Vec::new(),
         }
     }
 
@@ -159,6 +165,50 @@ pub fn is_agent_run(run_folder: &Path) -> bool {
         .ok()
         .and_then(|text| serde_json::from_str::<Value>(&text).ok())
         .is_some_and(|args| args.get("mode").and_then(Value::as_str) == Some(AGENT_MODE))
+}
+
+/// The turns a follow-up of the agent run in `previous` carries: the ones that run carried,
+/// then itself (its request, its answer and the commands it ran), the newest
+/// [`TURNS_KEPT`](crate::conversation::TURNS_KEPT).
+pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
+    if !is_agent_run(previous) {
+        return Err(CoreError::Config(format!(
+            "{} is not an add-on agent run; a follow-up continues a run of its own kind (scene runs: viga run --continue, Geometry Nodes runs: viga gn --continue)",
+            previous.display()
+        )));
+    }
+    let config = read_config(previous)?;
+    let transcript = read_transcript(previous)?.unwrap_or_default();
+    let log = viga_memory::read_run_log(&previous.join(EVENTS_FILE))?;
+    let ended = crate::conversation::ended_word(&log.events);
+    let commands: Vec<String> = transcript
+        .steps
+        .iter()
+        .flat_map(|step| &step.calls)
+        .filter(|call| !tools::reads_or_looks(&call.tool))
+        .map(|call| {
+            let outcome = if call.ok { "done" } else { "refused" };
+            format!("{}({}) {outcome}", call.tool, call.arguments)
+        })
+        .collect();
+    let mut result = match &transcript.answer {
+        Some(answer) => format!("answered: {answer}"),
+        None => "no answer".to_owned(),
+    };
+    if !commands.is_empty() {
+        result.push_str(&format!("; commands: {}", commands.join(", ")));
+    }
+    let mut turns = config.conversation;
+    turns.push(EarlierTurn {
+        request: config.task,
+        plan: None,
+        result: Some(result),
+        accepted: ended == "accepted",
+        verdict: Vec::new(),
+        ended: ended.to_owned(),
+        run: previous.to_path_buf(),
+    });
+    Ok(crate::conversation::newest(turns))
 }
 
 /// An agent run's settings, from its folder.
@@ -496,8 +546,11 @@ impl AgentRun {
             })?;
         self.transcript.opening_scene = summarize(&scene);
         self.write_transcript()?;
+        let earlier = crate::conversation::earlier_turns_text(&self.config.conversation)
+            .map(|text| format!("{text}\n\n"))
+            .unwrap_or_default();
         Ok(format!(
-            "Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
+            "{earlier}Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
             self.config.task, self.transcript.opening_scene
         ))
     }
@@ -512,11 +565,10 @@ impl AgentRun {
             ModelRequest::for_role(ModelRole::Agent, self.system.clone(), messages.to_vec());
         request.tools = self.belt.specs();
         request.max_tokens = self.config.max_tokens;
-        let provider = Arc::clone(&self.provider);
         let started = Instant::now();
         let response = self
             .link
-            .until_cancelled(async move { provider.complete(&request).await })
+            .ask_model(self.provider.as_ref(), &request, step, ModelRole::Agent)
             .await??;
         self.steps_taken = step;
         self.emit(RunEvent::ModelCalled {

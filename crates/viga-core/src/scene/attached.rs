@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_protocol::bridge::AppliedProgram;
+use viga_protocol::iteration::FailureClass;
 use viga_provider::Provider;
 
 use super::{SceneDomain, SceneSettings, blender_error};
@@ -139,6 +140,72 @@ pub async fn apply_to_user_scene(
     user.apply_program(&code, &undo_name(&config.task), None)
         .await
         .map_err(|err| blender_error("Blender could not apply the result", err))
+}
+
+/// An iteration of a finished run whose program ran to the end (whatever the verifier
+/// thought of its result): one a person may pick to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RanIteration {
+    pub index: u32,
+    pub code: String,
+    /// The renders made while verifying it, relative to the run folder.
+    pub render_ids: Vec<String>,
+}
+
+/// The iterations of the scene run in `run_folder` whose programs ran, oldest first; the last
+/// one is the run's result (`final.py`).
+pub fn iterations_that_ran(run_folder: &Path) -> Result<Vec<RanIteration>, CoreError> {
+    let folder = RunFolder::open(run_folder)?;
+    let log = viga_memory::read_run_log(&folder.events_path())?;
+    Ok(viga_memory::iterations_in(&log.events)
+        .into_iter()
+        .filter(|record| {
+            matches!(record.failure, None | Some(FailureClass::E3)) && !record.code.is_empty()
+        })
+        .map(|record| RanIteration {
+            index: record.index,
+            code: record.code,
+            render_ids: record.render_ids,
+        })
+        .collect())
+}
+
+/// Applies the program of one iteration of the finished run in `run_folder` to the open
+/// scene of `user`, as one undo step; `None`, or the run's last iteration that ran, is the
+/// run's result and goes through [`apply_to_user_scene`], how a result is applied. An
+/// earlier iteration's program is applied as one undo step named after the task; one that
+/// fails there is undone at once. Returns which iteration was applied.
+pub async fn apply_iteration_to_user_scene(
+    run_folder: &Path,
+    iteration: Option<u32>,
+    user: &dyn BlenderTransport,
+) -> Result<(u32, AppliedProgram), CoreError> {
+    let ran = iterations_that_ran(run_folder)?;
+    let Some(last) = ran.last() else {
+        return Err(CoreError::Config(format!(
+            "{} has no iteration whose program ran, so there is nothing to apply",
+            run_folder.display()
+        )));
+    };
+    let wanted = iteration.unwrap_or(last.index);
+    if wanted == last.index {
+        return Ok((wanted, apply_to_user_scene(run_folder, user).await?));
+    }
+    let Some(chosen) = ran.iter().find(|it| it.index == wanted) else {
+        let listed: Vec<String> = ran.iter().map(|it| it.index.to_string()).collect();
+        return Err(CoreError::Config(format!(
+            "iteration {wanted} of {} did not run to the end (or does not exist); the iterations that ran are {}",
+            run_folder.display(),
+            listed.join(", ")
+        )));
+    };
+    let (config, _) = RunFolder::open(run_folder)?.read_args()?;
+    let name = format!("{} (iteration {wanted})", undo_name(&config.task));
+    let applied = user
+        .apply_program(&chosen.code, &name, None)
+        .await
+        .map_err(|err| blender_error("Blender could not apply the result", err))?;
+    Ok((wanted, applied))
 }
 
 /// `viga: <task>`, cut to a length Blender's undo history shows whole.

@@ -5,6 +5,7 @@ mod fast_retry;
 mod faults;
 mod generator_tools;
 mod lifecycle;
+mod model_text;
 mod verifier_render;
 
 use std::sync::Arc;
