@@ -1,14 +1,16 @@
 # The add-on's operators (bpy.ops.viga.*). They check what the user asked for, build the viga
 # command line and hand it to the runner; the run itself happens in a child process.
 
+import json
 import os
 import pathlib
+import subprocess
 import tempfile
 import webbrowser
 
 import bpy
 import numpy
-from bpy.props import BoolProperty, StringProperty
+from bpy.props import BoolProperty, IntProperty, StringProperty
 
 from . import history, preferences, properties, runner, viga_bridge
 
@@ -281,11 +283,112 @@ class VIGA_OT_cancel_run(bpy.types.Operator):
         return {"FINISHED"}
 
 
+# How often the panel looks whether `viga apply` is done.
+APPLY_POLL_S = 0.2
+# The stderr lines of `viga apply` kept for the log.
+APPLY_OUTPUT_LINES = 8
+
+
+class _Applying:
+    """The `viga apply` child making and bringing in a result, and where its output goes
+    (files, not pipes: reading them after it exits never waits for a process it started)."""
+
+    def __init__(self, proc, stdout, stderr, iteration):
+        self.proc = proc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.iteration = iteration
+
+
+_applying = None
+
+
+def applying():
+    """Whether a result is being applied (`viga apply` runs)."""
+    return _applying is not None
+
+
+def apply_trust_confirmation(iteration=0):
+    """(title, message) of the dialog that confirms running a run's program in this Blender
+    (trusted mode), for one apply."""
+    which = "the run's final program" if iteration == 0 else "iteration %d's program" % iteration
+    return ("Run the model's program in this Blender?",
+            "Trusted mode runs %s in this Blender: the model's Python runs as you, with your files, "
+            "your network and the API keys in Blender's environment, and it is not contained. For this "
+            "apply only. Without it, viga makes the result in its contained worker and brings it in as "
+            "data." % which)
+
+
+def _program_path(status, iteration):
+    if iteration == 0:
+        return status.final_program
+    return os.path.join(status.run_folder, "codes", "%d.py" % iteration)
+
+
+def _read_output(handle):
+    handle.seek(0)
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def poll_applying():
+    """The timer that waits for `viga apply`: records its outcome in the run status once it
+    has exited; returns the time until the next look, or None when done."""
+    global _applying
+    current = _applying
+    if current is None:
+        return None
+    if current.proc.poll() is None:
+        return APPLY_POLL_S
+    _applying = None
+    stdout, stderr = _read_output(current.stdout), _read_output(current.stderr)
+    current.stdout.close()
+    current.stderr.close()
+    status = getattr(bpy.context.window_manager, "viga_run", None)
+    if status is None:
+        return None  # the add-on was disabled meanwhile
+    lines = [line for line in stderr.splitlines() if line.strip()][-APPLY_OUTPUT_LINES:]
+    if current.proc.returncode == 0:
+        status.applied = True
+        for line in lines:
+            properties.append_log(status, line, "INFO")
+    else:
+        errors = []
+        for line in stdout.splitlines():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("kind") == "error":
+                errors.append(str(message.get("message", "")))
+        problem = errors[-1] if errors else " | ".join(lines[-3:]) or "viga apply exited with code %s" % current.proc.returncode
+        properties.append_log(status, "Apply failed; the scene was left as it was: " + problem, "ERROR")
+    runner._tag_redraw()  # noqa: SLF001 - the runner's redraw of the panel
+    return None
+
+
 class VIGA_OT_apply_result(bpy.types.Operator):
-    # No 'UNDO' in bl_options: apply_program pushes the one undo step itself.
+    # No 'UNDO' in bl_options: the result comes in as one undo step of its own.
     bl_idname = "viga.apply_result"
     bl_label = "Apply"
-    bl_description = "Run the finished run's final program on this scene, as one step you can undo"
+    bl_description = (
+        "Bring the run's result into this scene as one step you can undo: viga runs the program "
+        "again in its contained worker, on the run's copy of your scene, and brings in what it "
+        "built as data; no model-written program runs in this Blender"
+    )
+
+    iteration: IntProperty(
+        name="Iteration", default=0, min=0, options={"SKIP_SAVE"},
+        description="The iteration whose program to apply; 0 applies the run's result (its final program)",
+    )
+    trusted: BoolProperty(
+        name="Run in this Blender (trusted)", options={"SKIP_SAVE"},
+        description="Run the program in this Blender instead (trusted mode): it runs as you, uncontained; "
+        "you confirm it for each apply",
+    )
+    confirmed_trusted: BoolProperty(
+        name="Trusted mode confirmed", options={"HIDDEN", "SKIP_SAVE"},
+        description="The user confirmed running the program in this Blender, for this apply",
+    )
 
     @classmethod
     def poll(cls, context):
@@ -296,25 +399,80 @@ class VIGA_OT_apply_result(bpy.types.Operator):
         if status.applied:
             cls.poll_message_set("This result is already applied (Edit > Undo takes it back)")
             return False
+        if applying():
+            cls.poll_message_set("viga is applying the result")
+            return False
         return True
+
+    def invoke(self, context, event):
+        if self.trusted:
+            # execute() only runs if the user presses the dialog's confirm button.
+            self.confirmed_trusted = True
+            title, message = apply_trust_confirmation(self.iteration)
+            return context.window_manager.invoke_confirm(
+                self, event, title=title, message=message, confirm_text="Run it here", icon="WARNING",
+            )
+        return self.execute(context)
 
     def execute(self, context):
         status = _status(context)
+        if self.trusted:
+            return self._run_here(status)
         try:
-            with open(status.final_program, "r", encoding="utf-8") as handle:
+            prefs = _preferences(context)
+            argv = apply_command(runner.find_viga(prefs), _connection(), status.run_folder, self.iteration)
+            self._start(argv, prefs)
+        except (Refused, runner.RunnerError) as exc:
+            return _refuse(self, str(exc))
+        which = "the result" if self.iteration == 0 else "iteration %d" % self.iteration
+        properties.append_log(status, "Applying %s: viga makes it in its contained worker and brings it in" % which)
+        self.report({"INFO"}, "Applying viga's result")
+        return {"FINISHED"}
+
+    def _start(self, argv, prefs):
+        global _applying
+        if applying():
+            raise Refused("viga is already applying a result")
+        stdout, stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                    env=runner.child_environment(prefs))
+        except OSError as exc:
+            stdout.close()
+            stderr.close()
+            raise Refused("Cannot start %s: %s" % (argv[0], exc.strerror or exc)) from exc
+        _applying = _Applying(proc, stdout, stderr, self.iteration)
+        bpy.app.timers.register(poll_applying, first_interval=APPLY_POLL_S)
+
+    def _run_here(self, status):
+        """Trusted mode: the program runs in this Blender, as one undo step."""
+        if not self.confirmed_trusted:
+            return _refuse(self, "Running the program in this Blender needs your confirmation for every apply: "
+                                 "press Apply and confirm, or apply without trusted mode")
+        path = _program_path(status, self.iteration)
+        try:
+            with open(path, "r", encoding="utf-8") as handle:
                 code = handle.read()
         except (OSError, UnicodeDecodeError) as exc:
-            return _refuse(self, "Cannot read the final program %s: %s" % (status.final_program, exc))
+            return _refuse(self, "Cannot read the program %s: %s" % (path, exc))
         result = viga_bridge.apply_program(code, viga_bridge.undo_name(status.task))
         error = result.get("error")
         if error:
             message = runner.describe_error(error)
             properties.append_log(status, "Apply failed: " + message, "ERROR")
-            return _refuse(self, "The final program failed (%s); the scene was left as it was" % message)
+            return _refuse(self, "The program failed (%s); the scene was left as it was" % message)
         status.applied = True
-        properties.append_log(status, "Applied the final program to the scene")
+        properties.append_log(status, "Ran the program in this Blender (trusted mode)")
         self.report({"INFO"}, "Applied viga's result (Edit > Undo takes it back)")
         return {"FINISHED"}
+
+
+def apply_command(viga, connection, run_folder, iteration=0):
+    """`viga apply` of a run's result (iteration 0) or of one iteration, into this Blender."""
+    if not run_folder:
+        raise Refused("The run has no run folder to apply from")
+    argv = [viga, "apply", run_folder, "--connection", connection, "--events", "jsonl"]
+    return argv + (["--iteration", str(iteration)] if iteration else [])
 
 
 class VIGA_OT_discard_result(bpy.types.Operator):

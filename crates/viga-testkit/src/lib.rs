@@ -8,7 +8,8 @@
 //! and `Command::status`).
 //!
 //! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), small
-//! mesh files ([`mesh`]) and pictures ([`picture`]).
+//! mesh files ([`mesh`]) and pictures ([`picture`]). Tests of a person's scene write it down
+//! with [`scene::SCENE_DUMP`].
 //!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
@@ -20,6 +21,7 @@ pub mod websocket;
 pub mod http;
 pub mod mesh;
 pub mod picture;
+pub mod scene;
 
 use std::future::Future;
 use std::panic::Location;

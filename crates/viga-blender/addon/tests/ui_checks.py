@@ -1166,26 +1166,74 @@ def undo_steps_are_named_after_the_task_cut_short():
     assert viga_bridge.undo_name(long_task) == "viga: " + long_task[:60] + "\u2026"
 
 
+def wait_for_apply(timeout=RUN_TIMEOUT_S):
+    """Looks for `viga apply`'s end (timers do not fire in background mode) until it is done."""
+    deadline = time.monotonic() + timeout
+    while operators.poll_applying() is not None:
+        if time.monotonic() > deadline:
+            raise AssertionError("viga apply did not end within %.0f s" % timeout)
+        time.sleep(0.02)
+
+
 @check
-def apply_result_is_one_undo_step():
+def apply_result_brings_the_result_in_through_viga_apply():
+    fake, argv_file = fake_viga("fake_apply", stderr=["applied to your scene in Blender as one undo step (Ctrl-Z takes it back): added Crate"])
+    configure(viga_path=fake)
+    before = scene_summary()
+    # The program would fail here: it never runs in this Blender.
+    program = finished_scene_run("import bpy\nraise SystemExit('ran in the person\'s Blender')\n")
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", iteration=2)
+    assert operators.applying()
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "applying the result")
+    wait_for_apply()
+    assert status().applied and scene_summary() == before
+    assert recorded_argv(argv_file)["argv"] == [
+        "apply", os.path.dirname(program), "--connection", CONNECTION_FILE, "--events", "jsonl", "--iteration", "2",
+    ], recorded_argv(argv_file)
+    assert any("added Crate" in text for text in log_texts()), log_texts()
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "already applied")
+    refused, _ = fake_viga("fake_apply_refused", lines=[{"kind": "error", "message": "the run's result was refused: Text 'evil.py'"}], exit_code=2)
+    configure(viga_path=refused)
+    finished_scene_run("")
+    bpy.ops.viga.apply_result("EXEC_DEFAULT")
+    wait_for_apply()
+    assert not status().applied
+    assert "Text 'evil.py'" in log_texts()[-1] and "left as it was" in log_texts()[-1], log_texts()
+
+
+@check
+def apply_result_in_this_blender_is_trusted_confirmed_and_one_undo_step():
     bpy.ops.ed.undo_push(message="before viga")
     before = scene_summary()
     finished_scene_run("import bpy\nbpy.ops.mesh.primitive_torus_add(location=(0, 0, 3))\nbpy.context.active_object.name = 'viga_torus'\n")
-    bpy.ops.viga.apply_result("EXEC_DEFAULT")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True), "needs your confirmation")
+    assert "viga_torus" not in bpy.data.objects
+    title, message = operators.apply_trust_confirmation()
+    assert "this Blender" in title and "not contained" in message, (title, message)
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True)
     assert "viga_torus" in bpy.data.objects and status().applied
     assert scene_summary() != before
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "already applied")
     bpy.ops.ed.undo()
     assert scene_summary() == before, "one undo must restore the scene"
     bpy.ops.ed.undo_push(message="before failing viga")
     before = scene_summary()
     finished_scene_run("import bpy\nbpy.ops.mesh.primitive_cube_add(location=(5, 5, 5))\n1 / 0\n")
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "ZeroDivisionError at line 3")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True),
+                   "ZeroDivisionError at line 3")
     assert scene_summary() == before, "a failed program must leave the scene as it was"
     assert not status().applied
     program = finished_scene_run("")
     os.remove(program)
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Cannot read the final program")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True),
+                   "Cannot read the program")
+    # Another iteration's program is read from the run folder's codes/.
+    folder = os.path.dirname(finished_scene_run(""))
+    os.makedirs(os.path.join(folder, "codes"))
+    with open(os.path.join(folder, "codes", "1.py"), "w", encoding="utf-8") as handle:
+        handle.write("import bpy\nbpy.ops.mesh.primitive_monkey_add()\nbpy.context.active_object.name = 'viga_first'\n")
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", iteration=1, trusted=True, confirmed_trusted=True)
+    assert "viga_first" in bpy.data.objects
+    bpy.ops.ed.undo()
 
 
 @check
