@@ -638,8 +638,16 @@ fn imported_summary(imported: &viga_protocol::bridge::SceneResultImported) -> St
     if !imported.data_replaced.is_empty() {
         parts.push(format!("changed {}", imported.data_replaced.join(", ")));
     }
-    for (from, to) in &imported.renamed {
-        parts.push(format!("{from} came in as {to} (the name was taken)"));
+    if !imported.renamed.is_empty() {
+        let renamed: Vec<String> = imported
+            .renamed
+            .iter()
+            .map(|(from, to)| format!("{from} as {to}"))
+            .collect();
+        parts.push(format!(
+            "names you have, so numbered: {}",
+            renamed.join(", ")
+        ));
     }
     parts.extend(imported.notes.iter().cloned());
     if parts.is_empty() {

@@ -442,7 +442,9 @@ class VIGA_OT_apply_result(bpy.types.Operator):
             stderr.close()
             raise Refused("Cannot start %s: %s" % (argv[0], exc.strerror or exc)) from exc
         _applying = _Applying(proc, stdout, stderr, self.iteration)
-        bpy.app.timers.register(poll_applying, first_interval=APPLY_POLL_S)
+        # Persistent: the child's end is recorded even when another file is opened meanwhile.
+        if not bpy.app.timers.is_registered(poll_applying):
+            bpy.app.timers.register(poll_applying, first_interval=APPLY_POLL_S, persistent=True)
 
     def _run_here(self, status):
         """Trusted mode: the program runs in this Blender, as one undo step."""

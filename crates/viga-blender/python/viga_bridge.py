@@ -997,10 +997,16 @@ def scene_collections(scene):
     return found
 
 
+def scene_replaceable(block):
+    """Whether a result may replace or remove `block`: not linked from a library, nor a
+    library override (appended, an override would bring the linked datablock it overrides)."""
+    return block.library is None and block.override_library is None
+
+
 def scene_object(scene, name):
-    """The object of `scene` named `name` that a plan may replace or remove: local, not linked."""
+    """The object of `scene` named `name` that a plan may replace or remove."""
     obj = scene.objects.get(name)
-    return obj if obj is not None and obj.library is None else None
+    return obj if obj is not None and scene_replaceable(obj) else None
 
 
 def scene_checked_result(path, plan):
@@ -1071,7 +1077,7 @@ def scene_apply_result(result):
         for name in names:
             new = appended[(collection, name)]
             old = before.get((collection, name))
-            if old is not None:
+            if old is not None and scene_replaceable(old):
                 old.user_remap(new)
                 result_remove([old])
                 report["data_replaced"].append("%s/%s" % (collection, name))
@@ -1118,7 +1124,7 @@ def scene_apply_result(result):
     if camera == "clear":
         scene.camera = None
     elif camera != "keep":
-        obj = brought.get(camera["use"]) or scene_object(scene, camera["use"])
+        obj = brought.get(camera["use"]) or scene.objects.get(camera["use"])
         if obj is None:
             report["notes"].append("the result's camera %r is not in your scene; the scene's camera was left as it was" % camera["use"])
         else:
@@ -1127,7 +1133,7 @@ def scene_apply_result(result):
     if world == "clear":
         scene.world = None
     elif world != "keep":
-        block = appended.get(("worlds", world["use"])) or before.get(("worlds", world["use"]))
+        block = appended.get(("worlds", world["use"])) or bpy.data.worlds.get(world["use"])
         if block is None:
             report["notes"].append("the result's world %r is not in your file; the scene's world was left as it was" % world["use"])
         else:
@@ -1404,7 +1410,7 @@ def cmd_scene_fingerprints(_args):
     places, parents = fp_scene_places(scene)
     objects = {}
     for obj in scene.objects:
-        if obj.library is not None or obj.name not in places:
+        if not scene_replaceable(obj) or obj.name not in places:
             continue
         state = fp_id(obj)
         state["<collections>"] = sorted(places[obj.name])
@@ -1413,7 +1419,7 @@ def cmd_scene_fingerprints(_args):
     for collection in SCENE_DATA_COLLECTIONS:
         # A datablock nothing uses is not saved with the scene, so no result can bring it.
         blocks = {block.name: fp_digest(fp_id(block)) for block in getattr(bpy.data, collection)
-                  if block.library is None and block.users > 0}
+                  if scene_replaceable(block) and block.users > 0}
         if blocks:
             data[collection] = blocks
     return {"scene": scene.name, "camera": scene.camera.name if scene.camera is not None else None,

@@ -32,7 +32,7 @@ use crate::{CoreError, RunHandle, check_problems, start_in};
 const UNDO_NAME_CHARS: usize = 60;
 /// The folder of a run folder the scenes made for applying go in (`scenes/final.blend`,
 /// `scenes/<n>.blend`).
-pub const RESULT_SCENES_DIR: &str = "scenes";
+const RESULT_SCENES_DIR: &str = "scenes";
 /// The longest datablock name Blender keeps, in bytes.
 const MAX_NAME_BYTES: usize = 255;
 /// The most objects, or datablocks of one kind, a fingerprint may list.
@@ -183,6 +183,12 @@ impl ChosenResult {
     /// folder has no such program.
     pub fn open(run_folder: &Path, choice: ResultChoice) -> Result<Self, CoreError> {
         let folder = RunFolder::open(run_folder)?;
+        if super::addon_agent::is_agent_run(run_folder) {
+            return Err(CoreError::Config(format!(
+                "{} is an add-on agent run; only a scene run's result can be applied to a Blender scene",
+                run_folder.display()
+            )));
+        }
         let (config, mut scene) = resumable_scene(run_folder).map_err(|err| match err {
             CoreError::Config(message) => CoreError::Config(format!(
                 "{message}; only a scene run's result can be applied to a Blender scene"
@@ -215,26 +221,6 @@ impl ChosenResult {
             code,
             from_open_scene,
         })
-    }
-
-    /// The run folder.
-    pub fn folder(&self) -> &Path {
-        self.folder.root()
-    }
-
-    /// Which program.
-    pub fn choice(&self) -> ResultChoice {
-        self.choice
-    }
-
-    /// Whether the run started from a copy of a person's open scene (an attached run).
-    pub fn from_open_scene(&self) -> bool {
-        self.from_open_scene
-    }
-
-    /// The program.
-    pub fn code(&self) -> &str {
-        &self.code
     }
 
     /// The run's scene settings, with its base scene where it is now (an attached run's
@@ -282,7 +268,10 @@ impl ChosenResult {
             .execute(&self.code, Some(reset), Some(self.config.program_timeout))
             .await
             .map_err(|err| {
-                blender_error(format!("Blender lost {}", self.choice.describe()), err)
+                blender_error(
+                    format!("Blender could not run {}", self.choice.describe()),
+                    err,
+                )
             })?;
         if let Some(error) = ran.error {
             return Err(CoreError::Config(format!(
