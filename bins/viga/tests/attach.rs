@@ -187,6 +187,29 @@ async fn print_in(client: &FramedClient, expression: &str) -> String {
     result.stdout.trim().to_owned()
 }
 
+/// Waits until the panel of `host` says its result is applied, and returns its log. The
+/// bridge serves one client at a time, and `viga apply` is one while it works: a look that
+/// finds it busy is tried again.
+async fn panel_applied(host: &Host) -> String {
+    let connection = Connection::read(&host.connection).unwrap();
+    let look = "import bpy\nstatus = bpy.context.window_manager.viga_run\n\
+                print(status.applied, [line.text for line in status.log])\n";
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < BLENDER_TEST_LIMIT,
+            "the panel's apply did not end"
+        );
+        if let Ok(client) = attach(&connection, Duration::from_secs(10)).await
+            && let Ok(result) = client.execute(look, None, None).await
+            && result.stdout.starts_with("True")
+        {
+            return result.stdout;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// `viga apply RUN --connection <host's>` with `extra` flags.
 fn viga_apply(host: &Host, run_folder: &Path, extra: &[&str]) -> Output {
     let mut command = host.viga();
@@ -345,6 +368,37 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
         let after = scene_dump(&client).await;
         assert_eq!(after[0]["Crate"][1], json!([0.0, 0.0, 0.4]), "{after}");
         assert_eq!(after[4]["Crate"], json!([0.1, 0.2, 0.8, 1.0]), "{after}");
+        client.undo().await.unwrap();
+        assert_eq!(
+            scene_dump(&client).await,
+            before,
+            "one undo gives the scene back"
+        );
+        drop(client);
+
+        // The panel's Apply: `viga apply` as a child of the person's Blender, attaching back
+        // to it while the panel's timer waits for it to end.
+        let client = host.client().await;
+        let final_program = run_folder.join("final.py");
+        let press_apply = format!(
+            "import bpy\nstatus = bpy.context.window_manager.viga_run\n\
+             status.state, status.kind, status.task = 'FINISHED', 'SCENE', 'a red crate'\n\
+             status.run_folder, status.final_program, status.applied = {:?}, {:?}, False\n\
+             print(bpy.ops.viga.apply_result('EXEC_DEFAULT'))\n",
+            run_folder.display().to_string(),
+            final_program.display().to_string()
+        );
+        let pressed = client.execute(&press_apply, None, None).await.unwrap();
+        assert!(pressed.stdout.contains("FINISHED"), "{pressed:?}");
+        drop(client);
+        let applied = panel_applied(&host).await;
+        assert!(
+            applied.contains("added") && applied.contains("Crate"),
+            "{applied}"
+        );
+        let client = host.client().await;
+        let after = scene_dump(&client).await;
+        assert_eq!(after[0]["Crate"][1], json!([0.0, 0.0, 0.8]), "{after}");
         client.undo().await.unwrap();
         assert_eq!(
             scene_dump(&client).await,

@@ -1168,6 +1168,9 @@ FP_SKIPPED = frozenset({
     "matrix_local", "matrix_basis", "bound_box", "preview", "library_weak_reference",
     "users_collection", "users_scene", "animation_data", "pixels", "internal_links",
     "uv_layer_clone", "uv_layer_stencil",
+    # What is selected: editing state, not the scene (adding a node selects it alone).
+    "select", "select_head", "select_tail", "select_control_point", "select_left_handle",
+    "select_right_handle",
 })
 # Scalars Blender derives even though a datablock offers them as read-only properties; the
 # read-only ones it stores are kept.
