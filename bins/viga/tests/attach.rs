@@ -179,6 +179,16 @@ async fn scene_dump(client: &FramedClient) -> Value {
     serde_json::from_str(result.stdout.trim()).unwrap()
 }
 
+/// One undo in `client` gives back the scene written down as `before`.
+async fn undo_gives_back(client: &FramedClient, before: &Value) {
+    client.undo().await.unwrap();
+    assert_eq!(
+        &scene_dump(client).await,
+        before,
+        "one undo gives the scene back"
+    );
+}
+
 /// Runs `expression` in `client` and returns what it printed.
 async fn print_in(client: &FramedClient, expression: &str) -> String {
     let code = format!("import bpy\nprint({expression})\n");
@@ -349,12 +359,7 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
             assert_eq!(after[0][name], before[0][name], "{name}");
         }
         assert!(after[0].get("Sun").is_some(), "{after}");
-        client.undo().await.unwrap();
-        assert_eq!(
-            scene_dump(&client).await,
-            before,
-            "one undo gives the scene back"
-        );
+        undo_gives_back(&client, &before).await;
         drop(client);
 
         // The first iteration's program: the smaller blue crate.
@@ -368,12 +373,7 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
         let after = scene_dump(&client).await;
         assert_eq!(after[0]["Crate"][1], json!([0.0, 0.0, 0.4]), "{after}");
         assert_eq!(after[4]["Crate"], json!([0.1, 0.2, 0.8, 1.0]), "{after}");
-        client.undo().await.unwrap();
-        assert_eq!(
-            scene_dump(&client).await,
-            before,
-            "one undo gives the scene back"
-        );
+        undo_gives_back(&client, &before).await;
         drop(client);
 
         // The panel's Apply: `viga apply` as a child of the person's Blender, attaching back
@@ -399,12 +399,7 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
         let client = host.client().await;
         let after = scene_dump(&client).await;
         assert_eq!(after[0]["Crate"][1], json!([0.0, 0.0, 0.8]), "{after}");
-        client.undo().await.unwrap();
-        assert_eq!(
-            scene_dump(&client).await,
-            before,
-            "one undo gives the scene back"
-        );
+        undo_gives_back(&client, &before).await;
         drop(client);
 
         let missing = viga_apply(&host, &run_folder, &["--iteration", "9"]);
@@ -523,8 +518,7 @@ async fn an_attacking_program_applied_as_data_never_runs_in_the_persons_blender(
         );
         let written: Vec<_> = std::fs::read_dir(&loot).unwrap().collect();
         assert!(written.is_empty(), "the program wrote {written:?}");
-        client.undo().await.unwrap();
-        assert_eq!(scene_dump(&client).await, before);
+        undo_gives_back(&client, &before).await;
         drop(client);
 
         // Trusted mode needs a confirmation; nobody at a terminal is a no.
