@@ -49,15 +49,25 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Apply a finished run's result (or the program of one of its iterations that ran) to
-    /// the scene open in Blender, as one undo step.
+    /// Apply a scene run's result to the scene open in Blender, as one undo step. The
+    /// program runs again in viga's contained worker, on the run's copy of your scene, and
+    /// what it left comes into your scene as data; no program runs in your Blender.
     Apply {
         /// The run folder.
         run: PathBuf,
-        /// The iteration whose program to apply (default: the run's result, its last
-        /// iteration that ran).
+        /// Apply the program of this iteration (codes/N.py) instead of the run's result
+        /// (final.py).
         #[arg(long, value_name = "N")]
         iteration: Option<u32>,
+        /// Run the program in your own Blender instead (trusted mode): model-written Python
+        /// then runs as you, with your files, your network and the keys in Blender's
+        /// environment. You are asked to confirm it for this apply.
+        #[arg(long)]
+        trusted: bool,
+        /// With --trusted: the front end already asked the person and they agreed, for
+        /// this apply.
+        #[arg(long, requires = "trusted")]
+        confirm_trusted: bool,
         #[command(flatten)]
         attach: crate::attach::AttachArgs,
         /// text for a person, jsonl for a program (the Blender add-on).
@@ -94,6 +104,12 @@ pub enum Command {
     Mcp {
         #[command(flatten)]
         attach: crate::attach::AttachArgs,
+        /// With --attach: let the MCP client run programs and add-on commands in your own
+        /// Blender (trusted mode), uncontained, as you, with your files, your network and the
+        /// keys in Blender's environment. --attach needs it; without --attach they run in
+        /// viga's contained Blender.
+        #[arg(long)]
+        trusted: bool,
         /// Programs edit the current scene further, each one undo step, instead of starting
         /// from a fresh scene each time (always so with --attach).
         #[arg(long)]

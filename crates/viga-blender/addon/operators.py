@@ -346,13 +346,25 @@ class VIGA_OT_apply_result(bpy.types.Operator):
     # No 'UNDO' in bl_options: viga apply makes its change one undo step itself.
     bl_idname = "viga.apply_result"
     bl_label = "Apply"
-    bl_description = ("Apply the program of this iteration (by default the run's result) to this scene, as "
-                      "one step you can undo; viga applies it through the bridge while Blender keeps working")
+    bl_description = (
+        "Bring this iteration's result (by default the run's result) into this scene as one step you can "
+        "undo: viga runs its program again in its contained worker, on the run's copy of your scene, and "
+        "brings in what it built as data; no model-written program runs in this Blender"
+    )
 
     run_folder: StringProperty(name="Run folder", subtype="DIR_PATH", options={"SKIP_SAVE"},
                                description="The scene run (default: the run that just finished)")
     iteration: IntProperty(name="Iteration", min=0, options={"SKIP_SAVE"},
                            description="The iteration whose program to apply; 0 = the run's result")
+    trusted: BoolProperty(
+        name="Run in this Blender (trusted)", options={"SKIP_SAVE"},
+        description="Run the program in this Blender instead (trusted mode): it runs as you, uncontained; "
+        "you confirm it for each apply",
+    )
+    confirmed_trusted: BoolProperty(
+        name="Trusted mode confirmed", options={"HIDDEN", "SKIP_SAVE"},
+        description="The user confirmed running the program in this Blender, for this apply",
+    )
 
     @classmethod
     def poll(cls, context):
@@ -365,6 +377,16 @@ class VIGA_OT_apply_result(bpy.types.Operator):
             return False
         return True
 
+    def invoke(self, context, event):
+        if self.trusted:
+            # execute() only runs if the user presses the dialog's confirm button.
+            self.confirmed_trusted = True
+            title, message = apply_trust_confirmation(self.iteration)
+            return context.window_manager.invoke_confirm(
+                self, event, title=title, message=message, confirm_text="Run it here", icon="WARNING",
+            )
+        return self.execute(context)
+
     def execute(self, context):
         status = _status(context)
         folder = self.run_folder or status.run_folder
@@ -372,6 +394,8 @@ class VIGA_OT_apply_result(bpy.types.Operator):
             return _refuse(self, "Which run? There is no finished scene run to apply (%s)" % (folder or "none"))
         if chat.kind_of(folder) != "scene":
             return _refuse(self, "Only a scene run's result is applied; a Geometry Nodes run brings its own back")
+        if self.trusted:
+            return self._run_here(status, folder)
         try:
             prefs = _preferences(context)
             argv = runner.apply_command(runner.find_viga(prefs), _connection(), folder, self.iteration)
@@ -390,7 +414,8 @@ class VIGA_OT_apply_result(bpy.types.Operator):
             if problem is None:
                 status.applied = True
                 status.applied_iteration = iteration
-                properties.append_log(status, "Applied %s to the scene (Edit > Undo takes it back)" % which)
+                said = applied_message(result) or "Applied %s to the scene (Edit > Undo takes it back)" % which
+                properties.append_log(status, said)
             else:
                 properties.append_log(status, "Apply failed: " + problem, "ERROR")
             runner.tag_redraw()
@@ -399,18 +424,74 @@ class VIGA_OT_apply_result(bpy.types.Operator):
         self.report({"INFO"}, "Applying %s (one undo step)" % which)
         return {"FINISHED"}
 
+    def _run_here(self, status, folder):
+        """Trusted mode: the program runs in this Blender, as one undo step."""
+        if not self.confirmed_trusted:
+            return _refuse(self, "Running the program in this Blender needs your confirmation for every apply: "
+                                 "press Apply and confirm, or apply without trusted mode")
+        path = _program_path(folder, self.iteration)
+        try:
+            with open(path, "r", encoding="utf-8") as handle:
+                code = handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            return _refuse(self, "Cannot read the program %s: %s" % (path, exc))
+        result = viga_bridge.apply_program(code, viga_bridge.undo_name(status.task))
+        error = result.get("error")
+        if error:
+            message = chat.describe_error(error)
+            properties.append_log(status, "Apply failed: " + message, "ERROR")
+            return _refuse(self, "The program failed (%s); the scene was left as it was" % message)
+        status.applied = True
+        status.applied_iteration = self.iteration
+        properties.append_log(status, "Ran the program in this Blender (trusted mode)")
+        self.report({"INFO"}, "Applied viga's result (Edit > Undo takes it back)")
+        return {"FINISHED"}
+
+
+def apply_trust_confirmation(iteration=0):
+    """(title, message) of the dialog that confirms running a run's program in this Blender
+    (trusted mode), for one apply."""
+    which = "the run's final program" if iteration == 0 else "iteration %d's program" % iteration
+    return ("Run the model's program in this Blender?",
+            "Trusted mode runs %s in this Blender: the model's Python runs as you, with your files, "
+            "your network and the API keys in Blender's environment, and it is not contained. For this "
+            "apply only. Without it, viga makes the result in its contained worker and brings it in as "
+            "data." % which)
+
+
+def _program_path(folder, iteration):
+    """The program a trusted apply runs: the run's result, or iteration `iteration`'s."""
+    if iteration == 0:
+        return os.path.join(folder, "final.py")
+    return os.path.join(folder, "codes", "%d.py" % iteration)
+
+
+def _stream_lines(stdout):
+    """The JSON objects among `viga ... --events jsonl`'s stdout lines."""
+    for line in stdout.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            yield message
+
+
+def applied_message(result):
+    """What `viga apply` said it changed (its `finished` line), or None."""
+    for message in _stream_lines(result[1]):
+        if message.get("kind") == "finished" and message.get("message"):
+            return str(message["message"])
+    return None
+
 
 def apply_problem(result, error):
     """None when viga applied the result; else why not, in words."""
     if error is not None:
         return "viga apply could not run: %s" % error
     code, stdout, stderr = result
-    for line in stdout.splitlines():
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(message, dict) and message.get("kind") == "error":
+    for message in _stream_lines(stdout):
+        if message.get("kind") == "error":
             return str(message.get("message") or "viga refused")
     if code != 0:
         return (stderr.strip().splitlines() or ["viga apply ended with code %d" % code])[-1]

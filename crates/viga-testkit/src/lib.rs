@@ -9,7 +9,8 @@
 //!
 //! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), a model
 //! server replaying answers over OpenAI's chat completions API on it ([`openai`]), small mesh
-//! files ([`mesh`]) and pictures ([`picture`]).
+//! files ([`mesh`]) and pictures ([`picture`]). Tests of a person's scene write it down with
+//! [`scene::SCENE_DUMP`].
 //!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
@@ -22,6 +23,7 @@ pub mod http;
 pub mod mesh;
 pub mod openai;
 pub mod picture;
+pub mod scene;
 
 use std::future::Future;
 use std::panic::Location;

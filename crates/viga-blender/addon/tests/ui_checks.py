@@ -1514,6 +1514,7 @@ def apply_goes_through_viga_apply():
     assert (st.applied, st.applied_iteration, st.applying) == (True, 1, False), (st.applied, st.applied_iteration)
     assert scene_summary() == before, "the fake applies nothing; the panel must not apply anything itself"
     assert has_label(draw(panels.VIGA_PT_status), "Applied iteration 1")
+    assert "applied iteration 1" in log_texts()[-1], "the log says what viga applied: %s" % log_texts()
     # Refused by viga (the program failed on this scene and was undone): not applied.
     finished_scene_run("import bpy\n")
     refused = [{"kind": "error", "message": "the result failed on your current scene and was undone (ZeroDivisionError at line 3: division by zero); your scene is as it was"}]
@@ -1525,6 +1526,41 @@ def apply_goes_through_viga_apply():
     assert any("Apply failed: the result failed" in text for text in log_texts()), log_texts()
     status().run_folder = os.path.join(TMP, "no_such_run")
     expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "no finished scene run")
+
+
+@check
+def apply_result_in_this_blender_is_trusted_confirmed_and_one_undo_step():
+    bpy.ops.ed.undo_push(message="before viga")
+    before = scene_summary()
+    finished_scene_run("import bpy\nbpy.ops.mesh.primitive_torus_add(location=(0, 0, 3))\nbpy.context.active_object.name = 'viga_torus'\n")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True), "needs your confirmation")
+    assert "viga_torus" not in bpy.data.objects
+    title, message = operators.apply_trust_confirmation()
+    assert "this Blender" in title and "not contained" in message, (title, message)
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True)
+    assert "viga_torus" in bpy.data.objects and status().applied
+    assert scene_summary() != before
+    bpy.ops.ed.undo()
+    assert scene_summary() == before, "one undo must restore the scene"
+    bpy.ops.ed.undo_push(message="before failing viga")
+    before = scene_summary()
+    finished_scene_run("import bpy\nbpy.ops.mesh.primitive_cube_add(location=(5, 5, 5))\n1 / 0\n")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True),
+                   "ZeroDivisionError at line 3")
+    assert scene_summary() == before, "a failed program must leave the scene as it was"
+    assert not status().applied
+    program = finished_scene_run("")
+    os.remove(program)
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True),
+                   "Cannot read the program")
+    # Another iteration's program is read from the run folder's codes/.
+    folder = os.path.dirname(finished_scene_run(""))
+    os.makedirs(os.path.join(folder, "codes"))
+    with open(os.path.join(folder, "codes", "1.py"), "w", encoding="utf-8") as handle:
+        handle.write("import bpy\nbpy.ops.mesh.primitive_monkey_add()\nbpy.context.active_object.name = 'viga_first'\n")
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", iteration=1, trusted=True, confirmed_trusted=True)
+    assert "viga_first" in bpy.data.objects
+    bpy.ops.ed.undo()
 
 
 @check

@@ -1,4 +1,5 @@
 mod addon_agent;
+mod attached_result;
 mod fake_blender;
 mod fast_core;
 mod fast_retry;
