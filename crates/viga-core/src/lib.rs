@@ -45,9 +45,11 @@ pub mod domain;
 mod error;
 mod excerpt;
 mod extract;
+mod flat;
 pub mod folder;
 mod handle;
 mod offered;
+pub mod page;
 mod program;
 mod prompts;
 mod recover;
@@ -56,6 +58,7 @@ mod run;
 pub mod scene;
 mod scores;
 mod shrink;
+pub mod slides;
 pub mod targets;
 #[cfg(test)]
 mod test_domain;
@@ -225,6 +228,28 @@ pub fn resumable_config(run_folder: &Path) -> Result<(RunConfig, RecordedDomain)
         )));
     }
     folder.read_args()
+}
+
+/// The settings of `domain` that the run in `run_folder` recorded in its `args.json`, read
+/// back as `T`; a run of another domain is refused.
+pub(crate) fn recorded_settings<T: serde::de::DeserializeOwned>(
+    run_folder: &Path,
+    domain: &str,
+) -> Result<T, CoreError> {
+    let (_, recorded) = resumable_config(run_folder)?;
+    if recorded.name != domain {
+        return Err(CoreError::Config(format!(
+            "{} is a {} run, not a {domain} run",
+            run_folder.display(),
+            recorded.name
+        )));
+    }
+    serde_json::from_value(recorded.settings).map_err(|err| {
+        CoreError::Config(format!(
+            "{}: the {domain} settings in args.json are not valid: {err}",
+            run_folder.display()
+        ))
+    })
 }
 
 /// Continues a run from its folder at the iteration after the last one recorded, with the

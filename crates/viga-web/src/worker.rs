@@ -204,6 +204,18 @@ impl WebWorker {
     /// served from memory at an address of its own; every other request is refused and
     /// reported. Replaces the page shown before.
     pub async fn load(&self, html: &str, viewport: Viewport) -> Result<LoadReport, WebError> {
+        self.load_within(html, viewport, self.config.load_timeout)
+            .await
+    }
+
+    /// [`Self::load`] with a limit of its own instead of [`WebConfig::load_timeout`] (a
+    /// run's program timeout).
+    pub async fn load_within(
+        &self,
+        html: &str,
+        viewport: Viewport,
+        limit: Duration,
+    ) -> Result<LoadReport, WebError> {
         if html.len() > self.config.max_html_bytes {
             return Err(WebError::BadRequest(format!(
                 "the document is {} bytes; at most {} are shown",
@@ -259,9 +271,9 @@ impl WebWorker {
             }
             Ok(())
         };
-        let outcome = tokio::time::timeout(self.config.load_timeout, step).await;
+        let outcome = tokio::time::timeout(limit, step).await;
         let result = self
-            .settle(&mut state, "load", self.config.load_timeout, outcome)
+            .settle(&mut state, "load", limit, outcome)
             .await;
         if let Err(WebError::PageFailed(_)) = &result {
             // A crashed renderer's tab is not used again.
