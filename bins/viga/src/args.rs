@@ -164,14 +164,24 @@ pub struct ProviderArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// What the scene should be.
+    /// What the run builds: a Blender scene (Python programs in Blender), slides (python-pptx
+    /// programs, slides rendered by LibreOffice) or a page (one HTML document in Chromium).
+    #[arg(long, value_enum, default_value = "scene")]
+    pub mode: Mode,
+    /// What the scene (the deck, the page) should be.
     #[arg(long)]
     pub task: String,
-    /// A picture of the wanted scene (PNG or JPEG): PICTURE (seen from --camera, else the
-    /// scene's active camera), CAMERA=PICTURE, or a folder of <Camera>.png pictures; repeat
-    /// it for several views.
-    #[arg(long, value_name = "[CAMERA=]PICTURE|FOLDER")]
+    /// A picture of the wanted result (PNG or JPEG); optional, the task alone works. A scene:
+    /// PICTURE (seen from --camera, else the scene's active camera), CAMERA=PICTURE, or a
+    /// folder of <Camera>.png pictures. Slides: PICTURE (slide 1) or N=PICTURE (slide N).
+    /// A page: PICTURE (the page in its --viewport window) or WxH=PICTURE (in a window of
+    /// that size). Repeat it for several views.
+    #[arg(long, value_name = "[VIEW=]PICTURE|FOLDER")]
     pub target: Vec<String>,
+    /// Page mode: the browser window the page is shown in, WIDTHxHEIGHT (default: the size
+    /// of the first target picture of the default view, else 1280x800).
+    #[arg(long, value_name = "WxH")]
+    pub viewport: Option<String>,
     /// The .blend every program starts from (default: an empty scene).
     #[arg(long = "base")]
     pub base: Option<PathBuf>,
@@ -187,9 +197,10 @@ pub struct RunArgs {
     /// materials; workbench without one).
     #[arg(long, visible_alias = "engine", value_name = "ENGINE")]
     pub verifier_engine: Option<RenderEngine>,
-    /// Render size: N (square) or WxH.
-    #[arg(long, default_value = "512")]
-    pub resolution: String,
+    /// Render size: N (square) or WxH (default 512). Slides: the width of the slide
+    /// pictures the verifier is shown (default 960).
+    #[arg(long)]
+    pub resolution: Option<String>,
     /// Samples of those renders with cycles or eevee (default: 16 for cycles, denoised).
     #[arg(long, visible_alias = "samples", value_name = "N")]
     pub verifier_samples: Option<u32>,
@@ -202,7 +213,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = viga_core::DEFAULT_GENERATOR_MAX_TURNS)]
     pub generator_max_turns: u32,
     /// A folder of assets (.blend, .glb, .gltf, .fbx, .obj with .txt descriptions) the
-    /// generator's get_better_assets searches.
+    /// generator's get_better_assets searches. Slides: a folder of pictures the programs may
+    /// put on slides (read-only).
     #[arg(long, value_name = "DIR")]
     pub assets: Option<PathBuf>,
     /// get_better_assets also searches Poly Haven's free models (downloaded on first use into
@@ -275,6 +287,14 @@ pub struct RunArgs {
     pub events: crate::progress::EventsFormat,
 }
 
+/// What a run builds (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Scene,
+    Slides,
+    Page,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ApplyChoice {
     Ask,
@@ -331,7 +351,7 @@ impl RunArgs {
                 )
             })?;
         config.generator_max_turns = self.generator_max_turns;
-        let (width, height) = parse_resolution(&self.resolution)?;
+        let (width, height) = parse_resolution(self.resolution.as_deref().unwrap_or("512"))?;
         let defaults = SceneSettings::default();
         let scene = SceneSettings {
             base_blend: self.base.clone(),
@@ -363,6 +383,65 @@ impl RunArgs {
             }
         }
         Ok((config, scene))
+    }
+
+    /// The flags given that only a Blender scene run takes, by name (for a slides or page
+    /// run, which refuses them).
+    pub fn scene_only_flags(&self) -> Vec<&'static str> {
+        let given = [
+            ("--base", self.base.is_some()),
+            ("--verifier-engine", self.verifier_engine.is_some()),
+            ("--verifier-samples", self.verifier_samples.is_some()),
+            ("--polyhaven", self.polyhaven),
+            ("--assets-generate", self.assets_generate.is_some()),
+            ("--init", self.init.is_some()),
+            ("--camera", self.camera.is_some()),
+            ("--frames", !self.frames.is_empty()),
+            ("--generator search", self.generator == Generator::Search),
+            ("--start", self.start.is_some()),
+            ("--continue", self.continue_run.is_some()),
+            ("--attach", self.attach.wanted()),
+            (
+                "--assets",
+                self.assets.is_some() && self.mode != Mode::Slides,
+            ),
+            (
+                "--resolution",
+                self.resolution.is_some() && self.mode == Mode::Page,
+            ),
+        ];
+        given
+            .into_iter()
+            .filter_map(|(flag, set)| set.then_some(flag))
+            .collect()
+    }
+
+    /// The loop's settings of a slides or page run: the task, its targets (`VIEW=PICTURE`
+    /// names a slide or a window; no video), the budgets.
+    pub fn flat_run_config(&self, mode: &str) -> Result<RunConfig> {
+        let mut config = RunConfig::new(self.task.clone());
+        config.mode = mode.to_owned();
+        let choice = viga_core::targets::FrameChoice::default();
+        for argument in &self.target {
+            config
+                .targets
+                .extend(viga_core::targets::parse_target_argument(
+                    argument, &choice,
+                )?);
+        }
+        config.max_iterations = self.max_iterations;
+        config.memory_window = self.memory;
+        config.prompts_dir.clone_from(&self.prompts);
+        config.plan_each_iteration = !self.no_plan;
+        config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "--program-timeout {} is not a number of seconds",
+                    self.program_timeout
+                )
+            })?;
+        config.generator_max_turns = self.generator_max_turns;
+        Ok(config)
     }
 
     /// The reconstruction service `--init` names, with `--init-timeout`.

@@ -8,6 +8,7 @@ mod contain;
 mod ending;
 mod eval;
 mod eval_bench;
+mod flat;
 mod gn;
 mod mcp;
 mod progress;
@@ -115,6 +116,7 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
             }
             search::run(args, contain).await
         }
+        Command::Run(args) if args.mode != args::Mode::Scene => flat::run(args, contain).await,
         Command::Run(args) => run(args, contain).await,
         Command::Eval { command } => eval::run(command, contain).await,
         Command::Resume {
@@ -403,6 +405,15 @@ async fn resume(
     }
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
+    if let Some(settings) = flat::FlatSettings::recorded(folder)? {
+        let (config, _) = run_folder.read_args()?;
+        let (domain, containment) =
+            flat::start_domain(settings, contain, config.program_timeout).await?;
+        viga_core::folder::write_containment(folder, &containment)?;
+        let handle = viga_core::resume(folder, provider, domain, max_iterations)?;
+        let followed = follow(handle, &mut out).await?;
+        return Ok(finish(&followed, &out));
+    }
     let (_, scene) = viga_core::scene::resumable_scene(folder)?;
     let mut reads = scene.prepare_blender_reads()?;
     let inputs = viga_core::RunFolder::open(folder)?.worker_inputs()?;
@@ -584,8 +595,29 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         }
         Err(err) => println!("containment: unavailable: {err}"),
     }
+    report_renderers();
     report_attachable().await;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Says whether what `--mode slides` and `--mode page` need is there: they start through
+/// the containment launcher above, under the same policy.
+fn report_renderers() {
+    match viga_slides::SlideTools::locate() {
+        Ok(tools) => println!(
+            "slides: python-pptx in {}, LibreOffice in {} (contained as above)",
+            tools.python.display(),
+            tools.office_program_dir.display()
+        ),
+        Err(err) => println!("slides: unavailable: {err}"),
+    }
+    match viga_web::locate::find_chromium() {
+        Ok(chromium) => println!(
+            "pages: Chromium {} (contained as above)",
+            chromium.display()
+        ),
+        Err(err) => println!("pages: unavailable: {err}"),
+    }
 }
 
 /// Says which running Blenders `--attach` would find, and whether they answer.

@@ -212,13 +212,12 @@ impl SlideWorker {
         }
         let mut readable = vec![scripts.clone(), kept.clone()];
         readable.extend(python_folders(&config.tools.python));
-        readable.extend(
-            config
-                .tools
-                .office_program_dir
-                .parent()
-                .map(Path::to_path_buf),
-        );
+        if let Some(install) = config.tools.office_program_dir.parent() {
+            readable.push(install.to_path_buf());
+            // Debian links parts of the install to /etc and /var (the registry, the
+            // bundled extensions): LibreOffice does not start without them.
+            readable.extend(linked_outside(install));
+        }
         let worker = Self {
             scratch: ScratchFolder::new(scratch),
             _root: root,
@@ -567,6 +566,43 @@ fn python_folders(python: &Path) -> Vec<PathBuf> {
     );
     folders.extend(real_folder(python).and_then(|bin| bin.parent().map(Path::to_path_buf)));
     folders
+}
+
+/// Where the links in LibreOffice's install (to a few levels down) lead outside it and
+/// outside `/usr`, which a launcher that limits reads must let it read.
+fn linked_outside(install: &Path) -> Vec<PathBuf> {
+    const DEPTH: usize = 4;
+    const MOST_ENTRIES: usize = 20_000;
+    let mut found = Vec::new();
+    let mut folders = vec![(install.to_path_buf(), 0)];
+    let mut seen = 0;
+    while let Some((folder, depth)) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MOST_ENTRIES {
+                return found;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                if let Ok(target) = path.canonicalize()
+                    && !target.starts_with(install)
+                    && !target.starts_with("/usr")
+                    && !found.contains(&target)
+                {
+                    found.push(target);
+                }
+            } else if kind.is_dir() && depth < DEPTH {
+                folders.push((path, depth + 1));
+            }
+        }
+    }
+    found
 }
 
 fn crop(slide: &SlideImage, region: Region) -> Result<SlideImage, String> {

@@ -537,17 +537,15 @@ impl Domain for PageDomain {
             WorkerFault::other(format!("{}: {err}", path.display())).with_source(err)
         };
         let page = folder.join(FINAL_PAGE);
-        viga_memory::files::write_atomic(&page, program.as_bytes()).map_err(|err| io(&page, err))?;
+        viga_memory::files::write_atomic(&page, program.as_bytes())
+            .map_err(|err| io(&page, err))?;
         let view = label(self.settings.viewport);
         let shot = Shot {
             viewport: Some(self.settings.viewport),
             scroll: Some((0.0, 0.0)),
             full_page: false,
         };
-        let render = self
-            .shoot(&view, shot)
-            .await?
-            .map_err(WorkerFault::other)?;
+        let render = self.shoot(&view, shot).await?.map_err(WorkerFault::other)?;
         let screenshot = folder.join(FINAL_SCREENSHOT);
         viga_memory::files::write_atomic(&screenshot, &render.output.image.data)
             .map_err(|err| io(&screenshot, err))?;
@@ -568,10 +566,7 @@ mod tests {
                 height: 844
             })
         );
-        assert_eq!(
-            viewport_of(None, DEFAULT_VIEWPORT),
-            Ok(DEFAULT_VIEWPORT)
-        );
+        assert_eq!(viewport_of(None, DEFAULT_VIEWPORT), Ok(DEFAULT_VIEWPORT));
         for bad in ["390", "0x10", "wide", "5000x10"] {
             assert!(parse_viewport(bad).is_err(), "{bad}");
         }

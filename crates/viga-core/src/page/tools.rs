@@ -18,8 +18,8 @@ use super::{NO_PAGE_YET, PageDomain, check_viewport, label, tool_error};
 use crate::CoreError;
 
 /// The generator's tools and the verifier's.
-pub(super) fn registries()
--> Result<(ToolRegistry<PageDomain>, ToolRegistry<PageDomain>), CoreError> {
+pub(super) fn registries() -> Result<(ToolRegistry<PageDomain>, ToolRegistry<PageDomain>), CoreError>
+{
     let register = |tools: Vec<Arc<dyn Tool<PageDomain>>>| {
         let mut registry = ToolRegistry::new();
         for tool in tools {
@@ -146,7 +146,11 @@ impl Tool<PageDomain> for ScreenshotAt {
             scroll: Some((0.0, 0.0)),
             full_page: args.full_page,
         };
-        let whole = if args.full_page { ", the whole page" } else { "" };
+        let whole = if args.full_page {
+            ", the whole page"
+        } else {
+            ""
+        };
         screenshot(
             domain,
             format!("window-{}", label(viewport)),
@@ -242,7 +246,11 @@ impl Tool<PageDomain> for ElementBoxes {
             text.push_str(&format!(
                 "- <{}{}{}> x={:.0} y={:.0} w={:.0} h={:.0} text={:?}\n",
                 element.tag,
-                element.id.as_deref().map(|id| format!(" id={id:?}")).unwrap_or_default(),
+                element
+                    .id
+                    .as_deref()
+                    .map(|id| format!(" id={id:?}"))
+                    .unwrap_or_default(),
                 element
                     .classes
                     .as_deref()
@@ -297,7 +305,11 @@ impl Tool<PageDomain> for ComputedStyles {
             text.push_str(&format!(
                 "- <{}{}> {}\n",
                 element.tag,
-                element.id.as_deref().map(|id| format!(" id={id:?}")).unwrap_or_default(),
+                element
+                    .id
+                    .as_deref()
+                    .map(|id| format!(" id={id:?}"))
+                    .unwrap_or_default(),
                 styles.join("; ")
             ));
         }

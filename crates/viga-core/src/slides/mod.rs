@@ -92,11 +92,9 @@ impl SlidesSettings {
             .flatten()
             .map(|entry| entry.path())
             .filter(|path| {
-                path.extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| {
-                        ["png", "jpg", "jpeg", "gif", "bmp"].contains(&e.to_ascii_lowercase().as_str())
-                    })
+                path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                    ["png", "jpg", "jpeg", "gif", "bmp"].contains(&e.to_ascii_lowercase().as_str())
+                })
             })
             .collect();
         files.sort();
@@ -112,9 +110,9 @@ pub fn slide_of(view: Option<&str>) -> Result<usize, String> {
         return Ok(1);
     };
     let lower = view.trim().to_ascii_lowercase();
-    let digits = lower
-        .strip_prefix("slide")
-        .map_or(lower.as_str(), |rest| rest.trim_start_matches(['_', '-', ' ']));
+    let digits = lower.strip_prefix("slide").map_or(lower.as_str(), |rest| {
+        rest.trim_start_matches(['_', '-', ' '])
+    });
     let number = (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
         .then(|| digits.parse::<usize>().ok())
         .flatten()
@@ -175,9 +173,10 @@ impl SlidesDomain {
     fn fault(&self, err: SlidesError) -> WorkerFault {
         match err {
             SlidesError::Lost(worker_lost) => lost(&self.watch, worker_lost, None),
-            SlidesError::Start(why) => {
-                not_started(&self.watch, format!("the slide renderer could not start: {why}"))
-            }
+            SlidesError::Start(why) => not_started(
+                &self.watch,
+                format!("the slide renderer could not start: {why}"),
+            ),
             SlidesError::Refused { .. } | SlidesError::BadRequest(_) => {
                 WorkerFault::new(FaultKind::Refused, err.to_string())
             }
@@ -200,7 +199,12 @@ impl SlidesDomain {
         match self.worker.render_slide(deck, number, width).await {
             Ok(slide) => {
                 self.watch.answered();
-                Ok(Ok((slide.png, slide.width, slide.height, elapsed_ms(started))))
+                Ok(Ok((
+                    slide.png,
+                    slide.width,
+                    slide.height,
+                    elapsed_ms(started),
+                )))
             }
             Err(err @ (SlidesError::Refused { .. } | SlidesError::BadRequest(_))) => {
                 self.watch.answered();
@@ -227,8 +231,11 @@ impl Domain for SlidesDomain {
     }
 
     fn program_format(&self) -> ProgramFormat {
-        ProgramFormat::new("python", "the whole python-pptx program that builds and saves the deck")
-            .with_aliases(&["py", "python3"])
+        ProgramFormat::new(
+            "python",
+            "the whole python-pptx program that builds and saves the deck",
+        )
+        .with_aliases(&["py", "python3"])
     }
 
     fn prompts(&self) -> Prompts {
@@ -478,7 +485,9 @@ impl Domain for SlidesDomain {
     ) -> Result<Vec<PathBuf>, WorkerFault> {
         let result = self.execute(program, limit).await?;
         if !result.succeeded() {
-            return Err(WorkerFault::other("the final program no longer builds its deck"));
+            return Err(WorkerFault::other(
+                "the final program no longer builds its deck",
+            ));
         }
         let deck = self.deck.lock().await;
         let Some(deck) = deck.as_ref() else {

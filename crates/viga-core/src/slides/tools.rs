@@ -102,7 +102,14 @@ fn refused_or_lost(domain: &SlidesDomain, err: SlidesError) -> ToolError {
     }
 }
 
-fn one_picture(view: String, png: Vec<u8>, width: u32, height: u32, ms: f64, text: String) -> ToolOutput {
+fn one_picture(
+    view: String,
+    png: Vec<u8>,
+    width: u32,
+    height: u32,
+    ms: f64,
+    text: String,
+) -> ToolOutput {
     ToolOutput {
         text,
         images: vec![ImageData::png(png.clone())],
@@ -131,7 +138,11 @@ impl Tool<SlidesDomain> for ShowSlide {
         parameters_of::<ShowSlideArgs>()
     }
 
-    async fn invoke(&self, domain: &SlidesDomain, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn invoke(
+        &self,
+        domain: &SlidesDomain,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError> {
         let args: ShowSlideArgs = parse_arguments(self.name(), arguments)?;
         match domain
             .slide_picture(args.slide, domain.settings.view_width)
@@ -167,7 +178,11 @@ impl Tool<SlidesDomain> for ZoomSlide {
         parameters_of::<ZoomSlideArgs>()
     }
 
-    async fn invoke(&self, domain: &SlidesDomain, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn invoke(
+        &self,
+        domain: &SlidesDomain,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError> {
         let args: ZoomSlideArgs = parse_arguments(self.name(), arguments)?;
         let deck = domain.deck.lock().await;
         let Some(deck) = deck.as_ref() else {
@@ -216,7 +231,11 @@ impl Tool<SlidesDomain> for ReadSlideStructure {
         parameters_of::<ReadStructureArgs>()
     }
 
-    async fn invoke(&self, domain: &SlidesDomain, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn invoke(
+        &self,
+        domain: &SlidesDomain,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError> {
         let args: ReadStructureArgs = parse_arguments(self.name(), arguments)?;
         let deck = domain.deck.lock().await;
         let Some(deck) = deck.as_ref() else {
