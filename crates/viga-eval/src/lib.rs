@@ -35,6 +35,7 @@ pub mod scene_search;
 pub mod scores;
 pub mod search;
 pub mod shard;
+pub mod slidebench;
 
 use std::path::{Path, PathBuf};
 

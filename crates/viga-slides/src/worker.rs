@@ -14,7 +14,7 @@ use viga_process::{Confinement, NotFound, Recovery, ScratchFolder, WorkerLost, r
 use crate::locate::SlideTools;
 use crate::office::{OFFICE_SCRIPT, OfficeLaunch, OfficeProcess};
 use crate::program::{self, DECK_FILE, ProgramLaunch, ProgramRun, ProgramStatus, RUNNER_SCRIPT};
-use crate::structure::DeckStructure;
+use crate::structure::{DeckStructure, SlideBlocks};
 
 /// The widest picture a worker renders (a zoomed region is rendered from a slide this wide at
 /// most).
@@ -396,6 +396,21 @@ impl SlideWorker {
         crop(&slide, region).map_err(|message| SlidesError::Output {
             op: "render",
             message,
+        })
+    }
+
+    /// Slide `number`'s blocks (1-based) as SlideBench's reference-based metrics read them.
+    pub async fn blocks(&self, deck: &Deck, number: usize) -> Result<SlideBlocks, SlidesError> {
+        let request = json!({
+            "op": "blocks",
+            "deck": deck.path,
+            "slide": number,
+            "max_shapes": self.config.max_shapes,
+        });
+        let mut reply = self.office_call("blocks", &request).await?;
+        serde_json::from_value(reply["blocks"].take()).map_err(|err| SlidesError::Output {
+            op: "blocks",
+            message: err.to_string(),
         })
     }
 
