@@ -39,6 +39,13 @@ pub enum EvalCommand {
     /// checking each instance for a leaked answer; `--judge-provider` adds the reference-free
     /// judge.
     Blenderbench(Box<BlenderbenchArgs>),
+    /// Score a system on SlideBench (AutoPresent's layout: <deck>/<deck>.pptx with
+    /// slide_<n>/instruction.txt): execution rate and the reference-based metrics;
+    /// `--judge-provider` adds the reference-free judge and the overall score.
+    Slidebench(Box<crate::eval_flat::SlidebenchArgs>),
+    /// Score a system on web pages (<name>/task.txt with goal.html or target.png): PL and
+    /// N-CLIP against the target screenshot, and the judge with `--judge-provider`.
+    Pages(Box<crate::eval_flat::PagesArgs>),
     /// Rewrite summary.json, report.md and report.html of an output folder.
     Report { out: PathBuf },
     /// Combine the output folders of several shards into one, then write its reports.
@@ -198,6 +205,8 @@ pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process
     match command {
         EvalCommand::Blendergym(args) => blendergym(*args, contain).await?,
         EvalCommand::Blenderbench(args) => blenderbench(*args, contain).await?,
+        EvalCommand::Slidebench(args) => crate::eval_flat::slidebench(*args, contain).await?,
+        EvalCommand::Pages(args) => crate::eval_flat::pages(*args, contain).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
         EvalCommand::Merge { into, shards } => {
             print_summary(&report::merge(&shards, &into)?, &into);
@@ -243,7 +252,7 @@ fn config_from(args: &SystemArgs, suite: Suite, tasks: Option<&[String]>) -> Res
 }
 
 /// A model provider from flags (the agent's or the judge's); keys come from the environment.
-fn provider_from(
+pub(crate) fn provider_from(
     kind: &str,
     model: Option<&str>,
     base_url: Option<&str>,

@@ -8,6 +8,7 @@ mod contain;
 mod ending;
 mod eval;
 mod eval_bench;
+mod eval_flat;
 mod flat;
 mod gn;
 mod mcp;

@@ -28,6 +28,7 @@ pub mod layout;
 pub mod leak;
 #[cfg(not(feature = "clip"))]
 pub mod no_clip;
+pub mod pages;
 pub mod report;
 pub mod runner;
 pub mod scene;

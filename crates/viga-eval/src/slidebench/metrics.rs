@@ -85,11 +85,16 @@ fn area(block: &Block) -> f64 {
 /// The paired blocks' area over all blocks' area. Two slides without any block area match
 /// fully (the evaluator divides by zero there; see docs/eval.md).
 fn match_share(generated: &[Block], reference: &[Block], pairs: &[(usize, usize)]) -> f64 {
-    let paired_area: f64 = pairs
+    // Folded from +0.0: an empty f64 sum is -0.0.
+    let paired_area = pairs
         .iter()
         .map(|&(g, r)| area(&generated[g]) + area(&reference[r]))
-        .sum();
-    let all_area: f64 = generated.iter().chain(reference).map(area).sum();
+        .fold(0.0, |sum, area| sum + area);
+    let all_area = generated
+        .iter()
+        .chain(reference)
+        .map(area)
+        .fold(0.0, |sum, area| sum + area);
     if all_area <= 0.0 {
         return 1.0;
     }

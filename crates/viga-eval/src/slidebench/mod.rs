@@ -100,6 +100,8 @@ pub fn discover(
         path: data.to_path_buf(),
         message,
     };
+    // Absolute: programs (the oracle's) name the reference deck from their own folder.
+    let data = &std::path::absolute(data).map_err(|err| data_error(err.to_string()))?;
     let mut decks: Vec<PathBuf> = std::fs::read_dir(data)
         .map_err(|err| data_error(err.to_string()))?
         .flatten()
@@ -473,7 +475,7 @@ async fn score_instance(
         .await
         .map_err(failing)?;
     let Some(deck) = ran.deck else {
-        scores.failure = Some(format!("{:?}", ran.run.status));
+        scores.failure = Some(describe_status(&ran.run.status));
         return Ok(scores);
     };
     let generated: SlideBlocks = match worker.blocks(&deck, 1).await {
@@ -508,6 +510,27 @@ async fn score_instance(
             Some(judge_design(judge, "slide", &picture.png, &texts, instance.has_pictures).await);
     }
     Ok(scores)
+}
+
+/// Why a program left no deck, in a line.
+fn describe_status(status: &viga_slides::ProgramStatus) -> String {
+    use viga_slides::ProgramStatus;
+    match status {
+        ProgramStatus::Saved => "it saved a deck".to_owned(),
+        ProgramStatus::Failed(error) => format!(
+            "{}: {}{}",
+            error.kind,
+            error.message,
+            error
+                .line
+                .map(|line| format!(" (line {line})"))
+                .unwrap_or_default()
+        ),
+        ProgramStatus::NoDeck { detail } | ProgramStatus::Died { detail } => detail.clone(),
+        ProgramStatus::TimedOut { limit_ms } => {
+            format!("it was still running after {} ms and was stopped", limit_ms)
+        }
+    }
 }
 
 /// The evaluation's figures.
