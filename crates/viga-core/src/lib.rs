@@ -20,7 +20,8 @@
 //!
 //! What the loop builds is a [`domain::Domain`]: the loop's modules know programs, runs,
 //! renders, tools and scores only through it. The Blender scene domain, runs on a person's
-//! open scene and the add-on agent live in [`scene`], the one module that names Blender.
+//! open scene and the add-on agent live in [`scene`], the one module that names Blender;
+//! slides (python-pptx, LibreOffice) in [`slides`] and web pages (Chromium) in [`page`].
 //!
 //! **Must not:** parse command lines, print to a terminal, or know which provider, domain or
 //! worker it was given: they come in as trait objects.
