@@ -324,33 +324,14 @@ impl RunArgs {
     /// The loop's settings and the scene's; the frames of a target video are decoded into
     /// `decode_into`, which must outlive the start of the run (it copies its targets).
     pub fn run_config(&self, decode_into: &std::path::Path) -> Result<(RunConfig, SceneSettings)> {
-        let mut config = RunConfig::new(self.task.clone());
         let choice = viga_core::targets::FrameChoice {
             frames: self.frames.clone(),
             decode_into: Some(decode_into.to_path_buf()),
         };
-        for argument in &self.target {
-            config
-                .targets
-                .extend(viga_core::targets::parse_target_argument(
-                    argument, &choice,
-                )?);
-        }
+        let mut config = self.loop_config(&choice)?;
         for target in config.targets.iter_mut().filter(|t| t.view.is_none()) {
             target.view.clone_from(&self.camera);
         }
-        config.max_iterations = self.max_iterations;
-        config.memory_window = self.memory;
-        config.prompts_dir.clone_from(&self.prompts);
-        config.plan_each_iteration = !self.no_plan;
-        config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "--program-timeout {} is not a number of seconds",
-                    self.program_timeout
-                )
-            })?;
-        config.generator_max_turns = self.generator_max_turns;
         let (width, height) = parse_resolution(self.resolution.as_deref().unwrap_or("512"))?;
         let defaults = SceneSettings::default();
         let scene = SceneSettings {
@@ -419,15 +400,19 @@ impl RunArgs {
     /// The loop's settings of a slides or page run: the task, its targets (`VIEW=PICTURE`
     /// names a slide or a window; no video), the budgets.
     pub fn flat_run_config(&self, mode: &str) -> Result<RunConfig> {
-        let mut config = RunConfig::new(self.task.clone());
+        let mut config = self.loop_config(&viga_core::targets::FrameChoice::default())?;
         config.mode = mode.to_owned();
-        let choice = viga_core::targets::FrameChoice::default();
+        Ok(config)
+    }
+
+    /// The loop's settings every mode takes: the task, the targets read as `choice` says,
+    /// the budgets and the prompts.
+    fn loop_config(&self, choice: &viga_core::targets::FrameChoice) -> Result<RunConfig> {
+        let mut config = RunConfig::new(self.task.clone());
         for argument in &self.target {
             config
                 .targets
-                .extend(viga_core::targets::parse_target_argument(
-                    argument, &choice,
-                )?);
+                .extend(viga_core::targets::parse_target_argument(argument, choice)?);
         }
         config.max_iterations = self.max_iterations;
         config.memory_window = self.memory;

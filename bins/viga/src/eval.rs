@@ -123,17 +123,8 @@ pub struct SystemArgs {
     /// A baseline system (no model); without it, the agent runs with --provider.
     #[arg(long, value_enum, conflicts_with = "provider")]
     baseline: Option<BaselineArg>,
-    /// The agent's model provider: openai, anthropic, gemini, openai_compatible, scripted.
-    #[arg(long)]
-    provider: Option<String>,
-    #[arg(long)]
-    model: Option<String>,
-    /// API base URL (openai_compatible).
-    #[arg(long)]
-    base_url: Option<String>,
-    /// The scripted provider's script file.
-    #[arg(long)]
-    script: Option<PathBuf>,
+    #[command(flatten)]
+    agent: crate::args::ProviderArgs,
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 10)]
     max_iterations: u32,
@@ -186,8 +177,21 @@ pub struct BlenderbenchArgs {
     /// Comma-separated levels (level1, level2, level3).
     #[arg(long, value_delimiter = ',')]
     levels: Option<Vec<String>>,
+    #[command(flatten)]
+    judge: JudgeArgs,
+}
+
+/// The agent's model: the flags of `viga run` (`--provider`, `--model`, `--base-url`,
+/// `--api-key-env`, `--provider-config`, `--script`).
+pub fn agent_provider(flags: &crate::args::ProviderArgs) -> Result<Arc<dyn Provider>> {
+    Ok(build_provider(&crate::provider_config(flags, None)?)?)
+}
+
+/// A benchmark's reference-free judge.
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
     /// The reference-free judge's provider (openai, anthropic, gemini, openai_compatible,
-    /// scripted): a vision-language model rates each final render 0-5 on four criteria.
+    /// scripted): a vision-language model rates each result 0-5 on the benchmark's criteria.
     /// Without it nothing is judged and the reports have no judge column.
     #[arg(long)]
     judge_provider: Option<String>,
@@ -199,6 +203,24 @@ pub struct BlenderbenchArgs {
     /// The scripted judge's script file.
     #[arg(long, requires = "judge_provider")]
     judge_script: Option<PathBuf>,
+}
+
+impl JudgeArgs {
+    /// The judge these flags name, if any.
+    pub fn judge(&self) -> Result<Option<Judge>> {
+        self.judge_provider
+            .as_deref()
+            .map(|kind| {
+                provider_from(
+                    kind,
+                    self.judge_model.as_deref(),
+                    self.judge_base_url.as_deref(),
+                    self.judge_script.as_deref(),
+                )
+                .map(Judge::new)
+            })
+            .transpose()
+    }
 }
 
 pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process::ExitCode> {
@@ -252,7 +274,7 @@ fn config_from(args: &SystemArgs, suite: Suite, tasks: Option<&[String]>) -> Res
 }
 
 /// A model provider from flags (the agent's or the judge's); keys come from the environment.
-pub(crate) fn provider_from(
+fn provider_from(
     kind: &str,
     model: Option<&str>,
     base_url: Option<&str>,
@@ -277,7 +299,7 @@ fn proposer_from(
     config: &EvalConfig,
     search: Option<&BlendergymArgs>,
 ) -> Result<Arc<dyn Proposer>> {
-    match (&args.baseline, &args.provider) {
+    match (&args.baseline, &args.agent.provider) {
         (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
         (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
         (Some(BaselineArg::Search), _) => {
@@ -303,13 +325,8 @@ fn proposer_from(
         (None, None) => bail!(
             "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
         ),
-        (None, Some(kind)) => {
-            let provider = provider_from(
-                kind,
-                args.model.as_deref(),
-                args.base_url.as_deref(),
-                args.script.as_deref(),
-            )?;
+        (None, Some(_)) => {
+            let provider = agent_provider(&args.agent)?;
             if args.max_iterations == 0 {
                 bail!("--max-iterations must be at least 1");
             }
@@ -344,14 +361,7 @@ async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {
 
 async fn blenderbench(args: BlenderbenchArgs, contain: &Contain) -> Result<()> {
     let mut config = config_from(&args.system, Suite::BlenderBench, args.levels.as_deref())?;
-    if let Some(kind) = &args.judge_provider {
-        config.judge = Some(Judge::new(provider_from(
-            kind,
-            args.judge_model.as_deref(),
-            args.judge_base_url.as_deref(),
-            args.judge_script.as_deref(),
-        )?));
-    }
+    config.judge = args.judge.judge()?;
     let proposer = proposer_from(&args.system, &config, None)?;
     evaluate(config, proposer, args.system.workers, contain).await
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use viga_blender::Access;
-use viga_eval::judge::Judge;
 use viga_eval::pages::{self, PageAgent, PageBaseline, PageEvalConfig, PageProposer};
 use viga_eval::slidebench::{
     self, InstructionKind, SlideAgent, SlideBaseline, SlideEvalConfig, SlideEvent, SlideProposer,
@@ -18,7 +17,7 @@ use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
 use viga_web::{WebConfig, WebWorker};
 
 use crate::contain::Contain;
-use crate::eval::provider_from;
+use crate::eval::{JudgeArgs, agent_provider};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FlatBaseline {
@@ -43,32 +42,16 @@ pub struct FlatSystemArgs {
     /// A baseline system (no model); without it, the agent runs with --provider.
     #[arg(long, value_enum, conflicts_with = "provider")]
     baseline: Option<FlatBaseline>,
-    /// The agent's model provider: openai, anthropic, gemini, openai_compatible, scripted.
-    #[arg(long)]
-    provider: Option<String>,
-    #[arg(long)]
-    model: Option<String>,
-    #[arg(long)]
-    base_url: Option<String>,
-    /// The scripted provider's script file.
-    #[arg(long)]
-    script: Option<PathBuf>,
+    #[command(flatten)]
+    agent: crate::args::ProviderArgs,
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 5)]
     max_iterations: u32,
     /// How long one program (a page's load) may run.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     program_timeout: f64,
-    /// The reference-free judge's provider: a vision-language model rates each result 0-5
-    /// on text, image, layout and colour. Without it nothing is judged.
-    #[arg(long)]
-    judge_provider: Option<String>,
-    #[arg(long, requires = "judge_provider")]
-    judge_model: Option<String>,
-    #[arg(long, requires = "judge_provider")]
-    judge_base_url: Option<String>,
-    #[arg(long, requires = "judge_provider")]
-    judge_script: Option<PathBuf>,
+    #[command(flatten)]
+    judge: JudgeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -103,37 +86,17 @@ impl FlatSystemArgs {
             .ok_or_else(|| anyhow::anyhow!("--program-timeout must be a number of seconds above 0"))
     }
 
-    fn judge(&self) -> Result<Option<Judge>> {
-        self.judge_provider
-            .as_deref()
-            .map(|kind| {
-                provider_from(
-                    kind,
-                    self.judge_model.as_deref(),
-                    self.judge_base_url.as_deref(),
-                    self.judge_script.as_deref(),
-                )
-                .map(Judge::new)
-            })
-            .transpose()
-    }
-
     /// The agent's provider, or why there is no system.
     fn agent_provider(&self) -> Result<Arc<dyn viga_provider::Provider>> {
-        let Some(kind) = &self.provider else {
+        if self.agent.provider.is_none() {
             bail!(
                 "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
             );
-        };
+        }
         if self.max_iterations == 0 {
             bail!("--max-iterations must be at least 1");
         }
-        provider_from(
-            kind,
-            self.model.as_deref(),
-            self.base_url.as_deref(),
-            self.script.as_deref(),
-        )
+        agent_provider(&self.agent)
     }
 }
 
@@ -155,7 +118,7 @@ pub async fn slidebench(args: SlidebenchArgs, contain: &Contain) -> Result<()> {
         out: system.out.clone(),
         instruction: args.instruction,
         instances: system.instances.clone(),
-        judge: system.judge()?,
+        judge: system.judge.judge()?,
         program_timeout,
     };
     // Checked before LibreOffice starts, so a wrong folder fails at once.
@@ -239,7 +202,7 @@ pub async fn pages(args: PagesArgs, contain: &Contain) -> Result<()> {
         data: system.data.clone(),
         out: system.out.clone(),
         instances: system.instances.clone(),
-        judge: system.judge()?,
+        judge: system.judge.judge()?,
         clip_weights: args.clip_weights.clone(),
         program_timeout,
     };

@@ -10,7 +10,6 @@ use viga_blender::{Access, ContainmentStatus};
 use viga_core::Domain;
 use viga_core::page::{PAGE_DOMAIN, PageDomain, PageSettings, parse_viewport};
 use viga_core::slides::{SLIDES_DOMAIN, SlidesDomain, SlidesSettings};
-use viga_provider::{ProviderKind, build_provider};
 use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
 use viga_web::{WebConfig, WebWorker};
 
@@ -147,22 +146,12 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitC
         );
     }
     let mut out = Output::new(args.events, args.max_iterations);
-    let provider_settings = crate::provider_config(&args.provider, None)?;
     let mode = match args.mode {
         Mode::Slides => SLIDES_DOMAIN,
         _ => PAGE_DOMAIN,
     };
     let mut config = args.flat_run_config(mode)?;
-    config.provider = provider_settings.kind.name().to_owned();
-    let provider = build_provider(&provider_settings)?;
-    config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
-    config.model = provider.model().to_owned();
-    if provider_settings.kind == ProviderKind::Scripted {
-        out.say(&format!(
-            "[scripted provider] every model answer is replayed from {}",
-            crate::display_opt(&provider_settings.script)
-        ));
-    }
+    let (provider_settings, provider) = crate::run_model(&args, &mut config, &out)?;
     let settings = settings_of(&args, &config)?;
     let folder = viga_core::RunFolder::create(&args.output, &config)?;
     let root = folder.root().to_path_buf();

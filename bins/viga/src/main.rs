@@ -227,21 +227,10 @@ fn say_containment(worker: &Worker) {
 
 async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
     let mut out = Output::new(args.events, args.max_iterations);
-    let provider_settings = provider_config(&args.provider, None)?;
     // Decoded video frames live here until the run has copied its targets in.
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (mut config, scene) = args.run_config(frames.path())?;
-    config.provider = provider_settings.kind.name().to_owned();
-    let provider = build_provider(&provider_settings)?;
-    config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
-    // The provider's own name for its model: for a scripted run, the script's label.
-    config.model = provider.model().to_owned();
-    if provider_settings.kind == ProviderKind::Scripted {
-        out.say(&format!(
-            "[scripted provider] every model answer is replayed from {}",
-            display_opt(&provider_settings.script)
-        ));
-    }
+    let (provider_settings, provider) = run_model(&args, &mut config, &out)?;
     let init_service = args.init_service()?;
     if init_service.is_some() && args.attach.wanted() {
         bail!(
@@ -285,6 +274,28 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         offer_result(&followed, &args, &out).await?;
     }
     Ok(finish(&followed, &out))
+}
+
+/// The model a run asks, from its flags, recorded in `config` (its kind, the model's own
+/// name, whether the generator gets its tools); a scripted one is said so.
+fn run_model(
+    args: &RunArgs,
+    config: &mut viga_core::RunConfig,
+    out: &Output,
+) -> Result<(ProviderConfig, Arc<dyn viga_provider::Provider>)> {
+    let provider_settings = provider_config(&args.provider, None)?;
+    config.provider = provider_settings.kind.name().to_owned();
+    let provider = build_provider(&provider_settings)?;
+    config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
+    // The provider's own name for its model: for a scripted run, the script's label.
+    config.model = provider.model().to_owned();
+    if provider_settings.kind == ProviderKind::Scripted {
+        out.say(&format!(
+            "[scripted provider] every model answer is replayed from {}",
+            display_opt(&provider_settings.script)
+        ));
+    }
+    Ok((provider_settings, provider))
 }
 
 /// `started`, or else the run folder at `root` made for it removed again: a start that fails

@@ -10,19 +10,12 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-use viga_testkit::{output_within, within};
+use viga_testkit::{
+    CONTAINMENT_HALVES, assert_succeeded, output_within, printed_run_folder, within,
+};
 
 /// A run of a few model turns with a warm renderer; generous for a busy 2-core machine.
 const RUN_LIMIT: Duration = Duration::from_secs(180);
-/// The halves of containment every run records.
-const HALVES: [&str; 6] = [
-    "network",
-    "writes",
-    "reads",
-    "unix_sockets",
-    "processes",
-    "environment",
-];
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,26 +39,6 @@ fn viga_run(mode: &str, script: &Path, extra: &[&str], output: &Path) -> Output 
     output_within(&mut command, RUN_LIMIT)
 }
 
-fn assert_success(out: &Output) {
-    assert!(
-        out.status.success(),
-        "viga failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The run folder `viga run` printed.
-fn run_folder(out: &Output) -> PathBuf {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("run folder: "))
-        .unwrap_or_else(|| panic!("no run folder in {stdout}"));
-    PathBuf::from(line)
-}
-
 fn events(folder: &Path) -> Vec<Value> {
     std::fs::read_to_string(folder.join("events.jsonl"))
         .unwrap()
@@ -83,7 +56,7 @@ fn assert_contained(folder: &Path) {
     let status: Value =
         serde_json::from_slice(&std::fs::read(folder.join("containment.json")).unwrap()).unwrap();
     assert_eq!(status["policy"], "auto", "{status}");
-    for half in HALVES {
+    for half in CONTAINMENT_HALVES {
         assert_eq!(status[half]["active"], true, "{half}: {status}");
     }
     let report = std::fs::read_to_string(folder.join("report.html")).unwrap();
@@ -151,8 +124,8 @@ async fn a_scripted_slides_session_runs_end_to_end() {
         &["--target", &target_arg, "--resolution", "320"],
         &out,
     );
-    assert_success(&output);
-    let folder = run_folder(&output);
+    assert_succeeded(&output);
+    let folder = printed_run_folder(&output);
     assert!(
         folder.starts_with(out.join("slides")),
         "{}",
@@ -220,8 +193,8 @@ async fn a_scripted_page_session_runs_end_to_end_with_no_network_and_resumes() {
         &["--target", &target_arg],
         &out,
     );
-    assert_success(&output);
-    let folder = run_folder(&output);
+    assert_succeeded(&output);
+    let folder = printed_run_folder(&output);
     let events = events(&folder);
     assert_fast_retry(&events, "drawChart is not defined");
     // The picture's outside URL was refused, and the run says so: a warning, the verdict's
@@ -284,7 +257,7 @@ async fn a_scripted_page_session_runs_end_to_end_with_no_network_and_resumes() {
         .args(["--max-iterations", "2"])
         .env_remove("VIGA_CONTAINMENT");
     let resumed = output_within(&mut resume, RUN_LIMIT);
-    assert_success(&resumed);
+    assert_succeeded(&resumed);
     let events = self::events(&folder);
     let finished = of_kind(&events, "run_finished");
     assert_eq!(

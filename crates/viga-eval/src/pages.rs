@@ -20,6 +20,7 @@ use viga_web::{Viewport, WebError, WebWorker};
 use crate::EvalError;
 use crate::judge::Judge;
 use crate::slidebench::judge::{CRITERIA, DesignJudgement, judge_design};
+use crate::slidebench::{AgentRun, check_selection, scored_before};
 
 #[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
@@ -80,22 +81,13 @@ pub fn discover(data: &Path, names: Option<&[String]>) -> Result<Vec<PageInstanc
             target,
         });
     }
-    if let Some(names) = names {
-        for name in names {
-            if !instances.iter().any(|instance| &instance.name == name) {
-                return Err(EvalError::NoSuchInstance {
-                    name: name.clone(),
-                    data: data.to_path_buf(),
-                });
-            }
-        }
-    }
-    if instances.is_empty() {
-        return Err(EvalError::NoInstances {
-            data: data.to_path_buf(),
-            layout: "page instances (<name>/task.txt with goal.html or target.png)",
-        });
-    }
+    let found: Vec<&str> = instances.iter().map(|i| i.name.as_str()).collect();
+    check_selection(
+        data,
+        &found,
+        names,
+        "page instances (<name>/task.txt with goal.html or target.png)",
+    )?;
     Ok(instances)
 }
 
@@ -192,35 +184,26 @@ impl PageProposer for PageAgent {
         instance: &PageInstance,
         context: PageContext<'_>,
     ) -> Result<Option<String>, EvalError> {
-        let harness = |message: String| EvalError::Harness {
-            instance: instance.name.clone(),
-            message,
+        let run = AgentRun {
+            instance: &instance.name,
+            provider: &self.provider,
+            scratch: context.scratch,
         };
-        std::fs::create_dir_all(context.scratch)
-            .map_err(|err| EvalError::io(context.scratch, err))?;
+        let mut config = run.config(
+            &instance.task,
+            "pages",
+            self.max_iterations,
+            self.program_timeout,
+        )?;
         let picture = context.scratch.join("target.png");
         crate::write_atomic(&picture, context.target)?;
-        let mut config = viga_core::RunConfig::new(instance.task.clone());
-        config.mode = "pages".to_owned();
-        config.max_iterations = self.max_iterations;
-        config.program_timeout = self.program_timeout;
-        config.provider = self.provider.name().to_owned();
-        config.model = self.provider.model().to_owned();
         config.targets.push(viga_core::TargetSpec::picture(picture));
         let settings = viga_core::page::PageSettings {
             viewport: context.viewport,
         };
         let domain = viga_core::page::PageDomain::new(settings, Arc::clone(context.worker))
-            .map_err(|err| harness(err.to_string()))?;
-        let run = viga_core::start(
-            config,
-            Arc::clone(&self.provider),
-            Arc::new(domain),
-            &context.scratch.join("runs"),
-        )
-        .map_err(|err| harness(err.to_string()))?;
-        let outcome = run.wait().await.map_err(|err| harness(err.to_string()))?;
-        Ok(outcome.final_code)
+            .map_err(|err| run.harness(err))?;
+        run.final_program(config, Arc::new(domain)).await
     }
 }
 
@@ -272,10 +255,7 @@ pub async fn run(
     let mut all = Vec::with_capacity(instances.len());
     for instance in &instances {
         let folder = config.out.join(&instance.name);
-        let done = std::fs::read_to_string(folder.join(SCORES_FILE))
-            .ok()
-            .and_then(|text| serde_json::from_str::<PageScores>(&text).ok())
-            .filter(|scores| scores.system == name);
+        let done = scored_before(&folder, |scores: &PageScores| scores.system == name);
         if let Some(scores) = done {
             all.push(scores);
             continue;

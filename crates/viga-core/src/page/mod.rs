@@ -18,11 +18,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use viga_protocol::iteration::{ExecutionError, ExecutionResult};
 use viga_protocol::message::{ImageData, ToolSpec};
-use viga_skills::{CapturedRender, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{CapturedRender, ToolError, ToolOutput};
 use viga_web::{PageReport, Shot, Viewport, WebError, WebWorker};
 
 use crate::domain::{
-    Domain, FaultKind, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
+    Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,
+    WorkerWatch,
 };
 use crate::flat::{elapsed_ms, lost, not_started, picture};
 use crate::{CoreError, Prompts};
@@ -129,8 +130,7 @@ pub struct PageDomain {
     /// Whether the last program's page is loaded and can be looked at.
     loaded: Mutex<bool>,
     recording: Mutex<Recording>,
-    generator: ToolRegistry<PageDomain>,
-    verifier: ToolRegistry<PageDomain>,
+    tools: RoleTools<PageDomain>,
 }
 
 impl std::fmt::Debug for PageDomain {
@@ -149,15 +149,14 @@ impl PageDomain {
         settings: PageSettings,
         worker: std::sync::Arc<WebWorker>,
     ) -> Result<Self, CoreError> {
-        let (generator, verifier) = tools::registries()?;
+        let tools = tools::registries()?;
         Ok(Self {
             settings,
             worker,
             watch: WorkerWatch::new(),
             loaded: Mutex::new(false),
             recording: Mutex::new(Recording::default()),
-            generator,
-            verifier,
+            tools,
         })
     }
 
@@ -501,10 +500,7 @@ impl Domain for PageDomain {
     }
 
     fn tools(&self, role: ToolRole) -> Vec<ToolSpec> {
-        match role {
-            ToolRole::Generator => self.generator.specs(),
-            ToolRole::Verifier => self.verifier.specs(),
-        }
+        self.tools.specs(role)
     }
 
     async fn call_tool(
@@ -513,11 +509,7 @@ impl Domain for PageDomain {
         name: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
-        let registry = match role {
-            ToolRole::Generator => &self.generator,
-            ToolRole::Verifier => &self.verifier,
-        };
-        registry.invoke(self, name, arguments).await
+        self.tools.invoke(self, role, name, arguments).await
     }
 
     async fn save_result(

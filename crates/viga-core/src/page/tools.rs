@@ -11,32 +11,25 @@ use serde_json::Value;
 use viga_protocol::ProtocolType;
 use viga_protocol::message::ImageData;
 use viga_skills::registry::{parameters_of, parse_arguments};
-use viga_skills::{Tool, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{Tool, ToolError, ToolOutput};
 use viga_web::{Shot, Viewport, WebError};
 
 use super::{NO_PAGE_YET, PageDomain, check_viewport, label, tool_error};
 use crate::CoreError;
+use crate::domain::RoleTools;
 
 /// The generator's tools and the verifier's.
-pub(super) fn registries() -> Result<(ToolRegistry<PageDomain>, ToolRegistry<PageDomain>), CoreError>
-{
-    let register = |tools: Vec<Arc<dyn Tool<PageDomain>>>| {
-        let mut registry = ToolRegistry::new();
-        for tool in tools {
-            registry
-                .register(tool)
-                .map_err(|err| CoreError::Tool(err.to_string()))?;
-        }
-        Ok::<_, CoreError>(registry)
-    };
-    let generator = register(vec![Arc::new(ElementBoxes), Arc::new(ComputedStyles)])?;
-    let verifier = register(vec![
-        Arc::new(ScreenshotAt),
-        Arc::new(ScrollPage),
-        Arc::new(ElementBoxes),
-        Arc::new(ComputedStyles),
-    ])?;
-    Ok((generator, verifier))
+pub(super) fn registries() -> Result<RoleTools<PageDomain>, CoreError> {
+    RoleTools::of(
+        vec![Arc::new(ElementBoxes), Arc::new(ComputedStyles)],
+        vec![
+            Arc::new(ScreenshotAt),
+            Arc::new(ScrollPage),
+            Arc::new(ElementBoxes),
+            Arc::new(ComputedStyles),
+        ],
+    )
+    .map_err(|err| CoreError::Tool(err.to_string()))
 }
 
 /// `screenshot_at`'s arguments.
@@ -97,6 +90,27 @@ fn refused_or_lost(domain: &PageDomain, err: WebError) -> ToolError {
         WebError::BadRequest(_) | WebError::Refused(_) => ToolError::Recoverable(err.to_string()),
         err => tool_error(domain.fault(err, None)),
     }
+}
+
+/// What `query` finds on the loaded page; a browser error in words for the model.
+async fn on_the_page<T>(
+    domain: &PageDomain,
+    query: impl Future<Output = Result<T, WebError>>,
+) -> Result<T, ToolError> {
+    if !domain.is_loaded() {
+        return Err(ToolError::Recoverable(NO_PAGE_YET.to_owned()));
+    }
+    let found = query.await.map_err(|err| refused_or_lost(domain, err))?;
+    domain.watch.answered();
+    Ok(found)
+}
+
+/// `<tag id="…"`, as the tools name an element.
+fn element_tag(tag: &str, id: Option<&str>) -> String {
+    format!(
+        "<{tag}{}",
+        id.map(|id| format!(" id={id:?}")).unwrap_or_default()
+    )
 }
 
 async fn screenshot(
@@ -223,15 +237,7 @@ impl Tool<PageDomain> for ElementBoxes {
 
     async fn invoke(&self, domain: &PageDomain, arguments: Value) -> Result<ToolOutput, ToolError> {
         let args: ElementsArgs = parse_arguments(self.name(), arguments)?;
-        if !domain.is_loaded() {
-            return Err(ToolError::Recoverable(NO_PAGE_YET.to_owned()));
-        }
-        let matched = domain
-            .worker
-            .element_boxes(&args.selector)
-            .await
-            .map_err(|err| refused_or_lost(domain, err))?;
-        domain.watch.answered();
+        let matched = on_the_page(domain, domain.worker.element_boxes(&args.selector)).await?;
         let mut text = format!(
             "{} element(s) match {:?}{}:\n",
             matched.count,
@@ -244,13 +250,8 @@ impl Tool<PageDomain> for ElementBoxes {
         );
         for element in &matched.elements {
             text.push_str(&format!(
-                "- <{}{}{}> x={:.0} y={:.0} w={:.0} h={:.0} text={:?}\n",
-                element.tag,
-                element
-                    .id
-                    .as_deref()
-                    .map(|id| format!(" id={id:?}"))
-                    .unwrap_or_default(),
+                "- {}{}> x={:.0} y={:.0} w={:.0} h={:.0} text={:?}\n",
+                element_tag(&element.tag, element.id.as_deref()),
                 element
                     .classes
                     .as_deref()
@@ -285,16 +286,12 @@ impl Tool<PageDomain> for ComputedStyles {
 
     async fn invoke(&self, domain: &PageDomain, arguments: Value) -> Result<ToolOutput, ToolError> {
         let args: ElementsArgs = parse_arguments(self.name(), arguments)?;
-        if !domain.is_loaded() {
-            return Err(ToolError::Recoverable(NO_PAGE_YET.to_owned()));
-        }
         let properties: Vec<&str> = args.properties.iter().map(String::as_str).collect();
-        let matched = domain
-            .worker
-            .computed_styles(&args.selector, &properties)
-            .await
-            .map_err(|err| refused_or_lost(domain, err))?;
-        domain.watch.answered();
+        let matched = on_the_page(
+            domain,
+            domain.worker.computed_styles(&args.selector, &properties),
+        )
+        .await?;
         let mut text = format!("{} element(s) match {:?}:\n", matched.count, args.selector);
         for element in &matched.elements {
             let styles: Vec<String> = element
@@ -303,13 +300,8 @@ impl Tool<PageDomain> for ComputedStyles {
                 .map(|(name, value)| format!("{name}: {value}"))
                 .collect();
             text.push_str(&format!(
-                "- <{}{}> {}\n",
-                element.tag,
-                element
-                    .id
-                    .as_deref()
-                    .map(|id| format!(" id={id:?}"))
-                    .unwrap_or_default(),
+                "- {}> {}\n",
+                element_tag(&element.tag, element.id.as_deref()),
                 styles.join("; ")
             ));
         }

@@ -18,11 +18,12 @@ use serde_json::Value;
 use viga_protocol::iteration::{ExecutionError, ExecutionResult};
 use viga_protocol::message::ToolSpec;
 use viga_skills::montage::{View, montage};
-use viga_skills::{CapturedRender, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{CapturedRender, ToolError, ToolOutput};
 use viga_slides::{Deck, ProgramStatus, SlideWorker, SlidesError};
 
 use crate::domain::{
-    Domain, FaultKind, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
+    Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,
+    WorkerWatch,
 };
 use crate::flat::{elapsed_ms, lost, not_started, picture};
 use crate::{CoreError, Prompts};
@@ -133,8 +134,7 @@ pub struct SlidesDomain {
     deck: tokio::sync::Mutex<Option<Deck>>,
     /// What the last program printed before it was stopped at its time limit.
     stopped_output: Mutex<Option<String>>,
-    generator: ToolRegistry<SlidesDomain>,
-    verifier: ToolRegistry<SlidesDomain>,
+    tools: RoleTools<SlidesDomain>,
 }
 
 impl std::fmt::Debug for SlidesDomain {
@@ -147,15 +147,14 @@ impl std::fmt::Debug for SlidesDomain {
 
 impl SlidesDomain {
     pub fn new(settings: SlidesSettings, worker: Arc<SlideWorker>) -> Result<Self, CoreError> {
-        let (generator, verifier) = tools::registries()?;
+        let tools = tools::registries()?;
         Ok(Self {
             settings,
             worker,
             watch: WorkerWatch::new(),
             deck: tokio::sync::Mutex::new(None),
             stopped_output: Mutex::new(None),
-            generator,
-            verifier,
+            tools,
         })
     }
 
@@ -458,10 +457,7 @@ impl Domain for SlidesDomain {
     }
 
     fn tools(&self, role: ToolRole) -> Vec<ToolSpec> {
-        match role {
-            ToolRole::Generator => self.generator.specs(),
-            ToolRole::Verifier => self.verifier.specs(),
-        }
+        self.tools.specs(role)
     }
 
     async fn call_tool(
@@ -470,11 +466,7 @@ impl Domain for SlidesDomain {
         name: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
-        let registry = match role {
-            ToolRole::Generator => &self.generator,
-            ToolRole::Verifier => &self.verifier,
-        };
-        registry.invoke(self, name, arguments).await
+        self.tools.invoke(self, role, name, arguments).await
     }
 
     async fn save_result(

@@ -11,32 +11,25 @@ use serde_json::Value;
 use viga_protocol::ProtocolType;
 use viga_protocol::message::ImageData;
 use viga_skills::registry::{parameters_of, parse_arguments};
-use viga_skills::{CapturedRender, Tool, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{CapturedRender, Tool, ToolError, ToolOutput};
 use viga_slides::{Region, SlidesError};
 
 use super::{NO_DECK_YET, SlidesDomain, tool_error};
 use crate::CoreError;
+use crate::domain::RoleTools;
 use crate::flat::{elapsed_ms, picture};
 
 /// The generator's tools and the verifier's.
-pub(super) fn registries()
--> Result<(ToolRegistry<SlidesDomain>, ToolRegistry<SlidesDomain>), CoreError> {
-    let register = |tools: Vec<Arc<dyn Tool<SlidesDomain>>>| {
-        let mut registry = ToolRegistry::new();
-        for tool in tools {
-            registry
-                .register(tool)
-                .map_err(|err| CoreError::Tool(err.to_string()))?;
-        }
-        Ok::<_, CoreError>(registry)
-    };
-    let generator = register(vec![Arc::new(ReadSlideStructure), Arc::new(ShowSlide)])?;
-    let verifier = register(vec![
-        Arc::new(ShowSlide),
-        Arc::new(ZoomSlide),
-        Arc::new(ReadSlideStructure),
-    ])?;
-    Ok((generator, verifier))
+pub(super) fn registries() -> Result<RoleTools<SlidesDomain>, CoreError> {
+    RoleTools::of(
+        vec![Arc::new(ReadSlideStructure), Arc::new(ShowSlide)],
+        vec![
+            Arc::new(ShowSlide),
+            Arc::new(ZoomSlide),
+            Arc::new(ReadSlideStructure),
+        ],
+    )
+    .map_err(|err| CoreError::Tool(err.to_string()))
 }
 
 /// `show_slide`'s arguments.
@@ -100,6 +93,25 @@ fn refused_or_lost(domain: &SlidesDomain, err: SlidesError) -> ToolError {
         }
         err => tool_error(domain.fault(err)),
     }
+}
+
+/// What `read` finds in the current deck; a renderer error in words for the model.
+async fn on_the_deck<'a, T, F>(
+    domain: &SlidesDomain,
+    deck: Option<&'a viga_slides::Deck>,
+    read: impl FnOnce(&'a viga_slides::Deck) -> F,
+) -> Result<T, ToolError>
+where
+    F: Future<Output = Result<T, SlidesError>>,
+{
+    let Some(deck) = deck else {
+        return Err(ToolError::Recoverable(NO_DECK_YET.to_owned()));
+    };
+    let found = read(deck)
+        .await
+        .map_err(|err| refused_or_lost(domain, err))?;
+    domain.watch.answered();
+    Ok(found)
 }
 
 fn one_picture(
@@ -184,10 +196,6 @@ impl Tool<SlidesDomain> for ZoomSlide {
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
         let args: ZoomSlideArgs = parse_arguments(self.name(), arguments)?;
-        let deck = domain.deck.lock().await;
-        let Some(deck) = deck.as_ref() else {
-            return Err(ToolError::Recoverable(NO_DECK_YET.to_owned()));
-        };
         let region = Region {
             x: args.x,
             y: args.y,
@@ -195,12 +203,13 @@ impl Tool<SlidesDomain> for ZoomSlide {
             height: args.height,
         };
         let started = Instant::now();
-        let zoomed = domain
-            .worker
-            .render_region(deck, args.slide, region, domain.settings.view_width)
-            .await
-            .map_err(|err| refused_or_lost(domain, err))?;
-        domain.watch.answered();
+        let deck = domain.deck.lock().await;
+        let zoomed = on_the_deck(domain, deck.as_ref(), |deck| {
+            domain
+                .worker
+                .render_region(deck, args.slide, region, domain.settings.view_width)
+        })
+        .await?;
         Ok(one_picture(
             format!("slide{}-zoom", args.slide),
             zoomed.png,
@@ -238,15 +247,8 @@ impl Tool<SlidesDomain> for ReadSlideStructure {
     ) -> Result<ToolOutput, ToolError> {
         let args: ReadStructureArgs = parse_arguments(self.name(), arguments)?;
         let deck = domain.deck.lock().await;
-        let Some(deck) = deck.as_ref() else {
-            return Err(ToolError::Recoverable(NO_DECK_YET.to_owned()));
-        };
-        let mut structure = domain
-            .worker
-            .structure(deck)
-            .await
-            .map_err(|err| refused_or_lost(domain, err))?;
-        domain.watch.answered();
+        let mut structure =
+            on_the_deck(domain, deck.as_ref(), |deck| domain.worker.structure(deck)).await?;
         if let Some(number) = args.slide {
             if number > structure.slide_count {
                 return Err(ToolError::Recoverable(format!(

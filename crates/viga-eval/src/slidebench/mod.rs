@@ -155,23 +155,40 @@ pub fn discover(
             });
         }
     }
-    if let Some(names) = names {
-        for name in names {
-            if !instances.iter().any(|instance| &instance.name == name) {
-                return Err(EvalError::NoSuchInstance {
-                    name: name.clone(),
-                    data: data.to_path_buf(),
-                });
-            }
-        }
-    }
-    if instances.is_empty() {
-        return Err(EvalError::NoInstances {
+    let found: Vec<&str> = instances.iter().map(|i| i.name.as_str()).collect();
+    check_selection(
+        data,
+        &found,
+        names,
+        "SlideBench decks (<deck>/<deck>.pptx with slide_<n>/ folders)",
+    )?;
+    Ok(instances)
+}
+
+/// Every instance `names` asks for was `found`, and something was.
+pub(crate) fn check_selection(
+    data: &Path,
+    found: &[&str],
+    names: Option<&[String]>,
+    layout: &'static str,
+) -> Result<(), EvalError> {
+    if let Some(missing) = names
+        .into_iter()
+        .flatten()
+        .find(|name| !found.contains(&name.as_str()))
+    {
+        return Err(EvalError::NoSuchInstance {
+            name: missing.clone(),
             data: data.to_path_buf(),
-            layout: "SlideBench decks (<deck>/<deck>.pptx with slide_<n>/ folders)",
         });
     }
-    Ok(instances)
+    if found.is_empty() {
+        return Err(EvalError::NoInstances {
+            data: data.to_path_buf(),
+            layout,
+        });
+    }
+    Ok(())
 }
 
 fn file_name(path: &Path) -> String {
@@ -282,18 +299,17 @@ impl SlideProposer for SlideAgent {
         instance: &SlideInstance,
         context: SlideContext<'_>,
     ) -> Result<Option<String>, EvalError> {
-        let harness = |message: String| EvalError::Harness {
-            instance: instance.name.clone(),
-            message,
+        let run = AgentRun {
+            instance: &instance.name,
+            provider: &self.provider,
+            scratch: context.scratch,
         };
-        std::fs::create_dir_all(context.scratch)
-            .map_err(|err| EvalError::io(context.scratch, err))?;
-        let mut config = viga_core::RunConfig::new(instance.instruction.clone());
-        config.mode = "slidebench".to_owned();
-        config.max_iterations = self.max_iterations;
-        config.program_timeout = self.program_timeout;
-        config.provider = self.provider.name().to_owned();
-        config.model = self.provider.model().to_owned();
+        let mut config = run.config(
+            &instance.instruction,
+            "slidebench",
+            self.max_iterations,
+            self.program_timeout,
+        )?;
         if !self.instruction_only {
             let picture = context.scratch.join("reference.png");
             crate::write_atomic(&picture, context.reference_picture)?;
@@ -308,17 +324,69 @@ impl SlideProposer for SlideAgent {
             ..viga_core::slides::SlidesSettings::default()
         };
         let domain = viga_core::slides::SlidesDomain::new(settings, Arc::clone(context.worker))
-            .map_err(|err| harness(err.to_string()))?;
+            .map_err(|err| run.harness(err))?;
+        run.final_program(config, Arc::new(domain)).await
+    }
+}
+
+/// The VIGA loop on one instance of a 2D benchmark, its run folders in `scratch/runs`.
+pub(crate) struct AgentRun<'a> {
+    pub instance: &'a str,
+    pub provider: &'a Arc<dyn Provider>,
+    pub scratch: &'a Path,
+}
+
+impl AgentRun<'_> {
+    pub(crate) fn harness(&self, err: impl std::fmt::Display) -> EvalError {
+        EvalError::Harness {
+            instance: self.instance.to_owned(),
+            message: err.to_string(),
+        }
+    }
+
+    /// The run's settings for `task` (the scratch folder made).
+    pub(crate) fn config(
+        &self,
+        task: &str,
+        mode: &str,
+        max_iterations: u32,
+        program_timeout: Duration,
+    ) -> Result<viga_core::RunConfig, EvalError> {
+        std::fs::create_dir_all(self.scratch).map_err(|err| EvalError::io(self.scratch, err))?;
+        let mut config = viga_core::RunConfig::new(task);
+        config.mode = mode.to_owned();
+        config.max_iterations = max_iterations;
+        config.program_timeout = program_timeout;
+        config.provider = self.provider.name().to_owned();
+        config.model = self.provider.model().to_owned();
+        Ok(config)
+    }
+
+    /// Runs the loop to its end and gives its final program.
+    pub(crate) async fn final_program(
+        &self,
+        config: viga_core::RunConfig,
+        domain: Arc<dyn viga_core::Domain>,
+    ) -> Result<Option<String>, EvalError> {
         let run = viga_core::start(
             config,
-            Arc::clone(&self.provider),
-            Arc::new(domain),
-            &context.scratch.join("runs"),
+            Arc::clone(self.provider),
+            domain,
+            &self.scratch.join("runs"),
         )
-        .map_err(|err| harness(err.to_string()))?;
-        let outcome = run.wait().await.map_err(|err| harness(err.to_string()))?;
+        .map_err(|err| self.harness(err))?;
+        let outcome = run.wait().await.map_err(|err| self.harness(err))?;
         Ok(outcome.final_code)
     }
+}
+
+/// A result `scores.json` keeps, read back to resume when it is `system`'s.
+pub(crate) fn scored_before<T: serde::de::DeserializeOwned>(
+    folder: &Path,
+    is_system: impl Fn(&T) -> bool,
+) -> Option<T> {
+    let text = std::fs::read_to_string(folder.join(SCORES_FILE)).ok()?;
+    serde_json::from_str(&text).ok().filter(is_system)
 }
 
 /// One instance's result (`scores.json`).
@@ -374,7 +442,11 @@ pub async fn run(
     let name = system.system();
     let done: Vec<Option<SlideScores>> = instances
         .iter()
-        .map(|instance| read_scores(&config.out.join(&instance.name)).filter(|s| s.system == name))
+        .map(|instance| {
+            scored_before(&config.out.join(&instance.name), |s: &SlideScores| {
+                s.system == name
+            })
+        })
         .collect();
     let skipped = done.iter().filter(|scores| scores.is_some()).count();
     let send = |event: SlideEvent| {
@@ -428,11 +500,6 @@ fn slides_error(instance: &SlideInstance, err: SlidesError) -> EvalError {
         instance: instance.name.clone(),
         message: format!("the slide renderer: {err}"),
     }
-}
-
-fn read_scores(folder: &Path) -> Option<SlideScores> {
-    let text = std::fs::read_to_string(folder.join(SCORES_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 async fn score_instance(
