@@ -397,6 +397,14 @@ impl RunArgs {
             .collect()
     }
 
+    /// `--viewport` is a page's window: refused, by name, for a scene or a deck.
+    pub fn check_viewport_flag(&self) -> Result<()> {
+        if self.viewport.is_some() && self.mode != Mode::Page {
+            bail!("--viewport is the window of --mode page; leave it out here");
+        }
+        Ok(())
+    }
+
     /// The loop's settings of a slides or page run: the task, its targets (`VIEW=PICTURE`
     /// names a slide or a window; no video), the budgets.
     pub fn flat_run_config(&self, mode: &str) -> Result<RunConfig> {

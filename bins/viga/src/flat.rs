@@ -134,6 +134,7 @@ fn status_of(report: Option<String>, contain: &Contain) -> Result<ContainmentSta
 
 /// `viga run --mode slides|page`.
 pub async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
+    args.check_viewport_flag()?;
     let flags = args.scene_only_flags();
     if !flags.is_empty() {
         bail!(

@@ -104,6 +104,7 @@ fn describe(err: &anyhow::Error) -> String {
 
 async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
+        Command::Run(args) if args.mode != args::Mode::Scene => flat::run(args, contain).await,
         Command::Run(args) if args.generator == args::Generator::Search => {
             if args.attach.wanted() {
                 bail!(
@@ -117,7 +118,6 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
             }
             search::run(args, contain).await
         }
-        Command::Run(args) if args.mode != args::Mode::Scene => flat::run(args, contain).await,
         Command::Run(args) => run(args, contain).await,
         Command::Eval { command } => eval::run(command, contain).await,
         Command::Resume {
@@ -226,6 +226,7 @@ fn say_containment(worker: &Worker) {
 }
 
 async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
+    args.check_viewport_flag()?;
     let mut out = Output::new(args.events, args.max_iterations);
     // Decoded video frames live here until the run has copied its targets in.
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
