@@ -195,14 +195,24 @@ pub struct ProviderArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// What the scene should be.
+    /// What the run builds: a Blender scene (Python programs in Blender), slides (python-pptx
+    /// programs, slides rendered by LibreOffice) or a page (one HTML document in Chromium).
+    #[arg(long, value_enum, default_value = "scene")]
+    pub mode: Mode,
+    /// What the scene (the deck, the page) should be.
     #[arg(long)]
     pub task: String,
-    /// A picture of the wanted scene (PNG or JPEG): PICTURE (seen from --camera, else the
-    /// scene's active camera), CAMERA=PICTURE, or a folder of <Camera>.png pictures; repeat
-    /// it for several views.
-    #[arg(long, value_name = "[CAMERA=]PICTURE|FOLDER")]
+    /// A picture of the wanted result (PNG or JPEG); optional, the task alone works. A scene:
+    /// PICTURE (seen from --camera, else the scene's active camera), CAMERA=PICTURE, or a
+    /// folder of <Camera>.png pictures. Slides: PICTURE (slide 1) or N=PICTURE (slide N).
+    /// A page: PICTURE (the page in its --viewport window) or WxH=PICTURE (in a window of
+    /// that size). Repeat it for several views.
+    #[arg(long, value_name = "[VIEW=]PICTURE|FOLDER")]
     pub target: Vec<String>,
+    /// Page mode: the browser window the page is shown in, WIDTHxHEIGHT (default: the size
+    /// of the first target picture of the default view, else 1280x800).
+    #[arg(long, value_name = "WxH")]
+    pub viewport: Option<String>,
     /// The .blend every program starts from (default: an empty scene).
     #[arg(long = "base")]
     pub base: Option<PathBuf>,
@@ -218,9 +228,10 @@ pub struct RunArgs {
     /// materials; workbench without one).
     #[arg(long, visible_alias = "engine", value_name = "ENGINE")]
     pub verifier_engine: Option<RenderEngine>,
-    /// Render size: N (square) or WxH.
-    #[arg(long, default_value = "512")]
-    pub resolution: String,
+    /// Render size: N (square) or WxH (default 512). Slides: the width of the slide
+    /// pictures the verifier is shown (default 960).
+    #[arg(long)]
+    pub resolution: Option<String>,
     /// Size of each of the four canonical views the verifier is shown as one montage: N
     /// (square) or WxH (default: half of --resolution each side).
     #[arg(long, value_name = "N|WxH")]
@@ -241,7 +252,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = viga_core::DEFAULT_GENERATOR_MAX_TURNS)]
     pub generator_max_turns: u32,
     /// A folder of assets (.blend, .glb, .gltf, .fbx, .obj with .txt descriptions) the
-    /// generator's get_better_assets searches.
+    /// generator's get_better_assets searches. Slides: a folder of pictures the programs may
+    /// put on slides (read-only).
     #[arg(long, value_name = "DIR")]
     pub assets: Option<PathBuf>,
     /// get_better_assets also searches Poly Haven's free models (downloaded on first use into
@@ -314,6 +326,14 @@ pub struct RunArgs {
     pub events: crate::progress::EventsFormat,
 }
 
+/// What a run builds (`--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Scene,
+    Slides,
+    Page,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ApplyChoice {
     Ask,
@@ -352,34 +372,15 @@ impl RunArgs {
     /// The loop's settings and the scene's; the frames of a target video are decoded into
     /// `decode_into`, which must outlive the start of the run (it copies its targets).
     pub fn run_config(&self, decode_into: &std::path::Path) -> Result<(RunConfig, SceneSettings)> {
-        let mut config = RunConfig::new(self.task.clone());
         let choice = viga_core::targets::FrameChoice {
             frames: self.frames.clone(),
             decode_into: Some(decode_into.to_path_buf()),
         };
-        for argument in &self.target {
-            config
-                .targets
-                .extend(viga_core::targets::parse_target_argument(
-                    argument, &choice,
-                )?);
-        }
+        let mut config = self.loop_config(&choice)?;
         for target in config.targets.iter_mut().filter(|t| t.view.is_none()) {
             target.view.clone_from(&self.camera);
         }
-        config.max_iterations = self.max_iterations;
-        config.memory_window = self.memory;
-        config.prompts_dir.clone_from(&self.prompts);
-        config.plan_each_iteration = !self.no_plan;
-        config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "--program-timeout {} is not a number of seconds",
-                    self.program_timeout
-                )
-            })?;
-        config.generator_max_turns = self.generator_max_turns;
-        let (width, height) = parse_resolution(&self.resolution)?;
+        let (width, height) = parse_resolution(self.resolution.as_deref().unwrap_or("512"))?;
         let defaults = SceneSettings::default();
         let scene = SceneSettings {
             base_blend: self.base.clone(),
@@ -417,6 +418,79 @@ impl RunArgs {
             }
         }
         Ok((config, scene))
+    }
+
+    /// The flags given that only a Blender scene run takes, by name (for a slides or page
+    /// run, which refuses them).
+    pub fn scene_only_flags(&self) -> Vec<&'static str> {
+        let given = [
+            ("--base", self.base.is_some()),
+            ("--verifier-engine", self.verifier_engine.is_some()),
+            ("--verifier-samples", self.verifier_samples.is_some()),
+            ("--polyhaven", self.polyhaven),
+            ("--assets-generate", self.assets_generate.is_some()),
+            ("--init", self.init.is_some()),
+            ("--camera", self.camera.is_some()),
+            ("--overview-resolution", self.overview_resolution.is_some()),
+            ("--score-resolution", self.score_resolution.is_some()),
+            ("--frames", !self.frames.is_empty()),
+            ("--generator search", self.generator == Generator::Search),
+            ("--start", self.start.is_some()),
+            ("--continue", self.continue_run.is_some()),
+            ("--attach", self.attach.wanted()),
+            (
+                "--assets",
+                self.assets.is_some() && self.mode != Mode::Slides,
+            ),
+            (
+                "--resolution",
+                self.resolution.is_some() && self.mode == Mode::Page,
+            ),
+        ];
+        given
+            .into_iter()
+            .filter_map(|(flag, set)| set.then_some(flag))
+            .collect()
+    }
+
+    /// `--viewport` is a page's window: refused, by name, for a scene or a deck.
+    pub fn check_viewport_flag(&self) -> Result<()> {
+        if self.viewport.is_some() && self.mode != Mode::Page {
+            bail!("--viewport is the window of --mode page; leave it out here");
+        }
+        Ok(())
+    }
+
+    /// The loop's settings of a slides or page run: the task, its targets (`VIEW=PICTURE`
+    /// names a slide or a window; no video), the budgets.
+    pub fn flat_run_config(&self, mode: &str) -> Result<RunConfig> {
+        let mut config = self.loop_config(&viga_core::targets::FrameChoice::default())?;
+        config.mode = mode.to_owned();
+        Ok(config)
+    }
+
+    /// The loop's settings every mode takes: the task, the targets read as `choice` says,
+    /// the budgets and the prompts.
+    fn loop_config(&self, choice: &viga_core::targets::FrameChoice) -> Result<RunConfig> {
+        let mut config = RunConfig::new(self.task.clone());
+        for argument in &self.target {
+            config
+                .targets
+                .extend(viga_core::targets::parse_target_argument(argument, choice)?);
+        }
+        config.max_iterations = self.max_iterations;
+        config.memory_window = self.memory;
+        config.prompts_dir.clone_from(&self.prompts);
+        config.plan_each_iteration = !self.no_plan;
+        config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "--program-timeout {} is not a number of seconds",
+                    self.program_timeout
+                )
+            })?;
+        config.generator_max_turns = self.generator_max_turns;
+        Ok(config)
     }
 
     /// The reconstruction service `--init` names, with `--init-timeout`.

@@ -11,6 +11,7 @@ use viga_blender::{
     Access, BlenderLauncher, Containment, ContainmentPolicy, ContainmentStatus, Half, WorkerConfig,
 };
 use viga_sandbox::{CONTAINED_MARKER, ContainRequest, Launched, launch};
+use viga_slides::Confinement;
 
 /// Names the policy when `--containment` is not given.
 pub const POLICY_ENV: &str = "VIGA_CONTAINMENT";
@@ -101,6 +102,28 @@ impl Contain {
         let mut containment = Containment::new(launcher()?, self.policy).with_access(&resolved);
         containment.test_without.clone_from(&self.test_without);
         Ok(Some(containment))
+    }
+
+    /// Whether programs run uncontained (`--containment off`).
+    pub fn is_off(&self) -> bool {
+        self.policy == ContainmentPolicy::Off
+    }
+
+    /// How a slide or page renderer starts its processes (LibreOffice, each python-pptx
+    /// program, Chromium): through the same launcher under the same policy as a Blender
+    /// worker, reading and writing what `access` names besides what the renderer adds (its
+    /// scratch folder, which it alone may write, and its install); `None` when the policy
+    /// is off.
+    pub fn confinement(&self, access: &Access) -> Result<Option<Confinement>> {
+        let Some(containment) = self.containment(access)? else {
+            return Ok(None);
+        };
+        Ok(Some(Confinement {
+            launcher: containment.prefix()?,
+            writable: Vec::new(),
+            // Reads are limited: the renderer names what its processes read.
+            readable: Some(Vec::new()),
+        }))
     }
 
     /// What containment this system gives a worker under the policy, found by running the

@@ -41,6 +41,13 @@ pub enum EvalCommand {
     /// checking each instance for a leaked answer; `--judge-provider` adds the reference-free
     /// judge.
     Blenderbench(Box<BlenderbenchArgs>),
+    /// Score a system on SlideBench (AutoPresent's layout: <deck>/<deck>.pptx with
+    /// slide_<n>/instruction.txt): execution rate and the reference-based metrics;
+    /// `--judge-provider` adds the reference-free judge and the overall score.
+    Slidebench(Box<crate::eval_flat::SlidebenchArgs>),
+    /// Score a system on web pages (<name>/task.txt with goal.html or target.png): PL and
+    /// N-CLIP against the target screenshot, and the judge with `--judge-provider`.
+    Pages(Box<crate::eval_flat::PagesArgs>),
     /// Rewrite summary.json, report.md and report.html of an output folder.
     Report { out: PathBuf },
     /// Combine the output folders of several shards into one, then write its reports.
@@ -118,17 +125,8 @@ pub struct SystemArgs {
     /// A baseline system (no model); without it, the agent runs with --provider.
     #[arg(long, value_enum, conflicts_with = "provider")]
     baseline: Option<BaselineArg>,
-    /// The agent's model provider: openai, anthropic, gemini, openai_compatible, scripted.
-    #[arg(long)]
-    provider: Option<String>,
-    #[arg(long)]
-    model: Option<String>,
-    /// API base URL (openai_compatible).
-    #[arg(long)]
-    base_url: Option<String>,
-    /// The scripted provider's script file.
-    #[arg(long)]
-    script: Option<PathBuf>,
+    #[command(flatten)]
+    agent: crate::args::ProviderArgs,
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 10)]
     max_iterations: u32,
@@ -181,8 +179,21 @@ pub struct BlenderbenchArgs {
     /// Comma-separated levels (level1, level2, level3).
     #[arg(long, value_delimiter = ',')]
     levels: Option<Vec<String>>,
+    #[command(flatten)]
+    judge: JudgeArgs,
+}
+
+/// The agent's model: the flags of `viga run` (`--provider`, `--model`, `--base-url`,
+/// `--api-key-env`, `--provider-config`, `--script`).
+pub fn agent_provider(flags: &crate::args::ProviderArgs) -> Result<Arc<dyn Provider>> {
+    build_provider(&crate::provider_config(flags, None)?)
+}
+
+/// A benchmark's reference-free judge.
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
     /// The reference-free judge's provider (openai, anthropic, gemini, openai_compatible,
-    /// scripted): a vision-language model rates each final render 0-5 on four criteria.
+    /// scripted): a vision-language model rates each result 0-5 on the benchmark's criteria.
     /// Without it nothing is judged and the reports have no judge column.
     #[arg(long)]
     judge_provider: Option<String>,
@@ -196,10 +207,30 @@ pub struct BlenderbenchArgs {
     judge_script: Option<PathBuf>,
 }
 
+impl JudgeArgs {
+    /// The judge these flags name, if any.
+    pub fn judge(&self) -> Result<Option<Judge>> {
+        self.judge_provider
+            .as_deref()
+            .map(|kind| {
+                provider_from(
+                    kind,
+                    self.judge_model.as_deref(),
+                    self.judge_base_url.as_deref(),
+                    self.judge_script.as_deref(),
+                )
+                .map(Judge::new)
+            })
+            .transpose()
+    }
+}
+
 pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
         EvalCommand::Blendergym(args) => blendergym(*args, contain).await?,
         EvalCommand::Blenderbench(args) => blenderbench(*args, contain).await?,
+        EvalCommand::Slidebench(args) => crate::eval_flat::slidebench(*args, contain).await?,
+        EvalCommand::Pages(args) => crate::eval_flat::pages(*args, contain).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
         EvalCommand::Merge { into, shards } => {
             print_summary(&report::merge(&shards, &into)?, &into);
@@ -270,7 +301,7 @@ fn proposer_from(
     config: &EvalConfig,
     search: Option<&BlendergymArgs>,
 ) -> Result<Arc<dyn Proposer>> {
-    match (&args.baseline, &args.provider) {
+    match (&args.baseline, &args.agent.provider) {
         (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
         (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
         (Some(BaselineArg::Search), _) => {
@@ -296,13 +327,8 @@ fn proposer_from(
         (None, None) => bail!(
             "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
         ),
-        (None, Some(kind)) => {
-            let provider = provider_from(
-                kind,
-                args.model.as_deref(),
-                args.base_url.as_deref(),
-                args.script.as_deref(),
-            )?;
+        (None, Some(_)) => {
+            let provider = agent_provider(&args.agent)?;
             if args.max_iterations == 0 {
                 bail!("--max-iterations must be at least 1");
             }
@@ -337,14 +363,7 @@ async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {
 
 async fn blenderbench(args: BlenderbenchArgs, contain: &Contain) -> Result<()> {
     let mut config = config_from(&args.system, Suite::BlenderBench, args.levels.as_deref())?;
-    if let Some(kind) = &args.judge_provider {
-        config.judge = Some(Judge::new(provider_from(
-            kind,
-            args.judge_model.as_deref(),
-            args.judge_base_url.as_deref(),
-            args.judge_script.as_deref(),
-        )?));
-    }
+    config.judge = args.judge.judge()?;
     let proposer = proposer_from(&args.system, &config, None)?;
     evaluate(config, proposer, args.system.workers, contain).await
 }

@@ -8,6 +8,8 @@ mod contain;
 mod ending;
 mod eval;
 mod eval_bench;
+mod eval_flat;
+mod flat;
 mod gn;
 mod keys;
 mod mcp;
@@ -105,6 +107,7 @@ fn describe(err: &anyhow::Error) -> String {
 
 async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::ExitCode> {
     match command {
+        Command::Run(args) if args.mode != args::Mode::Scene => flat::run(args, contain).await,
         Command::Run(args) if args.generator == args::Generator::Search => {
             if args.attach.wanted() {
                 bail!(
@@ -252,22 +255,12 @@ fn say_containment(worker: &Worker) {
 }
 
 async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
+    args.check_viewport_flag()?;
     let mut out = Output::new(args.events, args.max_iterations);
-    let provider_settings = provider_config(&args.provider, None)?;
     // Decoded video frames live here until the run has copied its targets in.
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (mut config, scene) = args.run_config(frames.path())?;
-    config.provider = provider_settings.kind.name().to_owned();
-    let provider = build_provider(&provider_settings)?;
-    config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
-    // The provider's own name for its model: for a scripted run, the script's label.
-    config.model = provider.model().to_owned();
-    if provider_settings.kind == ProviderKind::Scripted {
-        out.say(&format!(
-            "[scripted provider] every model answer is replayed from {}",
-            display_opt(&provider_settings.script)
-        ));
-    }
+    let (provider_settings, provider) = run_model(&args, &mut config, &out)?;
     let init_service = args.init_service()?;
     if init_service.is_some() && args.attach.wanted() {
         bail!(
@@ -312,6 +305,28 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         offer_result(&followed, &args, &out, contain).await?;
     }
     Ok(finish(&followed, &out))
+}
+
+/// The model a run asks, from its flags, recorded in `config` (its kind, the model's own
+/// name, whether the generator gets its tools); a scripted one is said so.
+fn run_model(
+    args: &RunArgs,
+    config: &mut viga_core::RunConfig,
+    out: &Output,
+) -> Result<(ProviderConfig, Arc<dyn viga_provider::Provider>)> {
+    let provider_settings = provider_config(&args.provider, None)?;
+    config.provider = provider_settings.kind.name().to_owned();
+    let provider = build_provider(&provider_settings)?;
+    config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
+    // The provider's own name for its model: for a scripted run, the script's label.
+    config.model = provider.model().to_owned();
+    if provider_settings.kind == ProviderKind::Scripted {
+        out.say(&format!(
+            "[scripted provider] every model answer is replayed from {}",
+            display_opt(&provider_settings.script)
+        ));
+    }
+    Ok((provider_settings, provider))
 }
 
 /// `started`, or else the run folder at `root` made for it removed again: a start that fails
@@ -444,6 +459,15 @@ async fn resume(
     }
     let provider_settings = provider_config(&args, saved)?;
     let provider = build_provider(&provider_settings)?;
+    if let Some(settings) = flat::FlatSettings::recorded(folder)? {
+        let (config, _) = run_folder.read_args()?;
+        let (domain, containment) =
+            flat::start_domain(settings, contain, config.program_timeout).await?;
+        viga_core::folder::write_containment(folder, &containment)?;
+        let handle = viga_core::resume(folder, provider, domain, max_iterations)?;
+        let followed = follow(handle, &mut out).await?;
+        return Ok(finish(&followed, &out));
+    }
     let (_, scene) = viga_core::scene::resumable_scene(folder)?;
     let mut reads = scene.prepare_blender_reads()?;
     let inputs = viga_core::RunFolder::open(folder)?.worker_inputs()?;
@@ -495,13 +519,20 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
 /// The exit code for a run (and the JSON-lines `finished` line); a failed run says what to
 /// do about it.
 fn finish(followed: &Followed, out: &Output) -> std::process::ExitCode {
-    let final_program = followed.folder.join(viga_core::folder::FINAL_PROGRAM);
+    // A page run's last good program is its page.
+    let final_program = [
+        viga_core::folder::FINAL_PROGRAM,
+        viga_core::page::FINAL_PAGE,
+    ]
+    .iter()
+    .map(|name| followed.folder.join(name))
+    .find(|path| path.is_file());
     ending::finish(
         out,
         ending::RunEnd {
             stop: followed.outcome.as_ref().map(|o| &o.stop),
             message: String::new(),
-            final_program: final_program.is_file().then_some(final_program.as_path()),
+            final_program: final_program.as_deref(),
             folder: Some(&followed.folder),
         },
     )
@@ -746,8 +777,29 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         }
         Err(err) => println!("containment: unavailable: {err}"),
     }
+    report_renderers();
     report_attachable().await;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Says whether what `--mode slides` and `--mode page` need is there: they start through
+/// the containment launcher above, under the same policy.
+fn report_renderers() {
+    match viga_slides::SlideTools::locate() {
+        Ok(tools) => println!(
+            "slides: python-pptx in {}, LibreOffice in {} (contained as above)",
+            tools.python.display(),
+            tools.office_program_dir.display()
+        ),
+        Err(err) => println!("slides: unavailable: {err}"),
+    }
+    match viga_web::locate::find_chromium() {
+        Ok(chromium) => println!(
+            "pages: Chromium {} (contained as above)",
+            chromium.display()
+        ),
+        Err(err) => println!("pages: unavailable: {err}"),
+    }
 }
 
 /// Says which running Blenders `--attach` would find, and whether they answer.

@@ -22,6 +22,7 @@ use viga_blender::{
     Access, BlenderCommands as _, BlenderTransport as _, Containment, ContainmentPolicy,
     TransportError, Worker, WorkerConfig, locate,
 };
+use viga_testkit::CONTAINMENT_HALVES as HALVES;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 /// Python for the programs below: `attempt(name, action)` notes in `seen` whether the
@@ -34,16 +35,6 @@ def attempt(name, action):
     except OSError as err:
         seen[name] = "failed: %s" % err
 "#;
-
-/// Every half of containment, as `containment.json` names them.
-const HALVES: [&str; 6] = [
-    "network",
-    "writes",
-    "reads",
-    "unix_sockets",
-    "processes",
-    "environment",
-];
 
 async fn contained_worker(writable: &Path) -> Worker {
     let mut config = WorkerConfig::new(locate().expect("Blender (run `cargo xtask setup`)"));

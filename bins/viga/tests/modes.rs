@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 
 use viga_blender::{BlenderCommands as _, Worker, WorkerConfig, locate};
 use viga_protocol::bridge::{RenderEngine, RenderRequest, RenderSpec, SceneReset};
-use viga_testkit::{BLENDER_TEST_LIMIT, output_within, within};
+use viga_testkit::{
+    BLENDER_TEST_LIMIT, assert_succeeded, output_within, printed_run_folder, within,
+};
 
 /// The size of the target pictures; the scoring renders take it too.
 const SIDE: u32 = 32;
@@ -84,26 +86,6 @@ fn viga_run(session: &str, targets: &[String], extra: &[&str], output: &Path) ->
     output_within(&mut command, BLENDER_TEST_LIMIT)
 }
 
-/// The run folder `viga run` printed.
-fn run_folder(out: &Output) -> PathBuf {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("run folder: "))
-        .unwrap_or_else(|| panic!("no run folder in {stdout}"));
-    PathBuf::from(line)
-}
-
-fn assert_success(out: &Output) {
-    assert!(
-        out.status.success(),
-        "viga run failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Every view's photometric loss in the run's `scores.json`.
 fn scores(folder: &Path) -> serde_json::Map<String, serde_json::Value> {
     let scores: serde_json::Value =
@@ -146,8 +128,10 @@ async fn a_blendergym_edit_reaches_its_goal_from_the_instance_scene() {
         &["--base", &base.to_string_lossy()],
         &dir.path().join("out"),
     );
-    assert_success(&out);
-    let loss = scores(&run_folder(&out))["Camera1"].as_f64().unwrap();
+    assert_succeeded(&out);
+    let loss = scores(&printed_run_folder(&out))["Camera1"]
+        .as_f64()
+        .unwrap();
     assert!(loss < 1e-4, "the edit reproduces the goal: PL {loss}");
 }
 
@@ -171,8 +155,8 @@ async fn a_static_scene_is_built_and_scored_from_two_camera_views() {
         format!("Camera2={}", files[1].display()),
     ];
     let out = viga_run("static.json", &targets, &[], &dir.path().join("out"));
-    assert_success(&out);
-    let folder = run_folder(&out);
+    assert_succeeded(&out);
+    let folder = printed_run_folder(&out);
     let views = scores(&folder);
     for camera in ["Camera1", "Camera2"] {
         let loss = views[camera].as_f64().unwrap();
@@ -228,13 +212,13 @@ async fn a_4d_scene_is_compared_frame_by_frame_from_frames_and_from_a_video() {
         &[],
         &dir.path().join("out-frames"),
     );
-    assert_success(&out);
-    let views = scores(&run_folder(&out));
+    assert_succeeded(&out);
+    let views = scores(&printed_run_folder(&out));
     for view in ["Camera1@f1", "Camera1@f5", "Camera1@f9"] {
         let loss = views[view].as_f64().unwrap();
         assert!(loss < 1e-4, "{view} reproduces its target: PL {loss}");
     }
-    let report = std::fs::read_to_string(run_folder(&out).join("report.html")).unwrap();
+    let report = std::fs::read_to_string(printed_run_folder(&out).join("report.html")).unwrap();
     assert!(report.contains("Camera1 over time"), "a frame strip");
 
     // The same motion as a video: its first, middle and last frame are compared.
@@ -253,8 +237,8 @@ async fn a_4d_scene_is_compared_frame_by_frame_from_frames_and_from_a_video() {
         &[],
         &dir.path().join("out-video"),
     );
-    assert_success(&out);
-    let views = scores(&run_folder(&out));
+    assert_succeeded(&out);
+    let views = scores(&printed_run_folder(&out));
     let labels: Vec<&String> = views.keys().collect();
     assert_eq!(labels, ["Camera1@f1", "Camera1@f5", "Camera1@f9"]);
     for (view, loss) in &views {

@@ -148,6 +148,63 @@ impl ToolRole {
     }
 }
 
+/// A domain's own tools, one registry per role, over the context `C` their calls reach.
+#[derive(Debug)]
+pub struct RoleTools<C: Sync + ?Sized> {
+    generator: viga_skills::ToolRegistry<C>,
+    verifier: viga_skills::ToolRegistry<C>,
+}
+
+impl<C: Sync + ?Sized> RoleTools<C> {
+    pub fn new(
+        generator: viga_skills::ToolRegistry<C>,
+        verifier: viga_skills::ToolRegistry<C>,
+    ) -> Self {
+        Self {
+            generator,
+            verifier,
+        }
+    }
+
+    /// Registries holding `generator` and `verifier`; a name given twice is refused.
+    pub fn of(
+        generator: Vec<Arc<dyn viga_skills::Tool<C>>>,
+        verifier: Vec<Arc<dyn viga_skills::Tool<C>>>,
+    ) -> Result<Self, viga_skills::registry::RegistryError> {
+        let registry = |tools: Vec<Arc<dyn viga_skills::Tool<C>>>| {
+            let mut registry = viga_skills::ToolRegistry::new();
+            for tool in tools {
+                registry.register(tool)?;
+            }
+            Ok(registry)
+        };
+        Ok(Self::new(registry(generator)?, registry(verifier)?))
+    }
+
+    fn of_role(&self, role: ToolRole) -> &viga_skills::ToolRegistry<C> {
+        match role {
+            ToolRole::Generator => &self.generator,
+            ToolRole::Verifier => &self.verifier,
+        }
+    }
+
+    /// What [`Domain::tools`] answers.
+    pub fn specs(&self, role: ToolRole) -> Vec<ToolSpec> {
+        self.of_role(role).specs()
+    }
+
+    /// What [`Domain::call_tool`] does: runs `role`'s tool `name` over `context`.
+    pub async fn invoke(
+        &self,
+        context: &C,
+        role: ToolRole,
+        name: &str,
+        arguments: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        self.of_role(role).invoke(context, name, arguments).await
+    }
+}
+
 /// A target picture and the view of the result it shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetView {

@@ -20,7 +20,8 @@
 //!
 //! What the loop builds is a [`domain::Domain`]: the loop's modules know programs, runs,
 //! renders, tools and scores only through it. The Blender scene domain, runs on a person's
-//! open scene and the add-on agent live in [`scene`], the one module that names Blender.
+//! open scene and the add-on agent live in [`scene`], the one module that names Blender;
+//! slides (python-pptx, LibreOffice) in [`slides`] and web pages (Chromium) in [`page`].
 //!
 //! **Must not:** parse command lines, print to a terminal, or know which provider, domain or
 //! worker it was given: they come in as trait objects.
@@ -45,9 +46,11 @@ pub mod domain;
 mod error;
 mod excerpt;
 mod extract;
+mod flat;
 pub mod folder;
 mod handle;
 mod offered;
+pub mod page;
 mod program;
 mod prompts;
 mod recover;
@@ -56,6 +59,7 @@ mod run;
 pub mod scene;
 mod scores;
 mod shrink;
+pub mod slides;
 pub mod targets;
 #[cfg(test)]
 mod test_domain;
@@ -225,6 +229,28 @@ pub fn resumable_config(run_folder: &Path) -> Result<(RunConfig, RecordedDomain)
         )));
     }
     folder.read_args()
+}
+
+/// The settings of `domain` that the run in `run_folder` recorded in its `args.json`, read
+/// back as `T`; a run of another domain is refused.
+pub(crate) fn recorded_settings<T: serde::de::DeserializeOwned>(
+    run_folder: &Path,
+    domain: &str,
+) -> Result<T, CoreError> {
+    let (_, recorded) = resumable_config(run_folder)?;
+    if recorded.name != domain {
+        return Err(CoreError::Config(format!(
+            "{} is a {} run, not a {domain} run",
+            run_folder.display(),
+            recorded.name
+        )));
+    }
+    serde_json::from_value(recorded.settings).map_err(|err| {
+        CoreError::Config(format!(
+            "{}: the {domain} settings in args.json are not valid: {err}",
+            run_folder.display()
+        ))
+    })
 }
 
 /// Continues a run from its folder at the iteration after the last one recorded, with the

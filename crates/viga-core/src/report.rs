@@ -77,10 +77,7 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         records.len(),
         config.max_iterations,
         escape(stop.as_deref().unwrap_or("still running or killed")),
-        escape(&crate::scene::describe_recorded(
-            &domain,
-            !config.targets.is_empty()
-        )),
+        escape(&describe_domain(&domain, !config.targets.is_empty())),
         config.memory_window,
         if config.generator_tools {
             format!(
@@ -97,6 +94,9 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     }
     if domain.name == crate::scene::SCENE_DOMAIN {
         html.push_str(&crate::scene::provenance::assets_section(folder.root()));
+    }
+    if domain.name == crate::page::PAGE_DOMAIN {
+        html.push_str(&network_section(folder.root()));
     }
     let mut previous_code = String::new();
     for record in &records {
@@ -385,6 +385,69 @@ fn render_agent_html(run_folder: &Path) -> Result<String, CoreError> {
     let _ = write!(html, "<section><h2>Answer</h2>{answer}</section>");
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// The recorded domain in a line: a scene's verifier renders, a deck's renderer, a page's
+/// window.
+fn describe_domain(domain: &crate::RecordedDomain, has_target: bool) -> String {
+    match domain.name.as_str() {
+        crate::slides::SLIDES_DOMAIN => {
+            "slides: python-pptx programs, each slide rendered by LibreOffice".to_owned()
+        }
+        crate::page::PAGE_DOMAIN => {
+            match serde_json::from_value::<crate::page::PageSettings>(domain.settings.clone()) {
+                Ok(settings) => format!(
+                    "web page: HTML in headless Chromium, window {}x{}, no network",
+                    settings.viewport.width, settings.viewport.height
+                ),
+                Err(_) => "web page: HTML in headless Chromium, no network".to_owned(),
+            }
+        }
+        _ => crate::scene::describe_recorded(domain, has_target),
+    }
+}
+
+/// The requests a page run's pages made outside themselves, refused, per iteration
+/// (`network.jsonl`); nothing when none was made.
+fn network_section(run_folder: &Path) -> String {
+    let Ok(text) = std::fs::read_to_string(run_folder.join(crate::page::NETWORK_FILE)) else {
+        return String::new();
+    };
+    let mut rows = String::new();
+    for line in text.lines() {
+        let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let iteration = record["iteration"]
+            .as_u64()
+            .map_or_else(|| "?".to_owned(), |n| n.to_string());
+        let requests: Vec<String> = record["refused"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|request| {
+                format!(
+                    "{} ({})",
+                    request["url"].as_str().unwrap_or_default(),
+                    request["resource_type"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&iteration),
+            record["refused_total"].as_u64().unwrap_or_default(),
+            escape(&requests.join(", "))
+        );
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<section><h2>Network</h2><p class=\"warn\">The pages asked for resources outside themselves. Pages reach no network: every such request was refused and got no response.</p>\
+         <table><tr><th>iteration</th><th>refused</th><th>requests</th></tr>{rows}</table></section>"
+    )
 }
 
 /// What containment the run's programs ran under, as its folder records it.

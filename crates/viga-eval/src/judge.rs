@@ -121,6 +121,11 @@ impl Judge {
         Self { provider }
     }
 
+    /// The model the judge asks.
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
     /// `provider/model`, recorded in `eval.json` so results judged by different models are
     /// never mixed.
     pub fn label(&self) -> String {

@@ -1,6 +1,7 @@
 //! # viga-eval
 //!
-//! BlenderGym and BlenderBench evaluation of viga and of baselines, on real Blender.
+//! BlenderGym and BlenderBench evaluation of viga and of baselines, on real Blender; SlideBench
+//! ([`slidebench`]) and web pages ([`pages`]) on the slide and page renderers.
 //!
 //! **Owns:** reading the BlenderGym and BlenderBench layouts ([`layout`]); BlenderBench's
 //! answer-leakage check ([`leak`]) and reference-free judge ([`judge`], only with a provider);
@@ -11,7 +12,9 @@
 //! N-CLIP ([`clip`], CLIP ViT-B/32 from a local weights file);
 //! the baselines `noop` and `oracle` and the [`Proposer`] trait other systems plug into; the
 //! runner on a pool of warm workers with resume ([`runner`]); per-instance `scores.json` and
-//! per-task / overall reports beside the published leaderboard ([`report`]).
+//! per-task / overall reports beside the published leaderboard ([`report`]); SlideBench's
+//! execution rate, AutoPresent's reference-based metrics and its reference-free design judge
+//! with the overall score ([`slidebench`]); PL, N-CLIP and the judge for pages ([`pages`]).
 //!
 //! **Must not:** invent metrics or fill in a metric it cannot compute (N-CLIP without CLIP
 //! weights is reported as unavailable, never estimated); show the goal program to a system
@@ -28,6 +31,7 @@ pub mod layout;
 pub mod leak;
 #[cfg(not(feature = "clip"))]
 pub mod no_clip;
+pub mod pages;
 pub mod report;
 pub mod runner;
 pub mod scene;
@@ -35,6 +39,7 @@ pub mod scene_search;
 pub mod scores;
 pub mod search;
 pub mod shard;
+pub mod slidebench;
 
 use std::path::{Path, PathBuf};
 

@@ -164,9 +164,14 @@ impl Keyring {
             .spawn()
             .map_err(|err| self.error(format!("cannot start it: {err}")))?;
         if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-            stdin
-                .write_all(input.as_bytes())
-                .map_err(|err| self.error(format!("cannot hand it the key: {err}")))?;
+            // A tool that fails before it reads (no Secret Service running) closes its input:
+            // its own words on stderr then say why, not the broken pipe.
+            match stdin.write_all(input.as_bytes()) {
+                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                    return Err(self.error(format!("cannot hand it the key: {err}")));
+                }
+                _ => {}
+            }
         }
         let output = child
             .wait_with_output()

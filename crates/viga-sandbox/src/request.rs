@@ -95,6 +95,16 @@ impl Containment {
         Ok((launcher, line))
     }
 
+    /// The launcher and every option of this containment, without a program: the prefix a
+    /// worker that adds its own folders and program after it starts its processes with
+    /// (the slide and page renderers' `Confinement`).
+    pub fn prefix(&self) -> Result<Vec<OsString>, ContainError> {
+        let (launcher, options) = self.options(&Access::default())?;
+        Ok(std::iter::once(launcher.into_os_string())
+            .chain(options)
+            .collect())
+    }
+
     /// The launcher's command line that reports what containment this system gives and
     /// runs nothing (`viga doctor`).
     pub fn probe_command_line(&self) -> Result<(PathBuf, Vec<OsString>), ContainError> {
@@ -254,6 +264,16 @@ mod tests {
             request.command,
             args(&["/venv/python", "-P", "bridge.py", "--", "--mode", "serve"])
         );
+        // The prefix is the command line without its program: a worker adds folders and
+        // its program after it, and the launcher reads the whole as one request.
+        let mut prefixed = containment.prefix().unwrap();
+        prefixed.extend(args(&["--write", "/tmp/scratch", "--", "/venv/python"]));
+        assert_eq!(prefixed[0], "/bin/viga");
+        let request = ContainRequest::parse(&prefixed[2..]).unwrap();
+        assert_eq!(request.policy, ContainmentPolicy::Require);
+        assert_eq!(request.access.writable, paths(&["/runs", "/tmp/scratch"]));
+        assert_eq!(request.hidden, paths(&["/home/ada", "/run/user/1000"]));
+        assert_eq!(request.command, args(&["/venv/python"]));
         let (_, probe) = containment.probe_command_line().unwrap();
         let probe = ContainRequest::parse(&probe[1..]).unwrap();
         assert!(probe.probe && probe.command.is_empty());

@@ -341,6 +341,57 @@ def structure(request):
     }
 
 
+def fill_of(fill):
+    """A shape's fill as SlideBench's colour score compares it: its type, and a solid fill's
+    colour (RGB or theme)."""
+    from pptx.enum.dml import MSO_COLOR_TYPE, MSO_FILL
+    kind = attempt(lambda: fill.type)
+    if kind == MSO_FILL.SOLID:
+        colour_type = attempt(lambda: fill.fore_color.type)
+        if colour_type == MSO_COLOR_TYPE.RGB:
+            return {"type": "solid", "rgb": list(fill.fore_color.rgb)}
+        if colour_type == MSO_COLOR_TYPE.SCHEME:
+            return {"type": "solid", "theme": str(fill.fore_color.theme_color)}
+        return {"type": "solid"}
+    if kind == MSO_FILL.BACKGROUND:
+        return {"type": "background"}
+    return {"type": "inherited" if kind is None else str(kind).split(" ")[0].lower()}
+
+
+def blocks(request):
+    """One slide's blocks as AutoPresent's evaluator reads them: every top-level shape with a
+    text frame (its text and fill) and every picture (the SHA-1 of its image), positions and
+    sizes as shares of the slide; and the slide's own background when it is a solid RGB
+    colour."""
+    from pptx import Presentation
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+    deck = Presentation(request["deck"])
+    slides = list(deck.slides)
+    number = int(request["slide"])
+    if not 1 <= number <= len(slides):
+        raise Refused("there is no slide %d: the deck has %d" % (number, len(slides)))
+    slide = slides[number - 1]
+    width, height = int(deck.slide_width), int(deck.slide_height)
+    found = []
+    for shape in list(slide.shapes)[: int(request["max_shapes"])]:
+        if attempt(lambda: shape.has_text_frame):
+            block = {"kind": "text", "text": cut(shape.text_frame.text), "fill": fill_of(attempt(lambda: shape.fill))}
+        elif attempt(lambda: shape.shape_type) == MSO_SHAPE_TYPE.PICTURE:
+            block = {"kind": "image", "image_sha1": attempt(lambda: shape.image.sha1)}
+        else:
+            continue
+        place = [attempt(lambda: int(shape.left)), attempt(lambda: int(shape.top)),
+                 attempt(lambda: int(shape.width)), attempt(lambda: int(shape.height))]
+        block["left"], block["top"], block["width"], block["height"] = [
+            (value or 0) / size for value, size in zip(place, (width, height, width, height))]
+        found.append(block)
+    background = None
+    if attempt(lambda: slide.follow_master_background) is False:
+        rgb = attempt(lambda: slide.background.fill.fore_color.rgb)
+        background = list(rgb) if rgb is not None else None
+    return {"blocks": found, "background": background, "slide_count": len(slides)}
+
+
 def main():
     args = sys.argv[1:]
     program_dir = args[args.index("--office") + 1]
@@ -365,6 +416,8 @@ def main():
                 reply = office.render(request)
             elif op == "structure":
                 reply = {"structure": structure(request)}
+            elif op == "blocks":
+                reply = {"blocks": blocks(request)}
             elif op == "ping":
                 reply = {}
             else:

@@ -23,7 +23,8 @@ mod worker;
 pub use locate::SlideTools;
 pub use program::{DECK_FILE, DECK_PATH_ENV, ProgramError, ProgramRun, ProgramStatus};
 pub use structure::{
-    DeckStructure, ImageStructure, ParagraphStructure, RunStructure, ShapeStructure, SlideStructure,
+    Block, BlockContent, DeckStructure, Fill, ImageStructure, ParagraphStructure, RunStructure,
+    ShapeStructure, SlideBlocks, SlideStructure,
 };
 pub use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost};
 pub use worker::{

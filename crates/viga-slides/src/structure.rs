@@ -245,3 +245,53 @@ fn share(part: i64, whole: i64) -> f64 {
         part as f64 * 100.0 / whole as f64
     }
 }
+
+/// One slide as AutoPresent's reference-based evaluator reads it (SlideBench): its
+/// top-level shapes with a text frame and its pictures, in order, with positions and sizes as
+/// shares of the slide; and its own background when that is a solid RGB colour.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlideBlocks {
+    pub blocks: Vec<Block>,
+    /// The slide's own solid RGB background; `None` when it follows the master's or is not
+    /// a solid RGB colour.
+    pub background: Option<[u8; 3]>,
+    /// Slides in the deck.
+    pub slide_count: usize,
+}
+
+/// A text shape or a picture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    #[serde(flatten)]
+    pub content: BlockContent,
+    /// Left, top, width and height as shares of the slide's width and height.
+    pub left: f64,
+    pub top: f64,
+    pub width: f64,
+    pub height: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BlockContent {
+    /// A shape with a text frame (a text box, a placeholder, an auto shape): its whole text
+    /// (paragraphs joined by line breaks) and its fill.
+    Text { text: String, fill: Fill },
+    /// A picture, known by the SHA-1 of its image.
+    Image { image_sha1: Option<String> },
+}
+
+/// A shape's fill, as SlideBench's colour score compares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fill {
+    /// `solid`, `background` (no fill), `inherited` (none given) or another kind (`gradient`,
+    /// `patterned`, `picture`, `group`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A solid fill's RGB colour.
+    #[serde(default)]
+    pub rgb: Option<[u8; 3]>,
+    /// A solid fill's theme colour.
+    #[serde(default)]
+    pub theme: Option<String>,
+}

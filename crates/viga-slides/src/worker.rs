@@ -14,7 +14,7 @@ use viga_process::{Confinement, NotFound, Recovery, ScratchFolder, WorkerLost, r
 use crate::locate::SlideTools;
 use crate::office::{OFFICE_SCRIPT, OfficeLaunch, OfficeProcess};
 use crate::program::{self, DECK_FILE, ProgramLaunch, ProgramRun, ProgramStatus, RUNNER_SCRIPT};
-use crate::structure::DeckStructure;
+use crate::structure::{DeckStructure, SlideBlocks};
 
 /// The widest picture a worker renders (a zoomed region is rendered from a slide this wide at
 /// most).
@@ -212,13 +212,12 @@ impl SlideWorker {
         }
         let mut readable = vec![scripts.clone(), kept.clone()];
         readable.extend(python_folders(&config.tools.python));
-        readable.extend(
-            config
-                .tools
-                .office_program_dir
-                .parent()
-                .map(Path::to_path_buf),
-        );
+        if let Some(install) = config.tools.office_program_dir.parent() {
+            readable.push(install.to_path_buf());
+            // Debian links parts of the install to /etc and /var (the registry, the
+            // bundled extensions): LibreOffice does not start without them.
+            readable.extend(linked_outside(install));
+        }
         let worker = Self {
             scratch: ScratchFolder::new(scratch),
             _root: root,
@@ -400,6 +399,21 @@ impl SlideWorker {
         })
     }
 
+    /// Slide `number`'s blocks (1-based) as SlideBench's reference-based metrics read them.
+    pub async fn blocks(&self, deck: &Deck, number: usize) -> Result<SlideBlocks, SlidesError> {
+        let request = json!({
+            "op": "blocks",
+            "deck": deck.path,
+            "slide": number,
+            "max_shapes": self.config.max_shapes,
+        });
+        let mut reply = self.office_call("blocks", &request).await?;
+        serde_json::from_value(reply["blocks"].take()).map_err(|err| SlidesError::Output {
+            op: "blocks",
+            message: err.to_string(),
+        })
+    }
+
     /// The deck's structure, as python-pptx reads it.
     pub async fn structure(&self, deck: &Deck) -> Result<DeckStructure, SlidesError> {
         let request = json!({
@@ -567,6 +581,43 @@ fn python_folders(python: &Path) -> Vec<PathBuf> {
     );
     folders.extend(real_folder(python).and_then(|bin| bin.parent().map(Path::to_path_buf)));
     folders
+}
+
+/// Where the links in LibreOffice's install (to a few levels down) lead outside it and
+/// outside `/usr`, which a launcher that limits reads must let it read.
+fn linked_outside(install: &Path) -> Vec<PathBuf> {
+    const DEPTH: usize = 4;
+    const MOST_ENTRIES: usize = 20_000;
+    let mut found = Vec::new();
+    let mut folders = vec![(install.to_path_buf(), 0)];
+    let mut seen = 0;
+    while let Some((folder, depth)) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MOST_ENTRIES {
+                return found;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                if let Ok(target) = path.canonicalize()
+                    && !target.starts_with(install)
+                    && !target.starts_with("/usr")
+                    && !found.contains(&target)
+                {
+                    found.push(target);
+                }
+            } else if kind.is_dir() && depth < DEPTH {
+                folders.push((path, depth + 1));
+            }
+        }
+    }
+    found
 }
 
 fn crop(slide: &SlideImage, region: Region) -> Result<SlideImage, String> {

@@ -224,6 +224,39 @@ pub fn assert_launched(log: &std::path::Path, scratch: &std::path::Path, program
     }
 }
 
+/// Every half of containment, as `containment.json` and the launcher's status name them.
+pub const CONTAINMENT_HALVES: [&str; 6] = [
+    "network",
+    "writes",
+    "reads",
+    "unix_sockets",
+    "processes",
+    "environment",
+];
+
+/// Fails with the process's output unless it succeeded.
+#[track_caller]
+pub fn assert_succeeded(output: &Output) {
+    assert!(
+        output.status.success(),
+        "viga failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The run folder `viga run` (or `viga resume`) printed as `run folder: PATH`.
+#[track_caller]
+pub fn printed_run_folder(output: &Output) -> std::path::PathBuf {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .unwrap_or_else(|| panic!("no run folder in {stdout}"));
+    std::path::PathBuf::from(line)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)] // tests may panic: that is how they fail

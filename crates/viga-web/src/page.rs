@@ -56,6 +56,10 @@ pub struct PageReport {
     /// Uncaught exceptions and `console.error` messages of the page's scripts.
     pub errors: Vec<String>,
     pub errors_total: usize,
+    /// The uncaught exceptions among [`Self::errors`] (a script that failed, not one that
+    /// logged an error).
+    #[serde(default)]
+    pub uncaught: Vec<String>,
 }
 
 /// A loaded page.
@@ -182,6 +186,13 @@ impl PageReport {
             self.errors.push(cut(message));
         }
     }
+
+    fn uncaught(&mut self, message: &str) {
+        self.error(message);
+        if self.uncaught.len() < MAX_RECORDS {
+            self.uncaught.push(cut(message));
+        }
+    }
 }
 
 impl EventHandler for Interceptor {
@@ -213,7 +224,7 @@ impl EventHandler for Interceptor {
                     .or_else(|| details["text"].as_str())
                     .unwrap_or("an exception");
                 if let Ok(mut served) = self.served.lock() {
-                    served.report.error(message);
+                    served.report.uncaught(message);
                 }
             }
             "Runtime.consoleAPICalled" if event.params["type"] == "error" => {

@@ -45,6 +45,9 @@ pub const DEFAULT_STYLE_PROPERTIES: [&str; 15] = [
     "opacity",
     "z-index",
 ];
+/// Chromium's settings on Debian: its wrapper script sources `/etc/chromium.d/*`, and the
+/// browser reads its policies from `/etc/chromium`.
+const DEBIAN_SETTINGS: [&str; 2] = ["/etc/chromium.d", "/etc/chromium"];
 /// How long closing a stuck tab may take before the browser is restarted instead.
 const TAB_CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
@@ -161,7 +164,14 @@ impl WebWorker {
     pub async fn start(config: WebConfig) -> Result<Self, WebError> {
         let root = viga_process::private_folder("viga-web-")
             .map_err(|err| WebError::Start(format!("could not make the worker's folder: {err}")))?;
-        let readable = real_folder(&config.chromium).into_iter().collect();
+        let mut readable: Vec<PathBuf> = real_folder(&config.chromium).into_iter().collect();
+        // Debian's `chromium` is a shell script that reads its settings there first.
+        readable.extend(
+            DEBIAN_SETTINGS
+                .iter()
+                .map(PathBuf::from)
+                .filter(|folder| folder.is_dir()),
+        );
         let mut worker = Self {
             config,
             root,
@@ -204,6 +214,18 @@ impl WebWorker {
     /// served from memory at an address of its own; every other request is refused and
     /// reported. Replaces the page shown before.
     pub async fn load(&self, html: &str, viewport: Viewport) -> Result<LoadReport, WebError> {
+        self.load_within(html, viewport, self.config.load_timeout)
+            .await
+    }
+
+    /// [`Self::load`] with a limit of its own instead of [`WebConfig::load_timeout`] (a
+    /// run's program timeout).
+    pub async fn load_within(
+        &self,
+        html: &str,
+        viewport: Viewport,
+        limit: Duration,
+    ) -> Result<LoadReport, WebError> {
         if html.len() > self.config.max_html_bytes {
             return Err(WebError::BadRequest(format!(
                 "the document is {} bytes; at most {} are shown",
@@ -259,10 +281,8 @@ impl WebWorker {
             }
             Ok(())
         };
-        let outcome = tokio::time::timeout(self.config.load_timeout, step).await;
-        let result = self
-            .settle(&mut state, "load", self.config.load_timeout, outcome)
-            .await;
+        let outcome = tokio::time::timeout(limit, step).await;
+        let result = self.settle(&mut state, "load", limit, outcome).await;
         if let Err(WebError::PageFailed(_)) = &result {
             // A crashed renderer's tab is not used again.
             self.close_tab(&mut state).await;

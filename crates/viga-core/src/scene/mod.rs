@@ -36,7 +36,8 @@ pub use self::settings::{
 };
 use self::watched::{WatchedBlender, into_fault};
 use crate::domain::{
-    Domain, FaultKind, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
+    Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,
+    WorkerWatch,
 };
 use crate::folder::FINAL_BLEND;
 use crate::{CoreError, Prompts, ProviderTranslator};
@@ -61,8 +62,7 @@ pub struct SceneDomain {
     tools: ToolContext,
     /// The run's asset sources, also in `tools`: kept to lend them the run's folder.
     assets: Option<Arc<AssetSources>>,
-    generator: ToolRegistry,
-    verifier: ToolRegistry,
+    tool_registries: RoleTools<ToolContext>,
 }
 
 impl std::fmt::Debug for SceneDomain {
@@ -109,8 +109,10 @@ impl SceneDomain {
             watch,
             tools,
             assets,
-            generator: without_loop_tools(generator_tools())?,
-            verifier: without_loop_tools(verifier_tools())?,
+            tool_registries: RoleTools::new(
+                without_loop_tools(generator_tools())?,
+                without_loop_tools(verifier_tools())?,
+            ),
         })
     }
 
@@ -444,10 +446,7 @@ impl Domain for SceneDomain {
     }
 
     fn tools(&self, role: ToolRole) -> Vec<ToolSpec> {
-        match role {
-            ToolRole::Generator => self.generator.specs(),
-            ToolRole::Verifier => self.verifier.specs(),
-        }
+        self.tool_registries.specs(role)
     }
 
     async fn call_tool(
@@ -456,11 +455,9 @@ impl Domain for SceneDomain {
         name: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
-        let registry = match role {
-            ToolRole::Generator => &self.generator,
-            ToolRole::Verifier => &self.verifier,
-        };
-        registry.invoke(&self.tools, name, arguments).await
+        self.tool_registries
+            .invoke(&self.tools, role, name, arguments)
+            .await
     }
 
     async fn save_result(

@@ -4,6 +4,7 @@ mod fake_blender;
 mod fast_core;
 mod fast_retry;
 mod faults;
+mod flat_faults;
 mod generator_tools;
 mod lifecycle;
 mod model_text;

@@ -114,6 +114,9 @@ async fn the_page_cannot_navigate_away_and_its_script_errors_are_reported() {
         let report = worker.page_report().await;
         assert!(report.errors.iter().any(|e| e.contains("console.error: oops 42")), "{:?}", report.errors);
         assert!(report.errors.iter().any(|e| e.contains("undefinedFunction is not defined")), "{:?}", report.errors);
+        // Only the exception is an uncaught one; the console line is not.
+        assert_eq!(report.uncaught.len(), 1, "{:?}", report.uncaught);
+        assert!(report.uncaught[0].contains("undefinedFunction is not defined"), "{:?}", report.uncaught);
         assert!(report.refused.iter().any(|r| r.url == format!("http://127.0.0.1:{port}/away") && r.resource_type == "Document"), "{:?}", report.refused);
         assert_eq!(listener.arrivals.load(Ordering::SeqCst), 0);
         worker.shutdown().await;

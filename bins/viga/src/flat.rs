@@ -1,0 +1,170 @@
+//! `viga run --mode slides|page` and `viga resume` of such a run: the 2D domains. Their
+//! renderers (a warm LibreOffice and every python-pptx program; a warm Chromium) start
+//! through the same containment launcher, under the same policy, as a scene's Blender.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+use viga_blender::{Access, ContainmentStatus};
+use viga_core::Domain;
+use viga_core::page::{PAGE_DOMAIN, PageDomain, PageSettings, parse_viewport};
+use viga_core::slides::{SLIDES_DOMAIN, SlidesDomain, SlidesSettings};
+use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
+use viga_web::{WebConfig, WebWorker};
+
+use crate::args::{Mode, RunArgs, parse_resolution};
+use crate::contain::Contain;
+use crate::progress::Output;
+
+/// A 2D domain's settings, before its renderer starts.
+pub enum FlatSettings {
+    Slides(SlidesSettings),
+    Page(PageSettings),
+}
+
+impl FlatSettings {
+    /// The settings of the run in `folder`, when it is a slides or page run.
+    pub fn recorded(folder: &Path) -> Result<Option<Self>> {
+        let (_, domain) = viga_core::RunFolder::open(folder)?.read_args()?;
+        Ok(match domain.name.as_str() {
+            SLIDES_DOMAIN => Some(Self::Slides(SlidesDomain::recorded_settings(folder)?)),
+            PAGE_DOMAIN => Some(Self::Page(PageDomain::recorded_settings(folder)?)),
+            _ => None,
+        })
+    }
+}
+
+/// The settings of a slides or page run from its flags; the default viewport of a page is
+/// the size of its first target picture of the default view.
+fn settings_of(args: &RunArgs, config: &viga_core::RunConfig) -> Result<FlatSettings> {
+    match args.mode {
+        Mode::Slides => {
+            let mut settings = SlidesSettings {
+                assets: args.assets.clone(),
+                ..SlidesSettings::default()
+            };
+            if let Some(resolution) = &args.resolution {
+                let (width, _) = parse_resolution(resolution)?;
+                settings.view_width = width;
+            }
+            Ok(FlatSettings::Slides(settings))
+        }
+        Mode::Page => {
+            let viewport = match (
+                &args.viewport,
+                config.targets.iter().find(|t| t.view.is_none()),
+            ) {
+                (Some(text), _) => {
+                    parse_viewport(text).map_err(|why| anyhow::anyhow!("--viewport: {why}"))?
+                }
+                (None, Some(target)) => {
+                    let bytes = std::fs::read(&target.path)
+                        .with_context(|| format!("cannot read {}", target.path.display()))?;
+                    let (width, height) = viga_skills::metrics::image_size(&bytes)
+                        .with_context(|| format!("{}", target.path.display()))?;
+                    parse_viewport(&format!("{width}x{height}")).map_err(|why| {
+                        anyhow::anyhow!(
+                            "the target {} cannot be a window: {why}; give --viewport",
+                            target.path.display()
+                        )
+                    })?
+                }
+                (None, None) => viga_core::page::DEFAULT_VIEWPORT,
+            };
+            Ok(FlatSettings::Page(PageSettings { viewport }))
+        }
+        Mode::Scene => bail!("a scene run is not a slides or page run"),
+    }
+}
+
+/// The domain of `settings` on its own renderer, started contained; with what containment
+/// holds for it (the renderer's launcher's report), for the run folder.
+pub async fn start_domain(
+    settings: FlatSettings,
+    contain: &Contain,
+    program_timeout: std::time::Duration,
+) -> Result<(Arc<dyn Domain>, ContainmentStatus)> {
+    match settings {
+        FlatSettings::Slides(settings) => {
+            let reads = settings.assets.iter().cloned().collect();
+            let mut config = SlidesConfig::new(SlideTools::locate()?);
+            config.confinement = contain.confinement(&Access::reading(reads))?;
+            config.program_timeout = program_timeout;
+            let worker = SlideWorker::start(config).await?;
+            let status = status_of(worker.contained_report().await, contain)?;
+            Ok((
+                Arc::new(SlidesDomain::new(settings, Arc::new(worker))?),
+                status,
+            ))
+        }
+        FlatSettings::Page(settings) => {
+            let mut config = WebConfig::locate()?;
+            config.confinement = contain.confinement(&Access::default())?;
+            config.load_timeout = program_timeout;
+            let worker = WebWorker::start(config).await?;
+            let status = status_of(worker.contained_report().await, contain)?;
+            Ok((
+                Arc::new(PageDomain::new(settings, Arc::new(worker))?),
+                status,
+            ))
+        }
+    }
+}
+
+/// What the renderer's launcher reported; off when the policy is off. A contained renderer
+/// that reported nothing is an error: the run would not know what holds.
+fn status_of(report: Option<String>, contain: &Contain) -> Result<ContainmentStatus> {
+    match report {
+        Some(json) => {
+            let status: ContainmentStatus = serde_json::from_str(&json)
+                .context("the containment launcher's report is unreadable")?;
+            if !status.is_complete() && status.policy != viga_blender::ContainmentPolicy::Off {
+                eprintln!(
+                    "warning: model-written programs run with {}",
+                    status.summary()
+                );
+            }
+            Ok(status)
+        }
+        None if contain.is_off() => Ok(ContainmentStatus::off()),
+        None => bail!("the renderer was started contained but its launcher reported nothing"),
+    }
+}
+
+/// `viga run --mode slides|page`.
+pub async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
+    args.check_viewport_flag()?;
+    let flags = args.scene_only_flags();
+    if !flags.is_empty() {
+        bail!(
+            "{} belong(s) to Blender scene runs, not to --mode {}; leave them out",
+            flags.join(", "),
+            match args.mode {
+                Mode::Slides => "slides",
+                _ => "page",
+            }
+        );
+    }
+    let mut out = Output::new(args.events, args.max_iterations);
+    let mode = match args.mode {
+        Mode::Slides => SLIDES_DOMAIN,
+        _ => PAGE_DOMAIN,
+    };
+    let mut config = args.flat_run_config(mode)?;
+    let (provider_settings, provider) = crate::run_model(&args, &mut config, &out)?;
+    let settings = settings_of(&args, &config)?;
+    let folder = viga_core::RunFolder::create(&args.output, &config)?;
+    let root = folder.root().to_path_buf();
+    let started = async {
+        let (domain, containment) = start_domain(settings, contain, config.program_timeout).await?;
+        let handle = viga_core::start_in_folder(folder, config, provider, domain)?;
+        Ok::<_, anyhow::Error>((handle, containment))
+    }
+    .await;
+    let (handle, containment) = crate::unless_started(&root, started)?;
+    viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
+    viga_core::folder::write_containment(handle.folder(), &containment)?;
+    let followed = crate::follow(handle, &mut out).await?;
+    Ok(crate::finish(&followed, &out))
+}
