@@ -48,6 +48,7 @@ use viga_skills::scene::summarize;
 
 use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder};
 use crate::prompts::fill;
+use crate::written_calls::with_tool_call_from_text;
 use crate::{CoreError, Prompts, ProviderTranslator, RunHandle, RunLink, slug};
 
 use self::tools::{CallOutcome, ToolBelt};
@@ -87,6 +88,77 @@ pub struct AgentConfig {
     pub provider: String,
     pub model: String,
     pub max_tokens: u32,
+    /// Earlier requests of the same conversation and how they ended, oldest first: the
+    /// model reads them before the request (the server keeps each user's last turns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierTurn>,
+    /// After each step whose add-on commands ran, render one look at the whole scene
+    /// (`renders/<step>/`, announced as `RenderProduced`), so a front end can show it.
+    #[serde(default)]
+    pub look_after_commands: bool,
+    /// Show that look to the model with the step's results (a model that reads images).
+    #[serde(default)]
+    pub model_sees: bool,
+    /// Who confines the path arguments of add-on commands.
+    #[serde(default)]
+    pub paths: PathArguments,
+}
+
+/// One earlier request of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlierTurn {
+    pub request: String,
+    /// The commands it ran, one line each (`tool(arguments)`).
+    #[serde(default)]
+    pub commands: Vec<String>,
+    /// The agent's answer, or how the request ended without one.
+    pub outcome: String,
+}
+
+impl EarlierTurn {
+    /// How a finished run of `request` is remembered by the next request of its
+    /// conversation: the commands its transcript holds and its answer (or how it ended).
+    pub fn of_run(request: &str, outcome: &AgentOutcome) -> Self {
+        let commands = read_transcript(&outcome.folder)
+            .ok()
+            .flatten()
+            .map(|transcript| {
+                transcript
+                    .steps
+                    .iter()
+                    .flat_map(|step| &step.calls)
+                    .filter(|call| call.undo_step.is_some())
+                    .map(|call| format!("{}({})", call.tool, call.arguments))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let outcome = match &outcome.stop {
+            StopReason::Accepted => outcome.answer.clone().unwrap_or_default(),
+            StopReason::MaxIterations => {
+                format!("stopped after {} steps without an answer", outcome.steps)
+            }
+            StopReason::Cancelled => "cancelled by the user".to_owned(),
+            StopReason::Failed { message, .. } => format!("failed: {message}"),
+        };
+        Self {
+            request: request.to_owned(),
+            commands,
+            outcome,
+        }
+    }
+}
+
+/// Who keeps add-on commands' path arguments in one folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathArguments {
+    /// viga: resolved in the run's `results/` folder, refused when they lead out.
+    #[default]
+    Results,
+    /// The Blender the commands run in: a person's Blender dialled in to a server, whose
+    /// files are not on the server's machine, confines them to a folder its person chose.
+    Blender,
 }
 
 impl AgentConfig {
@@ -110,6 +182,10 @@ impl AgentConfig {
             provider: String::new(),
             model: String::new(),
             max_tokens: 4096,
+            earlier: Vec::new(),
+            look_after_commands: false,
+            model_sees: false,
+            paths: PathArguments::Results,
         }
     }
 
@@ -240,8 +316,13 @@ pub async fn start(
             return Err(err);
         }
     };
-    let results = ConfinedFolder::new(&results, "the run's results folder")
-        .map_err(|err| CoreError::io(&results, err))?;
+    let results = match config.paths {
+        PathArguments::Results => Some(
+            ConfinedFolder::new(&results, "the run's results folder")
+                .map_err(|err| CoreError::io(&results, err))?,
+        ),
+        PathArguments::Blender => None,
+    };
     let translator: Arc<dyn InstructionTranslator> = Arc::new(ProviderTranslator::new(
         Arc::clone(&provider),
         Prompts::default().investigate,
@@ -439,14 +520,45 @@ impl AgentRun {
             }
             self.follow_addon_changes().await?;
             let response = self.ask(step, &messages).await?;
+            // A call written as text is a call (an offered tool's or not): an answer that is
+            // only a tool call never ends the conversation.
+            let belt = &self.belt;
+            let response = with_tool_call_from_text(response, |name| belt.offers(name), step, 0);
             if response.tool_calls.is_empty() {
                 return Ok(Ending::Answered(response.text.trim().to_owned()));
             }
-            let (assistant, results) = self.use_tools(step, &response).await?;
+            let (assistant, mut results, commanded) = self.use_tools(step, &response).await?;
+            if commanded && self.config.look_after_commands {
+                results.extend(self.look_after_step(step).await?);
+            }
             messages.push(ChatMessage::assistant(assistant));
             messages.push(ChatMessage::user(results));
         }
         Ok(Ending::OutOfSteps)
+    }
+
+    /// One look at the scene after a step's commands, kept and announced; the model is shown
+    /// it when it reads images. A look that cannot be made is a warning.
+    async fn look_after_step(&mut self, step: u32) -> Result<Vec<ContentPart>, CoreError> {
+        self.belt.keep_renders_in(self.folder.renders_dir(step)?);
+        let render = match self.belt.look_at_scene().await? {
+            Ok(render) => render,
+            Err(why) => {
+                self.warn(&format!("no look at the scene after step {step}: {why}"));
+                return Ok(Vec::new());
+            }
+        };
+        self.save_renders(step, std::slice::from_ref(&render))?;
+        if !self.config.model_sees {
+            return Ok(Vec::new());
+        }
+        Ok(vec![
+            ContentPart::text(format!("The scene after step {step}:")),
+            ContentPart::Image {
+                image: render.output.image,
+                label: Some(format!("the scene after step {step}")),
+            },
+        ])
     }
 
     /// Asks Blender which add-ons it has now: one enabled or disabled since the last turn
@@ -473,7 +585,7 @@ impl AgentRun {
             Arc::clone(&self.blender),
             self.config.render,
             Arc::clone(&self.translator),
-            self.belt.results().clone(),
+            self.belt.results().cloned(),
         )
         .map_err(CoreError::Config)?;
         self.system = fill(SYSTEM_PROMPT, &[("addons", self.addons.prompt_section())]);
@@ -497,8 +609,10 @@ impl AgentRun {
         self.transcript.opening_scene = summarize(&scene);
         self.write_transcript()?;
         Ok(format!(
-            "Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
-            self.config.task, self.transcript.opening_scene
+            "{}Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
+            earlier_turns(&self.config.earlier),
+            self.config.task,
+            self.transcript.opening_scene
         ))
     }
 
@@ -532,12 +646,12 @@ impl AgentRun {
     }
 
     /// Runs one step's tool calls in order: the assistant's turn as the conversation keeps
-    /// it, and one result per call for the next message.
+    /// it, one result per call for the next message, and whether an add-on command ran.
     async fn use_tools(
         &mut self,
         step: u32,
         response: &ModelResponse,
-    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>), CoreError> {
+    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>, bool), CoreError> {
         let mut assistant = Vec::new();
         if !response.text.trim().is_empty() {
             assistant.push(ContentPart::text(response.text.clone()));
@@ -548,17 +662,21 @@ impl AgentRun {
             calls: Vec::new(),
         });
         let mut results = Vec::new();
+        let mut commanded = false;
         for call in &response.tool_calls {
             if self.link.is_cancelled() {
                 return Err(CoreError::Cancelled);
             }
             assistant.push(ContentPart::ToolCall(call.clone()));
             let (record, result) = self.run_call(step, call).await?;
+            commanded |= record.undo_step.is_some();
             self.emit(RunEvent::ToolInvoked {
                 index: step,
                 tool: record.tool.clone(),
                 ok: record.ok,
                 summary: summary(&record),
+                arguments: Some(record.arguments.clone()),
+                result: Some(told_to_model(&record)),
             })?;
             if let Some(current) = self.transcript.steps.last_mut() {
                 current.calls.push(record);
@@ -566,7 +684,7 @@ impl AgentRun {
             self.write_transcript()?;
             results.push(ContentPart::ToolResult(result));
         }
-        Ok((assistant, results))
+        Ok((assistant, results, commanded))
     }
 
     /// One tool call: its record for the transcript and its result for the model.
@@ -665,6 +783,34 @@ impl AgentRun {
             message: message.to_owned(),
         });
     }
+}
+
+/// What the model was told about a call, as data: an add-on command's result with the scene
+/// after it, or the text of a scene tool's answer or of a refusal.
+fn told_to_model(record: &CommandRecord) -> Value {
+    if record.undo_step.is_some() {
+        serde_json::json!({"result": record.result, "scene": record.scene})
+    } else {
+        record.result.clone()
+    }
+}
+
+/// The earlier turns of the conversation as the opening message starts with them; empty
+/// when there are none.
+fn earlier_turns(earlier: &[EarlierTurn]) -> String {
+    if earlier.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("Earlier in this conversation (oldest first):\n");
+    for (number, turn) in earlier.iter().enumerate() {
+        text.push_str(&format!("{}. Request: {}\n", number + 1, turn.request));
+        for command in &turn.commands {
+            text.push_str(&format!("   ran {command}\n"));
+        }
+        text.push_str(&format!("   Outcome: {}\n", turn.outcome));
+    }
+    text.push('\n');
+    text
 }
 
 /// `tool(arguments) -> result`, short enough for a progress line.
