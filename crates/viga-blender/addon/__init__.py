@@ -10,10 +10,10 @@ Nothing here calls a model or blocks the main thread.
 
 import bpy
 
-from . import history, operators, panels, preferences, properties, runner, viga_bridge
+from . import dialout, history, operators, panels, preferences, properties, runner, viga_bridge
 
 # Registered in this order, unregistered in reverse.
-_UI_MODULES = (preferences, properties, history, operators, panels)
+_UI_MODULES = (preferences, properties, history, operators, dialout, panels)
 _bridge_poll = []
 
 
