@@ -4,6 +4,8 @@
 //! undo step and a cancelled run keeps the steps it finished.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
+mod support;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -13,40 +15,13 @@ use serde_json::{Value, json};
 use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderCommands as _, BlenderLauncher, locate};
-use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within, within};
+use viga_blender::{BlenderCommands as _, locate};
+use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, within};
+
+use support::{table_and_lamp_blend, workspace_file};
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const REQUEST: &str = "put the lamp to the left of the table and paint it red";
-
-fn workspace_file(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-}
-
-/// A person's .blend: a table at the origin and a lamp off to its right.
-fn table_and_lamp_blend(dir: &Path) -> PathBuf {
-    let path = dir.join("room.blend");
-    let script = format!(
-        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
-         bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
-         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n\
-         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
-        path.display().to_string()
-    );
-    let BlenderLauncher::PythonModule { python } = locate().unwrap() else {
-        panic!("these tests need the bpy module (cargo xtask setup)");
-    };
-    let status = status_within(
-        Command::new(python)
-            .args(["-c", &script])
-            .stdout(Stdio::null()),
-        BLENDER_TEST_LIMIT,
-    );
-    assert!(status.success());
-    path
-}
 
 fn tool_turn(expect: Value, name: &str, arguments: Value) -> Value {
     json!({"expect": expect, "response": {"text": "", "finish_reason": "tool_calls",
