@@ -49,16 +49,18 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts on `listen` (port 0 for any) with the users alice and bob.
+    /// Starts on `listen` (port 0 for any) with the users alice and bob; a user whose own
+    /// Blender is not connected gets none from the server.
     fn start(base: &Path, script: &Path, listen: &str) -> Self {
+        Self::start_with(base, script, listen, &["--no-server-blenders"])
+    }
+
+    fn start_with(base: &Path, script: &Path, listen: &str, extra: &[&str]) -> Self {
         let users = base.join("users.txt");
         std::fs::write(&users, format!("alice: {ALICE}\nbob: {BOB}\n")).unwrap();
-        std::fs::set_permissions(
-            &users,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .unwrap();
-        let mut child = Command::new(VIGA)
+        std::fs::set_permissions(&users, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let child = Command::new(VIGA)
             .args(["gateway", "--listen", listen, "--users"])
             .arg(&users)
             .args(["--provider", "scripted", "--script"])
@@ -66,21 +68,27 @@ impl Server {
             .arg("--files-root")
             .arg(base.join("files"))
             .args(["--reconnect-grace", &GRACE_SECONDS.to_string()])
-            .args(["--max-steps", "4", "--no-server-blenders"])
+            .args(["--max-steps", "4"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        // Held (and killed when dropped) before anything can fail.
+        let mut server = Self {
+            child,
+            address: String::new(),
+        };
+        let mut stderr = BufReader::new(server.child.stderr.take().unwrap());
         let mut line = String::new();
         loop {
             line.clear();
             assert!(stderr.read_line(&mut line).unwrap() > 0, "the server ended");
             if let Some(rest) = line.split("listening on ws://").nth(1) {
-                let address = rest.split_whitespace().next().unwrap().to_owned();
+                server.address = rest.split_whitespace().next().unwrap().to_owned();
                 std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
-                return Self { child, address };
+                return server;
             }
         }
     }
@@ -248,7 +256,10 @@ impl Chat {
 async fn page_until(page: &WebWorker, expression: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while page.evaluate(expression).await.unwrap() != json!(true) {
-        assert!(Instant::now() < deadline, "the page never showed {expression}");
+        assert!(
+            Instant::now() < deadline,
+            "the page never showed {expression}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -286,7 +297,7 @@ assert result == {{"FINISHED"}}, result
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_typed_into_the_page_changes_only_its_users_scene_and_a_new_addon_is_used_next_turn()
-{
+ {
     within(LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
         let script = script_file(
@@ -461,7 +472,11 @@ fn move_slowly(x: f64, seconds: f64, marker: &str) -> Value {
 async fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -500,7 +515,10 @@ async fn a_killed_server_or_blender_loses_no_finished_command_and_the_addon_dial
             files.path(),
             "second.json",
             vec![
-                answer_turn(json!({"last_message_contains": "Request: where is the lamp"}), "At x = -2."),
+                answer_turn(
+                    json!({"last_message_contains": "Request: where is the lamp"}),
+                    "At x = -2.",
+                ),
                 move_slowly(4.0, 30.0, "again.txt"),
             ],
         );
@@ -508,7 +526,11 @@ async fn a_killed_server_or_blender_loses_no_finished_command_and_the_addon_dial
         let mut chat = Chat::open(&server, "alice", ALICE).await;
         chat.blender_kind("desktop").await;
         blender.undo().await.unwrap();
-        assert_eq!(lamp_x(&blender).await, 3.0, "the finished command is one undo step");
+        assert_eq!(
+            lamp_x(&blender).await,
+            3.0,
+            "the finished command is one undo step"
+        );
 
         // A message sent again with the same id runs once.
         assert_eq!(chat.query("q2", "where is the lamp?").await["ok"], true);
@@ -553,11 +575,7 @@ fn plain_websocket_on_a_public_address_is_refused_and_tls_is_served() {
     let files = tempfile::tempdir().unwrap();
     let users = files.path().join("users.txt");
     std::fs::write(&users, format!("alice: {ALICE}\n")).unwrap();
-    std::fs::set_permissions(
-        &users,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .unwrap();
+    std::fs::set_permissions(&users, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let refused = Command::new(VIGA)
         .args(["gateway", "--listen", "0.0.0.0:0", "--users"])
         .arg(&users)
@@ -568,16 +586,14 @@ fn plain_websocket_on_a_public_address_is_refused_and_tls_is_served() {
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        said.contains("will not serve plain WebSocket on 0.0.0.0")
-            && said.contains("--tls-cert"),
+        said.contains("will not serve plain WebSocket on 0.0.0.0") && said.contains("--tls-cert"),
         "{said}"
     );
 
     // With a certificate the server speaks TLS, and the add-on's own client checks it.
     let key = files.path().join("key.pem");
     std::fs::copy(workspace_file("fixtures/tls/localhost-key.pem"), &key).unwrap();
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let certificate = workspace_file("fixtures/tls/localhost-cert.pem");
     let mut child = Command::new(VIGA)
         .args(["gateway", "--listen", "127.0.0.1:0", "--users"])
@@ -641,8 +657,71 @@ except ssl.SSLError as err:
     let _ = child.wait();
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(
-        said.contains(r#""ok":true"#) && said.contains("untrusted refused: CERTIFICATE_VERIFY_FAILED"),
+        said.contains(r#""ok":true"#)
+            && said.contains("untrusted refused: CERTIFICATE_VERIFY_FAILED"),
         "{said}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Bob has no Blender of his own connected: his request goes to a Blender the server starts
+/// for him, contained, with the server's add-ons; his run keeps its scene.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_without_a_blender_of_their_own_is_served_by_a_contained_server_blender() {
+    within(LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let script = script_file(
+            files.path(),
+            "server-blender.json",
+            vec![
+                tool_turn(
+                    json!({"system_contains": "Object Placer", "last_message_contains": "Request: what is in my scene"}),
+                    "list_scene_objects",
+                    json!({}),
+                ),
+                answer_turn(json!({"last_message_contains": "\"result\":[]"}), "Your scene is empty."),
+            ],
+        );
+        let addons = workspace_file("fixtures/addons");
+        let server = Server::start_with(
+            files.path(),
+            &script,
+            "127.0.0.1:0",
+            &["--addons", addons.to_str().unwrap()],
+        );
+        let mut chat = Chat::open(&server, "bob", BOB).await;
+        chat.blender_kind("server").await;
+        let started = chat.query("q1", "what is in my scene?").await;
+        assert_eq!(started["result"]["blender"], "server", "{started}");
+        let finished = chat.finished("q1").await;
+        assert_eq!(finished["stop"]["reason"], "accepted", "{finished}");
+        assert_eq!(finished["message"], "Your scene is empty.");
+        let tools = chat
+            .until("the server Blender's tools", |m| {
+                m["type"] == "blender" && !m["status"]["tools"].as_array().unwrap().is_empty()
+            })
+            .await;
+        assert_eq!(tools["status"]["kind"], "server");
+        // The run is Bob's, in his folder, with the scene his Blender was left with.
+        let runs = files.path().join("files/bob/agent");
+        let run = walk_to(&runs, "final.blend");
+        assert!(run.is_some(), "no final.blend under {}", runs.display());
+    })
+    .await;
+}
+
+/// The first file called `name` under `root`.
+fn walk_to(root: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(root).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = walk_to(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
 }

@@ -260,13 +260,13 @@ impl Gateway {
         match opened {
             http::Opened::Answered => Ok(()),
             http::Opened::WebSocket(http::Door::Gateway, socket) => {
-                connection::serve_connection(self, socket).await
+                connection::serve_connection(self, *socket).await
             }
             http::Opened::WebSocket(http::Door::Blender, socket) => {
-                dialed::serve_blender(self, socket).await
+                dialed::serve_blender(self, *socket).await
             }
             http::Opened::WebSocket(http::Door::Chat, socket) => {
-                chat::serve_chat(self, socket).await
+                chat::serve_chat(self, *socket).await
             }
         }
     }

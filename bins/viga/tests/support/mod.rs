@@ -35,4 +35,3 @@ pub fn table_and_lamp_blend(dir: &Path) -> PathBuf {
     assert!(status.success());
     path
 }
-

@@ -523,6 +523,12 @@ impl Request {
                 exit_code,
             },
         );
+        // A server Blender started by the request lists its tools only now.
+        if self.chosen.kind == BlenderKind::Server {
+            self.conversation.publish(ChatOut::Blender {
+                status: status(&self.gateway, &self.user),
+            });
+        }
     }
 
     async fn drive(&self, settings: &ChatSettings) -> Result<AgentOutcome, CoreError> {

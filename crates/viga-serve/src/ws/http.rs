@@ -34,7 +34,7 @@ pub(super) enum Door {
 
 /// What became of a connection's first request.
 pub(super) enum Opened {
-    WebSocket(Door, Socket),
+    WebSocket(Door, Box<Socket>),
     /// A page was served or the request refused; the connection is done.
     Answered,
 }
@@ -105,7 +105,7 @@ pub(super) async fn open(
                 Some(door_config(door)),
             )
             .await;
-            Ok(Opened::WebSocket(door, socket))
+            Ok(Opened::WebSocket(door, Box::new(socket)))
         }
         Route::File(content_type, body) => {
             let headers = format!(
@@ -189,7 +189,7 @@ impl Request {
 
     /// A page's WebSocket must come from a page of this server: a browser names the page's
     /// origin, and another site's page is refused (programs, and Blender, send none).
-    fn from_another_site(&self) -> bool {
+    fn comes_from_another_site(&self) -> bool {
         let Some(origin) = self.header("origin") else {
             return false;
         };
@@ -225,7 +225,7 @@ fn route(request: &Request) -> Route {
         if request.header("sec-websocket-version") != Some("13") {
             return Route::Refused("426 Upgrade Required");
         }
-        if request.from_another_site() {
+        if request.comes_from_another_site() {
             return Route::Refused("403 Forbidden");
         }
         return Route::Upgrade(door);
