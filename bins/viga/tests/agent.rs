@@ -8,17 +8,15 @@ mod support;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
-use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderCommands as _, locate};
+use viga_blender::BlenderCommands as _;
 use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, within};
 
-use support::{table_and_lamp_blend, workspace_file};
+use support::{Host, table_and_lamp_blend, workspace_file};
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const REQUEST: &str = "put the lamp to the left of the table and paint it red";
@@ -157,54 +155,14 @@ fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
     assert!(std::fs::metadata(folder.join("final.blend")).unwrap().len() > 0);
 }
 
-/// A headless Blender with the viga extension installed from its zip, as a person would
-/// have it; killed when dropped.
-struct Host {
-    child: Child,
-    connection: PathBuf,
-    dir: tempfile::TempDir,
-}
-
 impl Host {
-    fn start(blend: &Path) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
-        let options = HostOptions {
-            user_dir: dir.path().join("blender-user"),
-            blend: Some(blend.to_path_buf()),
-            stats: None,
-            connection_dir: Some(dir.path().join("connections")),
-            addons: None,
-            server: None,
-        };
-        let RunningHost { child, connection } =
-            start_host(&locate().unwrap(), &zip, &options, BLENDER_TEST_LIMIT).unwrap();
-        Self {
-            child,
-            connection,
-            dir,
-        }
-    }
-
     /// `viga agent --attach` against this host.
     fn agent(&self, script: &Path, output: &Path) -> Command {
         let mut command = agent_command(script, output);
         command
             .arg("--attach")
-            .env("VIGA_CONNECTION_DIR", self.dir.path().join("connections"));
+            .env("VIGA_CONNECTION_DIR", self.connection_dir());
         command
-    }
-
-    async fn client(&self) -> FramedClient {
-        let connection = Connection::read(&self.connection).unwrap();
-        attach(&connection, Duration::from_secs(60)).await.unwrap()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -222,7 +180,7 @@ async fn lamp(client: &FramedClient) -> (f64, Vec<String>) {
 async fn attached_every_command_is_one_undo_step_in_the_users_scene() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
-        let host = Host::start(&table_and_lamp_blend(files.path()));
+        let host = Host::start(&table_and_lamp_blend(files.path()), None, None);
         let mut command = host.agent(&whole_session(files.path()), &files.path().join("runs"));
         let output = output_within(&mut command, BLENDER_TEST_LIMIT);
         assert!(
@@ -263,7 +221,7 @@ async fn attached_every_command_is_one_undo_step_in_the_users_scene() {
 async fn a_cancelled_attached_run_keeps_the_commands_it_finished() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
-        let host = Host::start(&table_and_lamp_blend(files.path()));
+        let host = Host::start(&table_and_lamp_blend(files.path()), None, None);
         let slow_answer =
             json!({"delay_ms": 60_000, "response": {"text": "too late", "finish_reason": "stop"}});
         let script = script_file(files.path(), vec![place_lamp_left(), slow_answer]);

@@ -17,15 +17,13 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use viga_blender::addon::{HostOptions, RunningHost, ServerLogin, build_zip, start_host};
-use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands as _, locate};
 use viga_testkit::websocket::{Socket, connect};
 use viga_testkit::within;
 use viga_web::{Viewport, WebConfig, WebWorker};
 
-use support::{table_and_lamp_blend, workspace_file};
+use support::{Host, table_and_lamp_blend, workspace_file};
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const ALICE: &str = "alice-token-0123456789";
@@ -98,56 +96,10 @@ impl Server {
     }
 }
 
-/// A person's Blender with the viga add-on connected to the server; killed when dropped.
-struct Person {
-    child: Child,
-    connection: PathBuf,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Person {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Person {
-    fn start(server: &Server, user: &str, token: &str, blend: &Path, addons: &Path) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
-        let options = HostOptions {
-            user_dir: dir.path().join("blender-user"),
-            blend: Some(blend.to_path_buf()),
-            stats: None,
-            connection_dir: Some(dir.path().join("connections")),
-            addons: Some(addons.to_path_buf()),
-            server: Some(ServerLogin {
-                url: format!("ws://{}", server.address),
-                username: user.to_owned(),
-                token: token.to_owned(),
-                config_dir: dir.path().join("config"),
-                files: dir.path().join("server-files"),
-            }),
-        };
-        let RunningHost { child, connection } =
-            start_host(&locate().unwrap(), &zip, &options, LIMIT).unwrap();
-        Self {
-            child,
-            connection,
-            dir,
-        }
-    }
-
-    /// The bridge of this Blender, as `viga --attach` reaches it: to look at the scene.
-    async fn blender(&self) -> FramedClient {
-        let connection = Connection::read(&self.connection).unwrap();
-        attach(&connection, Duration::from_secs(60)).await.unwrap()
-    }
-
-    fn server_files(&self) -> PathBuf {
-        self.dir.path().join("server-files")
-    }
+/// A person's Blender with the viga add-on connected to the server as `user`.
+fn person(server: &Server, user: &str, token: &str, blend: &Path, addons: &Path) -> Host {
+    let url = format!("ws://{}", server.address);
+    Host::start(blend, Some(addons), Some((&url, user, token)))
 }
 
 async fn lamp_x(blender: &FramedClient) -> f64 {
@@ -279,19 +231,9 @@ async fn page_text(page: &WebWorker, selector: &str) -> String {
 /// Python that installs the scene_stats fixture as an extension, enabled: what a person does
 /// with Install from Disk in the middle of a conversation.
 fn install_scene_stats(zip_folder: &Path) -> String {
-    let source = workspace_file("fixtures/addons/installable/scene_stats");
-    let zip = zip_folder.join("scene_stats.zip");
-    format!(
-        r#"
-import os, zipfile, bpy
-source, zip_path = {source:?}, {zip:?}
-with zipfile.ZipFile(zip_path, "w") as archive:
-    for name in sorted(os.listdir(source)):
-        if os.path.isfile(os.path.join(source, name)):
-            archive.write(os.path.join(source, name), name)
-result = bpy.ops.extensions.package_install_files(filepath=zip_path, repo="user_default", enable_on_install=True)
-assert result == {{"FINISHED"}}, result
-"#
+    viga_testkit::install_extension(
+        &workspace_file("fixtures/addons/installable/scene_stats"),
+        &zip_folder.join("scene_stats.zip"),
     )
 }
 
@@ -326,8 +268,8 @@ async fn a_request_typed_into_the_page_changes_only_its_users_scene_and_a_new_ad
         let server = Server::start(files.path(), &script, "127.0.0.1:0");
         let blend = table_and_lamp_blend(files.path());
         let addons = workspace_file("fixtures/addons");
-        let alice = Person::start(&server, "alice", ALICE, &blend, &addons);
-        let bob = Person::start(&server, "bob", BOB, &blend, &addons);
+        let alice = person(&server, "alice", ALICE, &blend, &addons);
+        let bob = person(&server, "bob", BOB, &blend, &addons);
         let mut bobs_page = Chat::open(&server, "bob", BOB).await;
         bobs_page.blender_kind("desktop").await;
 
@@ -377,8 +319,8 @@ async fn a_request_typed_into_the_page_changes_only_its_users_scene_and_a_new_ad
             "a look at the scene after the step that moved the lamp"
         );
 
-        let alices_blender = alice.blender().await;
-        let bobs_blender = bob.blender().await;
+        let alices_blender = alice.client().await;
+        let bobs_blender = bob.client().await;
         assert_eq!(lamp_x(&alices_blender).await, -0.7, "Alice's lamp moved");
         assert_eq!(lamp_x(&bobs_blender).await, 3.0, "Bob's did not");
 
@@ -494,7 +436,7 @@ async fn a_killed_server_or_blender_loses_no_finished_command_and_the_addon_dial
         );
         let server = Server::start(files.path(), &first, "127.0.0.1:0");
         let port = server.port().to_owned();
-        let alice = Person::start(&server, "alice", ALICE, &blend, &addons);
+        let alice = person(&server, "alice", ALICE, &blend, &addons);
         let mut chat = Chat::open(&server, "alice", ALICE).await;
         chat.blender_kind("desktop").await;
         assert_eq!(chat.query("q1", "move the lamp").await["ok"], true);
@@ -503,7 +445,7 @@ async fn a_killed_server_or_blender_loses_no_finished_command_and_the_addon_dial
         // there, whole, as one undo step.
         wait_for_file(&alice.server_files().join("started.txt")).await;
         drop(server);
-        let blender = alice.blender().await;
+        let blender = alice.client().await;
         let deadline = Instant::now() + Duration::from_secs(60);
         while lamp_x(&blender).await != -2.0 {
             assert!(Instant::now() < deadline, "the command never finished");
