@@ -14,13 +14,14 @@ const GOAL_SCENE: &str = include_str!("../../fixtures/sessions/demo_goal.py");
 const TASK: &str = "a red crate on a grey floor, lit by the sun, seen by Camera1";
 
 /// Renders the goal scene from Camera1 to the path given after `--`, as the loop's scoring
-/// and verifier renders see a scene with a target (Cycles, 16 samples, denoised), so the
-/// scores compare like with like.
+/// and verifier renders see a scene with a target (Cycles, 16 samples, denoised with the fast
+/// prefilter), so the scores compare like with like.
 const RENDER_GOAL: &str = "
 import json, sys
 bpy.context.scene.render.engine = 'CYCLES'
 bpy.context.scene.cycles.samples = 16
 bpy.context.scene.cycles.use_denoising = True
+bpy.context.scene.cycles.denoising_prefilter = 'FAST'
 bpy.context.scene.cycles.device = 'CPU'
 bpy.context.scene.render.resolution_x = 256
 bpy.context.scene.render.resolution_y = 256
@@ -61,7 +62,9 @@ pub fn run(launcher: BlenderLauncher) -> Result<()> {
         .arg(&target)
         .args(["--provider", "scripted", "--script"])
         .arg(root.join("fixtures/sessions/demo.json"))
-        .args(["--max-iterations", "3", "--resolution", "256", "--output"])
+        .args(["--max-iterations", "3", "--resolution", "256"])
+        // Scored at the target's size: the accepted program scores exactly 0.
+        .args(["--score-resolution", "256", "--output"])
         .arg(demo_dir.join("runs"))
         .status()
         .context("could not run `viga run`")?;

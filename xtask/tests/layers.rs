@@ -1,9 +1,14 @@
-//! The layering in docs/architecture.md is the truth: every workspace member is in its table,
-//! and no crate depends on one of the same or a higher layer.
+//! The layering in docs/architecture.md is the truth: every workspace member (as `cargo
+//! metadata` lists them) is in its table, no crate depends on one of the same or a higher
+//! layer, and the table's "must not" column holds wherever it says something a test can check
+//! (the rules are in [`rules_of`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -12,93 +17,242 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `members = [ ... ]` of the workspace's Cargo.toml.
-fn members() -> Vec<String> {
-    let text = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    let start = text
-        .find("members = [")
-        .expect("the workspace lists its members");
-    let list = &text[start..text[start..].find(']').unwrap() + start];
-    list.split('"')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
+/// A workspace member as `cargo metadata` describes it.
+#[derive(Debug, Clone)]
+struct Member {
+    name: String,
+    /// Its folder relative to the workspace root (`crates/viga-core`, `bins/viga`).
+    folder: String,
+    /// The viga crates it depends on as a normal or build dependency (dev-dependencies may
+    /// reach anywhere below the tests).
+    depends_on: Vec<String>,
+}
+
+fn members() -> Vec<Member> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let root = root();
+    metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|package| {
+            let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap());
+            let folder = manifest
+                .parent()
+                .unwrap()
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let depends_on = package["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|dependency| dependency["kind"].as_str() != Some("dev"))
+                .filter_map(|dependency| dependency["name"].as_str())
+                .filter(|name| *name == "viga" || name.starts_with("viga-"))
+                .map(str::to_owned)
+                .collect();
+            Member {
+                name: package["name"].as_str().unwrap().to_owned(),
+                folder,
+                depends_on,
+            }
+        })
         .collect()
 }
 
-/// The package name and the viga crates a member's Cargo.toml depends on (normal and build
-/// dependencies; dev-dependencies may reach anywhere below the tests).
-fn manifest(member: &str) -> (String, Vec<String>) {
-    let text = std::fs::read_to_string(root().join(member).join("Cargo.toml")).unwrap();
-    let mut section = String::new();
-    let mut name = String::new();
-    let mut dependencies = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            section = line.trim_matches(['[', ']']).to_owned();
-            continue;
-        }
-        let key = line
-            .split(['=', '.', ' '])
-            .next()
-            .unwrap_or_default()
-            .trim();
-        if section == "package" && key == "name" {
-            name = line.split('"').nth(1).unwrap_or_default().to_owned();
-        }
-        let counts = section == "dependencies" || section == "build-dependencies";
-        if counts && (key == "viga" || key.starts_with("viga-")) {
-            dependencies.push(key.to_owned());
-        }
-    }
-    (name, dependencies)
+/// One row of the table: the crate as its first column names it, its layer, what it must not.
+#[derive(Debug, Clone)]
+struct Row {
+    crate_name: String,
+    layer: u32,
+    must_not: String,
 }
 
-/// Crate name (as the table's first column writes it) to layer, from architecture.md.
-fn layers() -> BTreeMap<String, u32> {
-    let text = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+fn table(text: &str) -> Vec<Row> {
     let table = &text[text.find("| crate | layer |").expect("the layer table")..];
     table
         .lines()
         .skip(2)
         .take_while(|line| line.starts_with('|'))
         .map(|line| {
-            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-            let layer = cells[2]
+            let cells: Vec<&str> = line.split(" | ").map(str::trim).collect();
+            let crate_name = cells[0].trim_start_matches('|').trim().to_owned();
+            let layer = cells[1]
                 .parse()
-                .unwrap_or_else(|_| panic!("layer of {} is not a number", cells[1]));
-            (cells[1].to_owned(), layer)
+                .unwrap_or_else(|_| panic!("layer of {crate_name} is not a number"));
+            Row {
+                crate_name,
+                layer,
+                must_not: cells
+                    .last()
+                    .unwrap()
+                    .trim_end_matches('|')
+                    .trim()
+                    .to_owned(),
+            }
         })
         .collect()
 }
 
+fn rows() -> Vec<Row> {
+    table(&std::fs::read_to_string(root().join("docs/architecture.md")).unwrap())
+}
+
+/// What a "must not" phrase means in checkable terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rule {
+    /// No viga crate among its dependencies.
+    NoVigaDependency,
+    /// Not that crate among its dependencies.
+    NoDependencyOn(String),
+    /// No member has it as a normal dependency.
+    NotANormalDependency,
+    /// Its sources outside `except` do not say `word`.
+    NotNamedOutside { word: String, except: String },
+}
+
+/// The rules a row's "must not" text states; a phrase a test cannot check states none.
+fn rules_of(must_not: &str) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for phrase in must_not.split(';').map(str::trim) {
+        if phrase == "depend on any other viga crate" {
+            rules.push(Rule::NoVigaDependency);
+        } else if let Some(name) = phrase.strip_prefix("depend on ")
+            && name.starts_with("viga")
+            && !name.contains(' ')
+        {
+            rules.push(Rule::NoDependencyOn(name.to_owned()));
+        } else if phrase == "touch Blender" {
+            rules.push(Rule::NoDependencyOn("viga-blender".to_owned()));
+        } else if phrase == "call models" || phrase.ends_with("call a model") {
+            rules.push(Rule::NoDependencyOn("viga-provider".to_owned()));
+        } else if phrase == "be a normal dependency of any crate" {
+            rules.push(Rule::NotANormalDependency);
+        } else if phrase == "name Blender outside `scene/`" {
+            rules.push(Rule::NotNamedOutside {
+                word: "viga_blender".to_owned(),
+                except: "src/scene".to_owned(),
+            });
+        }
+    }
+    rules
+}
+
+/// The Rust sources under `folder`, with their paths.
+fn sources(folder: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            sources(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// How `member` breaks `rule`, in words; empty when it keeps it.
+fn broken(rule: &Rule, member: &Member, all: &[Member]) -> Vec<String> {
+    match rule {
+        Rule::NoVigaDependency => member
+            .depends_on
+            .iter()
+            .map(|d| format!("{} depends on {d}", member.name))
+            .collect(),
+        Rule::NoDependencyOn(name) => member
+            .depends_on
+            .iter()
+            .filter(|d| *d == name)
+            .map(|d| format!("{} depends on {d}", member.name))
+            .collect(),
+        Rule::NotANormalDependency => all
+            .iter()
+            .filter(|other| other.depends_on.contains(&member.name))
+            .map(|other| {
+                format!(
+                    "{} depends on {} (not as a dev-dependency)",
+                    other.name, member.name
+                )
+            })
+            .collect(),
+        Rule::NotNamedOutside { word, except } => {
+            let src = root().join(&member.folder).join("src");
+            let mut files = Vec::new();
+            sources(&src, &mut files);
+            files
+                .into_iter()
+                .filter(|file| !file.starts_with(root().join(&member.folder).join(except)))
+                .filter(|file| {
+                    std::fs::read_to_string(file)
+                        .unwrap_or_default()
+                        .lines()
+                        .any(|line| {
+                            line.contains(word.as_str()) && !line.trim_start().starts_with("//")
+                        })
+                })
+                .map(|file| {
+                    format!(
+                        "{} names {word} outside {except}: {}",
+                        member.name,
+                        file.strip_prefix(root()).unwrap().display()
+                    )
+                })
+                .collect()
+        }
+    }
+}
+
+fn row_of<'a>(rows: &'a [Row], member: &Member) -> &'a Row {
+    rows.iter()
+        .find(|row| row.crate_name == member.folder || row.crate_name == member.name)
+        .unwrap_or_else(|| {
+            panic!(
+                "{} is missing from the table in docs/architecture.md",
+                member.folder
+            )
+        })
+}
+
 #[test]
 fn every_member_has_a_layer_and_depends_only_downwards() {
-    let layers = layers();
-    let mut package_layers = BTreeMap::new();
-    let mut manifests = Vec::new();
-    for member in members() {
-        let last = member.rsplit('/').next().unwrap().to_owned();
-        let layer = layers
-            .get(&member)
-            .or_else(|| layers.get(&last))
-            .copied()
-            .unwrap_or_else(|| {
-                panic!("{member} is missing from the table in docs/architecture.md")
-            });
-        let (name, dependencies) = manifest(&member);
-        package_layers.insert(name.clone(), layer);
-        manifests.push((member, layer, dependencies));
-    }
+    let rows = rows();
+    let members = members();
+    let layer_of: BTreeMap<&str, u32> = members
+        .iter()
+        .map(|member| (member.name.as_str(), row_of(&rows, member).layer))
+        .collect();
     let mut wrong = Vec::new();
-    for (member, layer, dependencies) in manifests {
-        for dependency in dependencies {
-            let theirs = package_layers
-                .get(&dependency)
-                .unwrap_or_else(|| panic!("{member} depends on {dependency}, which is no member"));
+    for member in &members {
+        let layer = layer_of[member.name.as_str()];
+        for dependency in &member.depends_on {
+            let theirs = layer_of.get(dependency.as_str()).unwrap_or_else(|| {
+                panic!(
+                    "{} depends on {dependency}, which is no member",
+                    member.name
+                )
+            });
             if *theirs >= layer {
                 wrong.push(format!(
-                    "{member} (layer {layer}) depends on {dependency} (layer {theirs})"
+                    "{} (layer {layer}) depends on {dependency} (layer {theirs})",
+                    member.name
                 ));
             }
         }
@@ -111,14 +265,75 @@ fn every_member_has_a_layer_and_depends_only_downwards() {
 }
 
 #[test]
+fn what_each_crate_must_not_do_it_does_not() {
+    let rows = rows();
+    let members = members();
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for member in &members {
+        for rule in rules_of(&row_of(&rows, member).must_not) {
+            checked += 1;
+            wrong.extend(broken(&rule, member, &members));
+        }
+    }
+    assert!(
+        checked >= 6,
+        "the rules read {checked} checks from the table; it says more"
+    );
+    assert!(
+        wrong.is_empty(),
+        "docs/architecture.md's \"must not\" column is broken:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
 fn the_table_names_only_members() {
     let members = members();
-    for name in layers().keys() {
+    for row in rows() {
         assert!(
             members
                 .iter()
-                .any(|m| m == name || m.ends_with(&format!("/{name}"))),
-            "docs/architecture.md names {name}, which is no workspace member"
+                .any(|m| m.folder == row.crate_name || m.name == row.crate_name),
+            "docs/architecture.md names {}, which is no workspace member",
+            row.crate_name
         );
     }
+}
+
+#[test]
+fn an_upward_or_forbidden_dependency_is_caught() {
+    let doc = "| crate | layer | owns | must not |\n|---|---|---|---|\n| low | 0 | x | depend on any other viga crate |\n| mid | 1 | x | touch Blender; depend on viga-web |\n| kit | 0 | x | be a normal dependency of any crate |\n";
+    let rows = table(doc);
+    let member = |name: &str, depends_on: &[&str]| Member {
+        name: name.to_owned(),
+        folder: format!("crates/{name}"),
+        depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
+    };
+    let all = [
+        member("low", &["mid"]),
+        member("mid", &["viga-blender", "viga-web", "kit"]),
+        member("kit", &[]),
+    ];
+    let mut found = Vec::new();
+    for m in &all {
+        for rule in rules_of(
+            &rows
+                .iter()
+                .find(|r| r.crate_name == m.name)
+                .unwrap()
+                .must_not,
+        ) {
+            found.extend(broken(&rule, m, &all));
+        }
+    }
+    assert_eq!(
+        found,
+        [
+            "low depends on mid",
+            "mid depends on viga-blender",
+            "mid depends on viga-web",
+            "mid depends on kit (not as a dev-dependency)"
+        ]
+    );
 }

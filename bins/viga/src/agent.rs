@@ -11,7 +11,9 @@ use viga_blender::{Access, BlenderCommands as _, BlenderTransport, ContainmentSt
 use viga_core::addon_agent::{AgentConfig, AgentFolder, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
-use viga_provider::{ProviderKind, build_provider};
+use viga_provider::ProviderKind;
+
+use crate::keys::build_provider;
 
 use crate::args::ProviderArgs;
 use crate::contain::Contain;
@@ -43,6 +45,12 @@ pub struct AgentArgs {
     /// command the agent runs is one undo step; a cancelled run keeps the steps it finished.
     #[command(flatten)]
     pub attach: crate::attach::AttachArgs,
+    /// Continue the conversation of an earlier agent run (a follow-up request): the model
+    /// sees its requests, answers and the commands they ran. Attached, the agent works on
+    /// your scene as it is now; else it opens the earlier run's final scene unless --blend
+    /// names another.
+    #[arg(long = "continue", value_name = "RUN_FOLDER")]
+    pub continue_run: Option<PathBuf>,
     /// text for a person, jsonl for a program (the Blender add-on).
     #[arg(long, value_enum, default_value = "text")]
     pub events: crate::progress::EventsFormat,
@@ -53,6 +61,25 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
+    let mut args = args;
+    let conversation = match &args.continue_run {
+        Some(previous) => {
+            let turns = viga_core::addon_agent::turns_after(previous)?;
+            if !args.attach.wanted() && args.blend.is_none() {
+                let result = previous.join(viga_core::folder::FINAL_BLEND);
+                if !result.is_file() {
+                    bail!(
+                        "{} left no scene to continue from (no {}); name the scene to work on with --blend",
+                        previous.display(),
+                        viga_core::folder::FINAL_BLEND
+                    );
+                }
+                args.blend = Some(result);
+            }
+            turns
+        }
+        None => Vec::new(),
+    };
     let settings = crate::provider_config(&args.provider, None)?;
     let provider = build_provider(&settings)?;
     if settings.kind == ProviderKind::Scripted {
@@ -62,6 +89,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     config.max_steps = args.max_steps;
     config.addons_folder.clone_from(&args.addons);
     config.attached = args.attach.wanted();
+    config.conversation = conversation;
     let (width, height) = crate::args::parse_resolution(&args.resolution)?;
     config.render = RenderSpec {
         width,
@@ -74,6 +102,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     let prepared = viga_core::addon_agent::prepare(config, &args.output)?;
     let (blender, containment) = scene_blender(&args, contain, &prepared).await?;
     let mut handle = viga_core::addon_agent::start(prepared, provider, blender).await?;
+    crate::progress::stream_model_text(&handle, &out);
     viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
     if let Some(status) = &containment {
         viga_core::folder::write_containment(handle.folder(), status)?;

@@ -49,12 +49,30 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Apply a finished run's result to the scene open in Blender, as one undo step.
+    /// Apply a scene run's result to the scene open in Blender, as one undo step. The
+    /// program runs again in viga's contained worker, on the run's copy of your scene, and
+    /// what it left comes into your scene as data; no program runs in your Blender.
     Apply {
         /// The run folder.
         run: PathBuf,
+        /// Apply the program of this iteration (codes/N.py) instead of the run's result
+        /// (final.py).
+        #[arg(long, value_name = "N")]
+        iteration: Option<u32>,
+        /// Run the program in your own Blender instead (trusted mode): model-written Python
+        /// then runs as you, with your files, your network and the keys in Blender's
+        /// environment. You are asked to confirm it for this apply.
+        #[arg(long)]
+        trusted: bool,
+        /// With --trusted: the front end already asked the person and they agreed, for
+        /// this apply.
+        #[arg(long, requires = "trusted")]
+        confirm_trusted: bool,
         #[command(flatten)]
         attach: crate::attach::AttachArgs,
+        /// text for a person, jsonl for a program (the Blender add-on).
+        #[arg(long, value_enum, default_value = "text")]
+        events: crate::progress::EventsFormat,
     },
     /// Build the Blender extension, or run it in a headless Blender.
     Addon {
@@ -63,6 +81,12 @@ pub enum Command {
     },
     /// Check that Blender and the provider keys are reachable.
     Doctor,
+    /// Keep an API key once (in the keyring, or a file only you can read), for when the
+    /// environment cannot hold it: `viga key set OPENAI_API_KEY`, then paste it.
+    Key {
+        #[command(subcommand)]
+        command: crate::keys::KeyCommand,
+    },
     /// BlenderGym evaluation: score a system, rewrite reports, merge shards, measure
     /// throughput (`cargo xtask eval …` forwards here).
     Eval {
@@ -80,6 +104,12 @@ pub enum Command {
     Mcp {
         #[command(flatten)]
         attach: crate::attach::AttachArgs,
+        /// With --attach: let the MCP client run programs and add-on commands in your own
+        /// Blender (trusted mode), uncontained, as you, with your files, your network and the
+        /// keys in Blender's environment. --attach needs it; without --attach they run in
+        /// viga's contained Blender.
+        #[arg(long)]
+        trusted: bool,
         /// Programs edit the current scene further, each one undo step, instead of starting
         /// from a fresh scene each time (always so with --attach).
         #[arg(long)]
@@ -170,6 +200,7 @@ impl Command {
             Self::Resume { events, .. } => *events,
             Self::Gn(args) => args.events,
             Self::Agent(args) => args.events,
+            Self::Apply { events, .. } => *events,
             _ => crate::progress::EventsFormat::Text,
         }
     }
@@ -225,6 +256,14 @@ pub struct RunArgs {
     /// Render size: N (square) or WxH.
     #[arg(long, default_value = "512")]
     pub resolution: String,
+    /// Size of each of the four canonical views the verifier is shown as one montage: N
+    /// (square) or WxH (default: half of --resolution each side).
+    #[arg(long, value_name = "N|WxH")]
+    pub overview_resolution: Option<String>,
+    /// Longer side of the scoring render, the scene from each target's view in the target's
+    /// shape (default: the canonical views' longer side, half of --resolution).
+    #[arg(long, value_name = "N")]
+    pub score_resolution: Option<u32>,
     /// Samples of those renders with cycles or eevee (default: 16 for cycles, denoised).
     #[arg(long, visible_alias = "samples", value_name = "N")]
     pub verifier_samples: Option<u32>,
@@ -348,6 +387,15 @@ pub enum StartFromArg {
     Base,
 }
 
+impl From<StartFromArg> for viga_core::conversation::StartFrom {
+    fn from(from: StartFromArg) -> Self {
+        match from {
+            StartFromArg::Result => Self::Result,
+            StartFromArg::Base => Self::Base,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Generator {
     Model,
@@ -396,6 +444,15 @@ impl RunArgs {
             },
             verifier_engine: self.verifier_engine,
             verifier_samples: self.verifier_samples,
+            overview_size: self
+                .overview_resolution
+                .as_deref()
+                .map(|text| {
+                    parse_resolution(text)
+                        .map_err(|err| anyhow::anyhow!("--overview-resolution: {err}"))
+                })
+                .transpose()?,
+            score_size: self.score_resolution,
             assets: self.assets.clone(),
             polyhaven: self.polyhaven,
             assets_generate: self.assets_generate.map(|service| match service {
@@ -405,11 +462,8 @@ impl RunArgs {
         };
         let mut scene = scene;
         if let Some(previous) = &self.continue_run {
-            let from = match self.from {
-                StartFromArg::Result => viga_core::conversation::StartFrom::Result,
-                StartFromArg::Base => viga_core::conversation::StartFrom::Base,
-            };
-            let start = viga_core::conversation::follow_up(previous, &mut config, from)?;
+            let start =
+                viga_core::conversation::follow_up(previous, &mut config, self.from.into())?;
             // Attached, the person's scene as it is now is the start (their choice to apply
             // the earlier result or not); a base given here wins over the earlier run's.
             if !self.attach.wanted() && scene.base_blend.is_none() {
@@ -461,7 +515,38 @@ pub fn parse_resolution(text: &str) -> Result<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_resolution;
+    use clap::Parser as _;
+
+    use super::{Cli, Command, parse_resolution};
+
+    fn scene_of(arguments: &[&str]) -> anyhow::Result<viga_core::scene::SceneSettings> {
+        let cli = Cli::try_parse_from(["viga", "run", "--task", "a cube"].iter().chain(arguments))?;
+        let Command::Run(run) = cli.command else {
+            panic!("parsed as another command");
+        };
+        let frames = tempfile::tempdir()?;
+        Ok(run.run_config(frames.path())?.1)
+    }
+
+    #[test]
+    fn the_canonical_views_take_their_own_resolution() {
+        assert_eq!(scene_of(&[]).unwrap().overview_size(), (256, 256));
+        assert_eq!(
+            scene_of(&["--resolution", "300"]).unwrap().overview_size(),
+            (150, 150)
+        );
+        let set = scene_of(&["--overview-resolution", "320x200"]).unwrap();
+        assert_eq!(
+            (set.overview_size, set.render.width),
+            (Some((320, 200)), 512)
+        );
+        let err = scene_of(&["--overview-resolution", "0"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--overview-resolution: resolution \"0\""),
+            "{err}"
+        );
+    }
 
     #[test]
     fn resolutions() {

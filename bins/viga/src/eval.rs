@@ -27,7 +27,9 @@ use viga_eval::{
     Baseline, EvalConfig, EvalEvent, FitViews, Proposer, RenderEngine, RenderSpec, Selection,
     Shard, Suite, Task,
 };
-use viga_provider::{Provider, ProviderConfig, ProviderKind, build_provider};
+use viga_provider::{Provider, ProviderConfig, ProviderKind};
+
+use crate::keys::build_provider;
 
 use crate::contain::Contain;
 
@@ -258,7 +260,7 @@ fn provider_from(
     let mut settings = ProviderConfig::new(kind, model.unwrap_or_default().to_owned());
     settings.base_url = base_url.map(str::to_owned);
     settings.script = script.map(Path::to_path_buf);
-    Ok(build_provider(&settings)?)
+    build_provider(&settings)
 }
 
 /// The system under test: a baseline, or the agent with a provider. `search` is BlenderGym's

@@ -18,7 +18,9 @@ use viga_gn::{
 };
 use viga_protocol::event::{FailureKind, RunEvent, StopReason, TimedEvent};
 use viga_protocol::gn::GnResultImported;
-use viga_provider::{Provider, ProviderKind, build_provider};
+use viga_provider::{Provider, ProviderKind};
+
+use crate::keys::build_provider;
 
 use crate::args::ProviderArgs;
 use crate::attach::UserBlender;
@@ -46,6 +48,11 @@ pub struct GnArgs {
     /// Model replies allowed before the run gives up.
     #[arg(long, default_value_t = 6)]
     pub max_rounds: u32,
+    /// The gates that must pass before the run is done, comma-separated (default: all five:
+    /// single_group_output, output_connected, no_modifier_error, no_unexpected_new_modifier,
+    /// no_unexpected_new_node_group); the others only warn.
+    #[arg(long, value_delimiter = ',', value_name = "GATE,GATE,...", value_parser = parse_gate)]
+    pub gates: Vec<viga_protocol::gn::GateName>,
     /// Where run folders go (<output>/gn/<run id>/).
     #[arg(long, default_value = "output")]
     pub output: PathBuf,
@@ -78,6 +85,20 @@ pub struct GnArgs {
     /// cancelled or failed run leaves the scene as it was.
     #[command(flatten)]
     pub attach: crate::attach::AttachArgs,
+    /// Continue the conversation of an earlier Geometry Nodes run (a follow-up request): the
+    /// model sees its requests, what each left and how it ended; the object is the earlier
+    /// run's unless --object names one. Attached, the run starts from your scene as it is now
+    /// (the earlier result applied or not); else from the earlier run's result (see --from).
+    #[arg(
+        long = "continue",
+        value_name = "RUN_FOLDER",
+        conflicts_with = "preset"
+    )]
+    pub continue_run: Option<PathBuf>,
+    /// With --continue, in viga's own Blender: start from the earlier run's result, or from
+    /// the .blend it started from.
+    #[arg(long, value_enum, default_value = "result")]
+    pub from: crate::args::StartFromArg,
     /// With --trusted or --trusted-python: the front end already asked the person and they
     /// agreed, for this run.
     #[arg(long)]
@@ -119,12 +140,17 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
     }
     // Read before Blender starts, so a bad file fails at once.
     let preset = args.preset.as_deref().map(Preset::read).transpose()?;
+    let mut args = args;
+    let follow_up = continue_conversation(&mut args)?;
     let python = confirm_trust(&args)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
     let scene = open_scene(&args, contain).await?;
     let blender = scene.blender.clone();
-    let config = run_config(&args, preset.as_ref());
+    let mut config = run_config(&args, preset.as_ref());
+    if let Some(follow_up) = follow_up {
+        config.conversation = follow_up.turns;
+    }
     // A run on a person's scene becomes one undo step named after the request.
     let request = config.request.clone();
     let undo_name = viga_core::attached::undo_name(&request);
@@ -133,6 +159,7 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
         None => GnRun::new(config, model(&args, &out)?, blender.clone(), registry),
     };
     let mut run = run.start();
+    crate::progress::stream_model_text(&run, &out);
     crate::progress::follow_events(&mut run, &out, "the run", show, None).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
@@ -371,11 +398,46 @@ fn run_config(args: &GnArgs, preset: Option<&Preset>) -> GnRunConfig {
         .clone()
         .or_else(|| preset.and_then(|preset| preset.metadata.object.clone()));
     config.max_rounds = args.max_rounds;
+    if !args.gates.is_empty() {
+        config.gates.required = args.gates.iter().copied().collect();
+    }
     config.output = Some(args.output.clone());
+    config.blend = args
+        .blend
+        .as_deref()
+        .map(|blend| std::path::absolute(blend).unwrap_or_else(|_| blend.to_path_buf()));
     if args.cache {
         config.cache = Some(ResponseCache::in_output(&args.output));
     }
     config
+}
+
+/// A follow-up's earlier turns, with `args` made to start where the conversation left off:
+/// the earlier run's object unless one is named, and (in viga's own Blender, without
+/// `--blend`) the scene `--from` picks.
+fn continue_conversation(args: &mut GnArgs) -> Result<Option<viga_gn::conversation::FollowUp>> {
+    let Some(previous) = args.continue_run.clone() else {
+        return Ok(None);
+    };
+    let follow_up = viga_gn::conversation::follow_up(&previous)?;
+    if args.object.is_none() {
+        args.object.clone_from(&follow_up.object);
+    }
+    if !args.attach.wanted() && args.blend.is_none() {
+        args.blend = viga_gn::conversation::start_scene(&previous, args.from.into())?;
+    }
+    Ok(Some(follow_up))
+}
+
+/// A gate's name as `--gates` takes it: `output_connected` or `OUTPUT_CONNECTED`.
+fn parse_gate(text: &str) -> Result<viga_protocol::gn::GateName, String> {
+    serde_json::from_value(serde_json::Value::String(text.trim().to_ascii_uppercase())).map_err(
+        |_| {
+            format!(
+                "{text:?} is not a gate; the gates are single_group_output, output_connected, no_modifier_error, no_unexpected_new_modifier and no_unexpected_new_node_group"
+            )
+        },
+    )
 }
 
 /// The model the run asks, from the provider flags.
@@ -509,5 +571,26 @@ fn show(timed: &TimedEvent, jsonl: bool) {
         }
         RunEvent::Warning { message } => println!("  warning: {message}"),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use viga_protocol::gn::GateName;
+
+    use super::parse_gate;
+
+    #[test]
+    fn gates_are_named_in_either_case() {
+        assert_eq!(
+            parse_gate("output_connected").unwrap(),
+            GateName::OutputConnected
+        );
+        assert_eq!(
+            parse_gate("NO_MODIFIER_ERROR").unwrap(),
+            GateName::NoModifierError
+        );
+        let err = parse_gate("everything").unwrap_err();
+        assert!(err.contains("single_group_output"), "{err}");
     }
 }

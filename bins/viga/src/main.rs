@@ -9,6 +9,7 @@ mod ending;
 mod eval;
 mod eval_bench;
 mod gn;
+mod keys;
 mod mcp;
 mod progress;
 mod search;
@@ -23,7 +24,9 @@ use viga_blender::{Access, BlenderCommands as _, BlenderTransport, Worker, Worke
 use viga_core::RunHandle;
 use viga_core::scene::SceneDomain;
 use viga_protocol::event::StopReason;
-use viga_provider::{ProviderConfig, ProviderKind, build_provider};
+use viga_provider::{ProviderConfig, ProviderKind};
+
+use crate::keys::build_provider;
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
 use crate::contain::Contain;
@@ -125,7 +128,21 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
             max_iterations,
             events,
         } => resume(&run, provider, max_iterations, events, contain).await,
-        Command::Apply { run, attach } => apply(&run, &attach).await,
+        Command::Apply {
+            run,
+            iteration,
+            trusted,
+            confirm_trusted,
+            attach,
+            events,
+        } => {
+            let choice = viga_core::attached::ResultChoice::from_iteration(iteration);
+            let trust = ApplyTrust {
+                trusted,
+                confirmed: confirm_trusted,
+            };
+            apply(&run, choice, trust, &attach, events, contain).await
+        }
         Command::Addon { command } => attach::addon(command).await,
         Command::Report { run, out } => {
             let path = viga_core::report::write_html(&run, out.as_deref())?;
@@ -137,11 +154,23 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
         Command::Agent(args) => agent::run(args, contain).await,
         Command::Mcp {
             attach,
+            trusted,
             live,
             addons,
             resolution,
-        } => mcp::serve(&attach, live, addons.as_deref(), &resolution, contain).await,
+        } => {
+            mcp::serve(
+                &attach,
+                trusted,
+                live,
+                addons.as_deref(),
+                &resolution,
+                contain,
+            )
+            .await
+        }
         Command::Gateway(args) => mcp::gateway(args, contain).await,
+        Command::Key { command } => keys::run(&command),
     }
 }
 
@@ -277,11 +306,12 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         };
         unless_started(&root, start_own(folder, own, contain, &out).await)?
     };
+    progress::stream_model_text(&handle, &out);
     viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
     viga_core::folder::write_containment(handle.folder(), &containment)?;
     let followed = follow(handle, &mut out).await?;
     if args.attach.wanted() {
-        offer_result(&followed, &args, &out).await?;
+        offer_result(&followed, &args, &out, contain).await?;
     }
     Ok(finish(&followed, &out))
 }
@@ -351,19 +381,30 @@ async fn start_on_snapshot(
     provider: Arc<dyn viga_provider::Provider>,
     contain: &Contain,
 ) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
-    let mut reads = snapshot.scene().prepare_blender_reads()?;
-    let inputs = snapshot.worker_inputs()?;
-    reads.extend(inputs.iter().cloned());
-    let worker = attach::start_worker(
-        Some(&user.connection),
-        contain,
-        &Access::reading(reads),
-        assets_of(&inputs),
-    )
-    .await?;
+    let worker =
+        start_attached_worker(user, contain, snapshot.scene(), &snapshot.worker_inputs()?).await?;
     let containment = worker.containment();
     let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
     Ok((handle, containment))
+}
+
+/// A contained Blender of viga's own for work on the scene of `user` (a person's Blender)
+/// that may read `scene`'s inputs and the run folder's `inputs`.
+async fn start_attached_worker(
+    user: &attach::UserBlender,
+    contain: &Contain,
+    scene: &viga_core::scene::SceneSettings,
+    inputs: &[PathBuf],
+) -> Result<Arc<Worker>> {
+    let mut reads = scene.prepare_blender_reads()?;
+    reads.extend(inputs.iter().cloned());
+    attach::start_worker(
+        Some(&user.connection),
+        contain,
+        &Access::reading(reads),
+        assets_of(inputs),
+    )
+    .await
 }
 
 async fn resume(
@@ -414,6 +455,7 @@ async fn resume(
     viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
+    progress::stream_model_text(&handle, &out);
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
 }
@@ -469,7 +511,12 @@ fn finish(followed: &Followed, out: &Output) -> std::process::ExitCode {
 
 /// After an attached run: applies its result to the person's scene as one undo step, when
 /// they want it.
-async fn offer_result(followed: &Followed, args: &RunArgs, out: &Output) -> Result<()> {
+async fn offer_result(
+    followed: &Followed,
+    args: &RunArgs,
+    out: &Output,
+    contain: &Contain,
+) -> Result<()> {
     let finished_well = followed.outcome.as_ref().is_some_and(|o| {
         o.final_code.is_some() && matches!(o.stop, StopReason::Accepted | StopReason::MaxIterations)
     });
@@ -496,10 +543,13 @@ async fn offer_result(followed: &Followed, args: &RunArgs, out: &Output) -> Resu
     if !wanted {
         return Ok(());
     }
+    let result = viga_core::attached::ChosenResult::open(
+        &followed.folder,
+        viga_core::attached::ResultChoice::Final,
+    )?;
     let user = attach::attach(&args.attach).await?;
-    let applied =
-        viga_core::attached::apply_to_user_scene(&followed.folder, user.transport.as_ref()).await?;
-    report_applied(&applied, out)
+    apply_as_data(&result, &user, out, contain).await?;
+    Ok(())
 }
 
 fn ask_yes(question: &str) -> Result<bool> {
@@ -511,24 +561,130 @@ fn ask_yes(question: &str) -> Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
-fn report_applied(applied: &viga_protocol::bridge::AppliedProgram, out: &Output) -> Result<()> {
+/// Whether `viga apply` runs the program in the person's Blender, and whether they said so
+/// for this apply.
+#[derive(Debug, Clone, Copy)]
+struct ApplyTrust {
+    trusted: bool,
+    confirmed: bool,
+}
+
+async fn apply(
+    folder: &Path,
+    choice: viga_core::attached::ResultChoice,
+    trust: ApplyTrust,
+    args: &attach::AttachArgs,
+    events: progress::EventsFormat,
+    contain: &Contain,
+) -> Result<std::process::ExitCode> {
+    let out = Output::new(events, 0);
+    // Checked first, so a wrong folder or iteration is reported as such.
+    let result = viga_core::attached::ChosenResult::open(folder, choice)?;
+    if trust.trusted && !trust.confirmed && !confirm_trusted_apply(&out)? {
+        bail!(
+            "trusted mode was not confirmed for this apply; run without --trusted to apply the result as data, with no program running in your Blender"
+        );
+    }
+    let user = attach::attach(args).await?;
+    let said = if trust.trusted {
+        let applied = result.run_in(user.transport.as_ref()).await?;
+        report_program_applied(&applied, &out)?;
+        "applied to your scene by running its program (Ctrl-Z takes it back)".to_owned()
+    } else {
+        apply_as_data(&result, &user, &out, contain).await?
+    };
+    // The panel follows `viga apply --events jsonl` as any other command: its last line.
+    out.finished(&StopReason::Accepted, &said, None, 0);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Asks on the terminal whether the program may run in the person's Blender; only `yes`
+/// agrees, and nobody at a terminal is a no.
+fn confirm_trusted_apply(out: &Output) -> Result<bool> {
+    if out.is_jsonl() || !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprintln!(
+        "--trusted runs the run's program in your own Blender: model-written Python runs as you, with your files, your network and the API keys in Blender's environment."
+    );
+    eprint!("Type 'yes' to allow it for this apply: ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .context("cannot read the confirmation")?;
+    Ok(answer.trim() == "yes")
+}
+
+/// Makes `result` in a contained worker of viga's own and brings what it left into the
+/// person's scene as one undo step: no program runs in their Blender.
+async fn apply_as_data(
+    result: &viga_core::attached::ChosenResult,
+    user: &attach::UserBlender,
+    out: &Output,
+    contain: &Contain,
+) -> Result<String> {
+    let worker =
+        start_attached_worker(user, contain, result.scene(), &result.worker_inputs()?).await?;
+    let imported =
+        viga_core::attached::apply_to_user_scene(result, worker.as_ref(), user.transport.as_ref())
+            .await;
+    if let Ok(worker) = Arc::try_unwrap(worker) {
+        worker.shutdown().await;
+    }
+    let summary = imported_summary(&imported?);
+    out.say(&summary);
+    Ok(summary)
+}
+
+/// One line on what a result changed in the person's scene.
+fn imported_summary(imported: &viga_protocol::bridge::SceneResultImported) -> String {
+    let mut parts = Vec::new();
+    for (what, names) in [
+        ("added", &imported.added),
+        ("replaced", &imported.replaced),
+        ("removed", &imported.removed),
+    ] {
+        if !names.is_empty() {
+            parts.push(format!("{what} {}", names.join(", ")));
+        }
+    }
+    if !imported.data_replaced.is_empty() {
+        parts.push(format!("changed {}", imported.data_replaced.join(", ")));
+    }
+    if !imported.renamed.is_empty() {
+        let renamed: Vec<String> = imported
+            .renamed
+            .iter()
+            .map(|(from, to)| format!("{from} as {to}"))
+            .collect();
+        parts.push(format!(
+            "names you have, so numbered: {}",
+            renamed.join(", ")
+        ));
+    }
+    parts.extend(imported.notes.iter().cloned());
+    if parts.is_empty() {
+        parts.push("nothing to change: the result is your scene as it is".to_owned());
+    }
+    format!(
+        "applied to your scene in Blender as one undo step (Ctrl-Z takes it back): {}",
+        parts.join("; ")
+    )
+}
+
+fn report_program_applied(
+    applied: &viga_protocol::bridge::AppliedProgram,
+    out: &Output,
+) -> Result<()> {
     match &applied.execution.error {
         None => {
-            out.say("applied to your scene in Blender (Ctrl-Z takes it back)");
+            out.say("ran the program in your Blender as one undo step (Ctrl-Z takes it back)");
             Ok(())
         }
         Some(error) => bail!(
-            "the result failed on your current scene and was undone ({error}); your scene is as it was"
+            "the program failed on your current scene and was undone ({error}); your scene is as it was"
         ),
     }
-}
-
-async fn apply(folder: &Path, args: &attach::AttachArgs) -> Result<std::process::ExitCode> {
-    viga_core::RunFolder::open(folder)?;
-    let user = attach::attach(args).await?;
-    let applied = viga_core::attached::apply_to_user_scene(folder, user.transport.as_ref()).await?;
-    report_applied(&applied, &Output::new(progress::EventsFormat::Text, 0))?;
-    Ok(std::process::ExitCode::SUCCESS)
 }
 
 async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
@@ -561,10 +717,16 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         ),
     ] {
         let present = std::env::var_os(variable).is_some_and(|v| !v.is_empty());
-        println!(
-            "{kind}: {variable} {}",
-            if present { "is set" } else { "is not set" }
-        );
+        let kept = viga_keys::KeyStore::from_environment()
+            .and_then(|store| store.get(variable))
+            .map(|found| found.map(|(_, place)| place));
+        let state = match (present, kept) {
+            (true, _) => "is set".to_owned(),
+            (false, Ok(Some(place))) => format!("is not set; kept in {place}"),
+            (false, Ok(None)) => "is not set".to_owned(),
+            (false, Err(err)) => format!("is not set; the key store cannot be read: {err}"),
+        };
+        println!("{kind}: {variable} {state}");
     }
     worker.shutdown().await;
     match contain.probe().await {

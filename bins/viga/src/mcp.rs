@@ -17,12 +17,26 @@ use crate::contain::Contain;
 
 pub async fn serve(
     attach: &crate::attach::AttachArgs,
+    trusted: bool,
     live: bool,
     addons: Option<&Path>,
     resolution: &str,
     contain: &Contain,
 ) -> Result<std::process::ExitCode> {
     let (width, height) = crate::args::parse_resolution(resolution)?;
+    if trusted && !attach.wanted() {
+        anyhow::bail!(
+            "--trusted lets the MCP client's programs run in your own Blender and needs --attach; without --attach they run in viga's contained Blender"
+        );
+    }
+    // Every program the client sends would run in the person's Blender, uncontained, as
+    // them: only when they said so. (A copy would not do: the client edits the scene the
+    // person watches, one program after another.)
+    if attach.wanted() && !trusted {
+        anyhow::bail!(
+            "viga mcp --attach runs every program the MCP client sends in your own Blender, uncontained: as you, with your files, your network and the keys in Blender's environment. Add --trusted to allow that for this server, or drop --attach to have them run in viga's contained Blender"
+        );
+    }
     // A person's Blender is always live: viga never reloads the file they have open.
     let (blender, mode): (Arc<dyn BlenderTransport>, ProgramMode) = if attach.wanted() {
         (

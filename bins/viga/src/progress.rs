@@ -1,6 +1,7 @@
 //! Terminal progress: one line per step, from the run's events; or, for a program (the
 //! Blender add-on's panel), the typed JSON-lines stream of `viga_protocol::stream`.
 
+use viga_core::{ModelText, RunUpdate};
 use viga_protocol::event::{RunEvent, StopReason};
 use viga_protocol::stream::{StreamLine, StreamRecord};
 
@@ -203,6 +204,15 @@ pub fn event_line(event: &viga_protocol::event::TimedEvent) {
     });
 }
 
+/// The JSON-lines form of a piece of model text (not in the run's log).
+fn model_text_line(text: ModelText) {
+    stream_line(StreamLine::ModelText {
+        index: text.index,
+        role: text.role,
+        delta: text.delta,
+    });
+}
+
 /// The JSON-lines form of an error that ended a command before or during its run.
 pub fn error_line(message: &str) {
     stream_line(StreamLine::Error {
@@ -222,7 +232,16 @@ fn stream_line(line: StreamLine) {
     let _ = stdout.flush();
 }
 
-/// Shows a run's events until it ends. Ctrl-C (or SIGINT from the Blender panel) cancels it:
+/// Asks `run` for model text as it arrives when the output is for a program (the panel shows
+/// it as it comes); called as soon as the run is started, so its first model call streams.
+pub fn stream_model_text<O: Send + 'static, F>(run: &viga_core::RunHandle<O, F>, out: &Output) {
+    if out.is_jsonl() {
+        run.stream_model_text();
+    }
+}
+
+/// Shows a run's events until it ends (and, in JSON-lines mode, model text as it arrives).
+/// Ctrl-C (or SIGINT from the Blender panel) cancels it:
 /// a model call in flight is abandoned at once, a Blender call in flight finishes first, and
 /// the run then ends as cancelled, so the caller can still take its changes back. With
 /// `leave_after`, a run still busy that long after the cancel is left to wind down (its
@@ -235,12 +254,15 @@ pub async fn follow_events<O: Send + 'static, F>(
     leave_after: Option<std::time::Duration>,
 ) -> bool {
     let jsonl = out.is_jsonl();
+    stream_model_text(run, out);
     let mut cancelled_at: Option<tokio::time::Instant> = None;
     loop {
         let deadline = cancelled_at.zip(leave_after).map(|(at, grace)| at + grace);
         tokio::select! {
-            event = run.next_event() => match event {
-                Some(event) => show(&event, jsonl),
+            update = run.next_update() => match update {
+                Some(RunUpdate::Event(event)) => show(&event, jsonl),
+                Some(RunUpdate::ModelText(text)) if jsonl => model_text_line(text),
+                Some(RunUpdate::ModelText(_)) => {}
                 None => return true,
             },
             signal = tokio::signal::ctrl_c(), if cancelled_at.is_none() => {

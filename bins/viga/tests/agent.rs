@@ -153,6 +153,49 @@ fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
     let report = std::fs::read_to_string(folder.join("report.html")).unwrap();
     assert!(report.contains("paint_object") && report.contains("Lamp_paint"));
     assert!(std::fs::metadata(folder.join("final.blend")).unwrap().len() > 0);
+
+    // A follow-up sees the earlier request, its answer and its commands, and works on the
+    // scene the first run left (the lamp is left of the table now: x < 0).
+    let follow_up = script_file(
+        files.path(),
+        vec![
+            json!({"expect": {"last_message_contains": "1. Request: put the lamp to the left of the table and paint it red\n   Result: answered: The lamp is left of the table, and red.; commands: place_object_relative("},
+                     "response": {"text": "It is already red.", "finish_reason": "stop"}}),
+        ],
+    );
+    let mut command = Command::new(VIGA);
+    command
+        .args([
+            "agent",
+            "is it red?",
+            "--events",
+            "jsonl",
+            "--resolution",
+            "48",
+        ])
+        .arg("--addons")
+        .arg(workspace_file("fixtures/addons"))
+        .args(["--provider", "scripted", "--script"])
+        .arg(&follow_up)
+        .arg("--continue")
+        .arg(&folder)
+        .arg("--output")
+        .arg(files.path().join("runs"));
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let second = run_folder(&stdout_lines(&output));
+    let args: Value =
+        serde_json::from_slice(&std::fs::read(second.join("args.json")).unwrap()).unwrap();
+    assert_eq!(args["conversation"][0]["run"], json!(folder));
+    let transcript = std::fs::read_to_string(second.join("transcript.json")).unwrap();
+    assert!(
+        transcript.contains("Lamp_paint"),
+        "the follow-up did not start from the first run's scene: {transcript}"
+    );
 }
 
 impl Host {

@@ -14,6 +14,7 @@ use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
 use viga_blender::attach::{Connection, attach};
 use viga_blender::client::FramedClient;
 use viga_blender::{BlenderCommands as _, locate};
+use viga_testkit::scene::SCENE_DUMP;
 use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, status_within, within};
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
@@ -87,6 +88,12 @@ impl Drop for Host {
 /// The scene's render engine, size and output format, as a line.
 async fn render_settings(client: &FramedClient) -> String {
     let code = "import bpy\nr = bpy.context.scene.render\nprint(r.engine, r.resolution_x, r.resolution_y, r.resolution_percentage, r.image_settings.file_format, r.filepath)";
+    client.execute(code, None, None).await.unwrap().stdout
+}
+
+/// The names of the scene's camera datablocks, as a line.
+async fn camera_data(client: &FramedClient) -> String {
+    let code = "import bpy\nprint(sorted(c.name for c in bpy.data.cameras))";
     client.execute(code, None, None).await.unwrap().stdout
 }
 
@@ -173,6 +180,133 @@ async fn the_zip_installs_and_its_connection_file_is_private_and_goes_away_on_di
     .await;
 }
 
+/// The scene and the file of `client` written down ([`SCENE_DUMP`]).
+async fn scene_dump(client: &FramedClient) -> Value {
+    let result = client.execute(SCENE_DUMP, None, None).await.unwrap();
+    assert!(result.succeeded(), "{result:?}");
+    serde_json::from_str(result.stdout.trim()).unwrap()
+}
+
+/// One undo in `client` gives back the scene written down as `before`.
+async fn undo_gives_back(client: &FramedClient, before: &Value) {
+    client.undo().await.unwrap();
+    assert_eq!(
+        &scene_dump(client).await,
+        before,
+        "one undo gives the scene back"
+    );
+}
+
+/// Runs `expression` in `client` and returns what it printed.
+async fn print_in(client: &FramedClient, expression: &str) -> String {
+    let code = format!("import bpy\nprint({expression})\n");
+    let result = client.execute(&code, None, None).await.unwrap();
+    assert!(result.succeeded(), "{result:?}");
+    result.stdout.trim().to_owned()
+}
+
+/// Waits until the panel of `host` says its result is applied, and returns its log. The
+/// bridge serves one client at a time, and `viga apply` is one while it works: a look that
+/// finds it busy is tried again.
+async fn panel_applied(host: &Host) -> String {
+    let connection = Connection::read(&host.connection).unwrap();
+    let look = "import bpy\nstatus = bpy.context.window_manager.viga_run\n\
+                print(status.applied, [line.text for line in status.log])\n";
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < BLENDER_TEST_LIMIT,
+            "the panel's apply did not end"
+        );
+        if let Ok(client) = attach(&connection, Duration::from_secs(10)).await
+            && let Ok(result) = client.execute(look, None, None).await
+            && result.stdout.starts_with("True")
+        {
+            return result.stdout;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `viga apply RUN --connection <host's>` with `extra` flags.
+fn viga_apply(host: &Host, run_folder: &Path, extra: &[&str]) -> Output {
+    let mut command = host.viga();
+    command
+        .arg("apply")
+        .arg(run_folder)
+        .arg("--connection")
+        .arg(&host.connection)
+        .args(extra)
+        .stdin(Stdio::null());
+    output_within(&mut command, BLENDER_TEST_LIMIT)
+}
+
+/// The run folder of an attached `viga run --events jsonl` that ended accepted.
+fn accepted_run_folder(output: &Output) -> PathBuf {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines = stdout_lines(output);
+    let finished = lines.last().unwrap();
+    assert_eq!(finished["kind"], "finished", "{lines:?}");
+    assert_eq!(finished["stop"]["reason"], "accepted", "{lines:?}");
+    run_folder_of(output)
+}
+
+/// A scripted session without plans: each program of `programs` is one iteration, and the
+/// verifier accepts the last one.
+fn iterations_script(dir: &Path, programs: &[&str]) -> PathBuf {
+    let mut turns = Vec::new();
+    for (index, program) in programs.iter().enumerate() {
+        let accepted = index + 1 == programs.len();
+        turns.push(json!({"response": {"text": format!("```python\n{program}```"), "finish_reason": "stop"}}));
+        turns.push(
+            json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+                {"id": format!("v{index}"), "name": "end_process", "arguments": {
+                    "visual_differences": if accepted { vec![] } else { vec!["not yet"] },
+                    "suggestions": [], "accepted": accepted}}
+            ]}}),
+        );
+    }
+    let path = dir.join("iterations.json");
+    std::fs::write(
+        &path,
+        json!({"description": "attached iterations", "turns": turns}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
+/// `viga run --attach` on `host` with `script`, contained as `--containment require` says,
+/// never applying the result itself.
+fn attached_run(host: &Host, files: &Path, script: &Path, iterations: usize) -> Output {
+    let mut command = host.viga();
+    command
+        .args([
+            "--containment",
+            "require",
+            "run",
+            "--attach",
+            "--apply",
+            "never",
+        ])
+        .args(["--events", "jsonl", "--no-plan", "--task", "a scene"])
+        .args(["--provider", "scripted", "--script"])
+        .arg(script)
+        .args([
+            "--max-iterations",
+            &iterations.to_string(),
+            "--resolution",
+            "32",
+        ])
+        .arg("--output")
+        .arg(files.join("runs"))
+        .stdin(Stdio::null());
+    output_within(&mut command, BLENDER_TEST_LIMIT)
+}
+
+/// An attached run works on a copy; its result comes into the person's scene as data,
+/// matching what the program built, as one undo step that one undo takes back exactly; and
+/// any iteration that ran can be applied the same way.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_undo_step() {
     within(BLENDER_TEST_LIMIT, "the test", async {
@@ -181,8 +315,8 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
         let blend_before = std::fs::read(&blend).unwrap();
         let host = Host::start(Some(&blend));
         let client = host.client().await;
-        let before = object_names(&client).await;
-        assert_eq!(before, ["Plane", "UserCube"]);
+        assert_eq!(object_names(&client).await, ["Plane", "UserCube"]);
+        let before = scene_dump(&client).await;
         drop(client);
 
         let mut command = host.viga();
@@ -200,46 +334,213 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
             .arg(files.path().join("runs"));
         let output = output_within(&mut command, BLENDER_TEST_LIMIT);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{stderr}");
-        let lines = stdout_lines(&output);
-        let finished = lines.last().unwrap();
-        assert_eq!(finished["kind"], "finished", "{lines:?}");
-        assert_eq!(finished["stop"]["reason"], "accepted");
-        assert_eq!(finished["v"], 1, "every line carries the stream's version");
-        let run_folder = lines
-            .iter()
-            .find(|line| line["kind"] == "run_folder")
-            .and_then(|line| line["path"].as_str())
-            .map(PathBuf::from)
-            .unwrap();
+        let run_folder = accepted_run_folder(&output);
+        assert_eq!(
+            stdout_lines(&output).last().unwrap()["v"],
+            1,
+            "every line carries the stream's version"
+        );
         assert!(
             run_folder.join("base.blend").is_file(),
             "no snapshot of the user's scene"
         );
         assert!(
-            lines
-                .iter()
-                .any(|l| l["kind"] == "event" && l["event"]["type"] == "iteration_started")
+            stderr.contains("as one undo step")
+                && stderr.contains("added")
+                && stderr.contains("Crate"),
+            "{stderr}"
         );
 
+        // What the final program built (demo.json's second iteration), with the person's
+        // objects as they were.
         let client = host.client().await;
-        let after = object_names(&client).await;
-        for name in ["Crate", "Floor", "Plane", "UserCube"] {
-            assert!(
-                after.iter().any(|n| n == name),
-                "{name} missing from {after:?}"
-            );
+        let after = scene_dump(&client).await;
+        let crate_ = &after[0]["Crate"];
+        assert_eq!(crate_[0], "MESH");
+        assert_eq!(crate_[1], json!([0.0, 0.0, 0.8]), "{after}");
+        assert_eq!(crate_[2], json!([0.0, 0.0, 0.5]), "{after}");
+        assert_eq!(crate_[5], json!(["Crate"]), "{after}");
+        assert_eq!(after[4]["Crate"], json!([0.8, 0.1, 0.05, 1.0]), "{after}");
+        assert_eq!(after[0]["Floor"][5], json!(["Floor"]), "{after}");
+        assert_eq!(after[1], "Camera1", "the run made its camera the scene's");
+        for name in ["Plane", "UserCube"] {
+            assert_eq!(after[0][name], before[0][name], "{name}");
         }
-        client.undo().await.unwrap();
-        assert_eq!(
-            object_names(&client).await,
-            before,
-            "one undo gives the scene back"
+        assert!(after[0].get("Sun").is_some(), "{after}");
+        undo_gives_back(&client, &before).await;
+        drop(client);
+
+        // The first iteration's program: the smaller blue crate.
+        let first = viga_apply(&host, &run_folder, &["--iteration", "1"]);
+        assert!(
+            first.status.success(),
+            "{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        let client = host.client().await;
+        let after = scene_dump(&client).await;
+        assert_eq!(after[0]["Crate"][1], json!([0.0, 0.0, 0.4]), "{after}");
+        assert_eq!(after[4]["Crate"], json!([0.1, 0.2, 0.8, 1.0]), "{after}");
+        undo_gives_back(&client, &before).await;
+        drop(client);
+
+        // The panel's Apply: `viga apply` as a child of the person's Blender, attaching back
+        // to it while the panel's timer waits for it to end.
+        let client = host.client().await;
+        let final_program = run_folder.join("final.py");
+        let press_apply = format!(
+            "import bpy\nstatus = bpy.context.window_manager.viga_run\n\
+             status.state, status.kind, status.task = 'FINISHED', 'SCENE', 'a red crate'\n\
+             status.run_folder, status.final_program, status.applied = {:?}, {:?}, False\n\
+             print(bpy.ops.viga.apply_result('EXEC_DEFAULT'))\n",
+            run_folder.display().to_string(),
+            final_program.display().to_string()
+        );
+        let pressed = client.execute(&press_apply, None, None).await.unwrap();
+        assert!(pressed.stdout.contains("FINISHED"), "{pressed:?}");
+        drop(client);
+        let applied = panel_applied(&host).await;
+        assert!(
+            applied.contains("added") && applied.contains("Crate"),
+            "{applied}"
+        );
+        let client = host.client().await;
+        let after = scene_dump(&client).await;
+        assert_eq!(after[0]["Crate"][1], json!([0.0, 0.0, 0.8]), "{after}");
+        undo_gives_back(&client, &before).await;
+        drop(client);
+
+        let missing = viga_apply(&host, &run_folder, &["--iteration", "9"]);
+        let message = one_line_error(&missing);
+        assert!(
+            message.contains("no program of iteration 9")
+                && message.contains("iterations with a program: 1, 2"),
+            "{message}"
         );
         assert_eq!(
             std::fs::read(&blend).unwrap(),
             blend_before,
             "the user's .blend was written"
+        );
+    })
+    .await;
+}
+
+/// A result that carries a text, a driver needing Python, data linked from another file or a
+/// script node is refused, and the person's scene stays exactly as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_carrying_code_or_links_is_refused_and_the_scene_is_untouched() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        let programs = [
+            "import bpy\nobj = bpy.data.objects.new('Notes', None)\nbpy.context.scene.collection.objects.link(obj)\n\
+             text = bpy.data.texts.new('evil.py')\ntext.from_string('print(1)')\ntext.use_module = True\nobj['notes'] = text\n",
+            "import bpy\nbpy.ops.mesh.primitive_cube_add()\nobj = bpy.context.object\nobj.name = 'Driven'\n\
+             curve = obj.driver_add('location', 0)\ncurve.driver.type = 'SCRIPTED'\n\
+             curve.driver.expression = \"__import__('os').getpid()\"\n",
+            "import bpy, os, tempfile\npath = os.path.join(tempfile.gettempdir(), 'elsewhere.blend')\n\
+             bpy.data.libraries.write(path, {bpy.data.meshes.new('Far')}, fake_user=True)\n\
+             with bpy.data.libraries.load(path, link=True) as (source, target):\n    target.meshes = ['Far']\n\
+             obj = bpy.data.objects.new('Linker', target.meshes[0])\nbpy.context.scene.collection.objects.link(obj)\n",
+            "import bpy\nbpy.ops.mesh.primitive_cube_add()\nobj = bpy.context.object\nobj.name = 'Scripted'\n\
+             material = bpy.data.materials.new('Osl')\nnode = material.node_tree.nodes.new('ShaderNodeScript')\n\
+             node.mode = 'EXTERNAL'\nnode.filepath = '/tmp/evil.osl'\nobj.data.materials.append(material)\n",
+        ];
+        let script = iterations_script(files.path(), &programs);
+        let run_folder = accepted_run_folder(&attached_run(&host, files.path(), &script, programs.len()));
+        let client = host.client().await;
+        let before = scene_dump(&client).await;
+        drop(client);
+        let needles = [
+            "Text 'evil.py'",
+            "driver that needs Python",
+            "linked from another file",
+            "script node",
+        ];
+        for (index, needle) in needles.iter().enumerate() {
+            let iteration = (index + 1).to_string();
+            let refused = viga_apply(&host, &run_folder, &["--iteration", &iteration]);
+            let message = one_line_error(&refused);
+            assert!(
+                message.contains("refused") && message.contains(needle),
+                "iteration {iteration}: {message}"
+            );
+            let client = host.client().await;
+            assert_eq!(
+                scene_dump(&client).await,
+                before,
+                "iteration {iteration}: the scene changed"
+            );
+        }
+    })
+    .await;
+}
+
+/// A model's program that writes a file and reads a canary, applied as data: it runs only in
+/// viga's contained worker, so nothing of it happens in the person's Blender (no file, no
+/// canary, no trace in the process) and what comes in is the scene it could build there.
+/// Trusted mode, confirmed, runs it in the person's Blender, where it gets both.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_attacking_program_applied_as_data_never_runs_in_the_persons_blender() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let loot = files.path().join("loot");
+        std::fs::create_dir(&loot).unwrap();
+        let canary = files.path().join("canary.txt");
+        std::fs::write(&canary, "canary-5d1f").unwrap();
+        let program = format!(
+            "import bpy, os\n\
+             try:\n    mark = open({canary:?}).read()\nexcept OSError:\n    mark = 'unreadable'\n\
+             try:\n    open(os.path.join({loot:?}, 'written-%d' % os.getpid()), 'w').write(mark)\nexcept OSError:\n    pass\n\
+             bpy.app.driver_namespace['viga_ran_here'] = mark\n\
+             bpy.ops.mesh.primitive_cube_add(location=(0, 0, 4))\nobj = bpy.context.object\nobj.name = 'Loot'\nobj['mark'] = mark\n",
+            canary = canary.display().to_string(),
+            loot = loot.display().to_string(),
+        );
+        let host = Host::start(Some(&user_blend(files.path())));
+        let host_pid = host.child.id();
+        let script = iterations_script(files.path(), &[&program]);
+        let run_folder = accepted_run_folder(&attached_run(&host, files.path(), &script, 1));
+        let client = host.client().await;
+        let before = scene_dump(&client).await;
+        drop(client);
+
+        let mut applied = host.viga();
+        applied
+            .args(["--containment", "require", "apply"])
+            .arg(&run_folder)
+            .arg("--connection")
+            .arg(&host.connection)
+            .stdin(Stdio::null());
+        let applied = output_within(&mut applied, BLENDER_TEST_LIMIT);
+        assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+        let client = host.client().await;
+        let after = scene_dump(&client).await;
+        assert_eq!(after[0]["Loot"][8], json!({"mark": "unreadable"}), "{after}");
+        assert!(!after.to_string().contains("canary-5d1f"), "{after}");
+        assert_eq!(
+            print_in(&client, "bpy.app.driver_namespace.get('viga_ran_here')").await,
+            "None",
+            "the program ran in the person's Blender"
+        );
+        let written: Vec<_> = std::fs::read_dir(&loot).unwrap().collect();
+        assert!(written.is_empty(), "the program wrote {written:?}");
+        undo_gives_back(&client, &before).await;
+        drop(client);
+
+        // Trusted mode needs a confirmation; nobody at a terminal is a no.
+        let unconfirmed = viga_apply(&host, &run_folder, &["--trusted"]);
+        assert!(one_line_error(&unconfirmed).contains("was not confirmed"));
+        assert!(std::fs::read_dir(&loot).unwrap().next().is_none());
+        let trusted = viga_apply(&host, &run_folder, &["--trusted", "--confirm-trusted"]);
+        assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+        let in_host = loot.join(format!("written-{host_pid}"));
+        assert_eq!(std::fs::read_to_string(&in_host).unwrap(), "canary-5d1f");
+        let client = host.client().await;
+        assert_eq!(
+            print_in(&client, "bpy.app.driver_namespace.get('viga_ran_here')").await,
+            "canary-5d1f"
         );
     })
     .await;
@@ -559,10 +860,11 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
 
         let host = Host::start(None);
         let settings_before = render_settings(&*host.client().await).await;
+        let cameras_before = camera_data(&*host.client().await).await;
         let mut command = tokio::process::Command::new(VIGA);
         command
             .env("VIGA_CONNECTION_DIR", host.connection_dir())
-            .args(["mcp", "--attach", "--resolution", "32"]);
+            .args(["mcp", "--attach", "--trusted", "--resolution", "32"]);
         let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
         let tools = client.list_all_tools().await.unwrap();
         let execute = tools.iter().find(|t| t.name == "execute_code").unwrap();
@@ -594,7 +896,8 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
             ContentBlock::Text(text) => assert!(text.text.contains("undone"), "{}", text.text),
             other => panic!("expected text, got {other:?}"),
         }
-        // Looking at the scene renders it; the person's own render settings stay theirs.
+        // Looking at the scene renders it, and leaves no trace: the person's own render
+        // settings stay theirs, and no inspection camera (object or data) stays behind.
         let looked = client
             .call_tool(CallToolRequestParams::new("initialize_viewpoint"))
             .await
@@ -603,11 +906,22 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
             looked.content.iter().any(|block| matches!(block, ContentBlock::Image(_))),
             "{looked:?}"
         );
+        let arguments = json!({"location": [6.0, -6.0, 4.0]}).as_object().unwrap().clone();
+        let moved = client
+            .call_tool(CallToolRequestParams::new("set_camera").with_arguments(arguments))
+            .await
+            .unwrap();
+        assert_ne!(moved.is_error, Some(true), "{moved:?}");
         client.cancel().await.unwrap();
 
         let user = host.client().await;
         assert_eq!(render_settings(&user).await, settings_before);
+        assert_eq!(camera_data(&user).await, cameras_before);
         let names = object_names(&user).await;
+        assert!(
+            !names.iter().any(|name| name.starts_with("viga_view_camera")),
+            "a look left its camera in the scene: {names:?}"
+        );
         assert!(
             names.contains(&"Live1".to_owned()) && names.contains(&"Live2".to_owned()),
             "{names:?}"
@@ -624,4 +938,22 @@ async fn mcp_attached_edits_the_open_scene_one_undo_step_per_program() {
         );
     })
     .await;
+}
+
+/// `viga mcp --attach` would run every program its client sends in the person's Blender: it
+/// refuses unless told `--trusted`.
+#[test]
+fn mcp_attached_runs_nothing_in_the_persons_blender_without_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(VIGA);
+    command
+        .env("VIGA_CONNECTION_DIR", dir.path())
+        .args(["mcp", "--attach"])
+        .stdin(Stdio::null());
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let message = one_line_error(&output);
+    assert!(
+        message.contains("--trusted") && message.contains("uncontained"),
+        "{message}"
+    );
 }

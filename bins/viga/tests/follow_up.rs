@@ -14,9 +14,10 @@ const FIRST: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0, locat
 const SECOND: &str =
     "import bpy\ncrate = bpy.data.objects['Crate']\ncrate.scale = (2.0, 2.0, 2.0)\n";
 
-fn turn(expect: Value, text: &str) -> Value {
-    json!({"expect": expect, "response": {"text": text, "finish_reason": "stop"}})
-}
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{gn_reply, plane_blend, scatter_steps, turn};
 
 fn accepted() -> Value {
     json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
@@ -32,6 +33,22 @@ fn script(dir: &Path, name: &str, turns: Vec<Value>) -> PathBuf {
     )
     .unwrap();
     path
+}
+
+/// Runs `command` to success; the run folder it printed.
+fn printed_run_folder(command: &mut Command) -> PathBuf {
+    let out = output_within(command, BLENDER_TEST_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .unwrap();
+    PathBuf::from(folder)
 }
 
 /// Runs `viga run` with `script` and `extra` flags; the run folder it printed.
@@ -51,18 +68,7 @@ fn run(dir: &Path, task: &str, script: &Path, extra: &[&str]) -> PathBuf {
         .args(extra)
         .arg("--output")
         .arg(dir.join("out"));
-    let out = output_within(&mut command, BLENDER_TEST_LIMIT);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folder = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("run folder: "))
-        .unwrap();
-    PathBuf::from(folder)
+    printed_run_folder(&mut command)
 }
 
 #[test]
@@ -132,4 +138,89 @@ fn a_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
         &third_script,
         &["--continue", &second_folder],
     );
+}
+
+/// Runs `viga gn REQUEST` with `script` and `extra` flags; the run folder it printed.
+fn gn(dir: &Path, request: &str, script: &Path, extra: &[&str]) -> PathBuf {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["gn", request, "--provider", "scripted", "--script"])
+        .arg(script)
+        .args(extra)
+        .arg("--output")
+        .arg(dir.join("out"));
+    printed_run_folder(&mut command)
+}
+
+/// `viga gn --continue RUN`: the model sees the earlier request and what it left, the object
+/// is the earlier run's, and the run starts from the earlier result (a PYTHON step that needs
+/// the earlier run's node group would fail on the plain plane).
+#[test]
+fn a_geometry_nodes_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let blend = plane_blend(dir.path());
+    let scatter = scatter_steps("Plane");
+    let first_script = script(
+        dir.path(),
+        "gn_first.json",
+        vec![gn_reply(json!({}), scatter, "points on the plane")],
+    );
+    let first = gn(
+        dir.path(),
+        "scatter points on the plane",
+        &first_script,
+        &["--object", "Plane", "--blend", &blend.to_string_lossy()],
+    );
+    assert!(first.join("final.blend").is_file());
+
+    let needs_scatter = json!([
+        {"id": "check", "type": "PYTHON", "payload": {
+            "code": "tree = bpy.data.node_groups['Scatter']\n"
+        }},
+        {"id": "target", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "ensure_target", "object": "Plane", "modifier": "Scatter"}
+        ]}}
+    ]);
+    let second_script = script(
+        dir.path(),
+        "gn_second.json",
+        vec![gn_reply(
+            json!({"any_message_contains": "1. Request: scatter points on the plane\n   Result: points on the plane; steps applied: scatter\n   Verdict: accepted\n\nRequest: now make them denser\nObject: Plane"}),
+            needs_scatter,
+            "denser",
+        )],
+    );
+    let first_folder = first.to_string_lossy().into_owned();
+    let second = gn(
+        dir.path(),
+        "now make them denser",
+        &second_script,
+        &["--continue", &first_folder],
+    );
+    let request: Value =
+        serde_json::from_slice(&std::fs::read(second.join("request.json")).unwrap()).unwrap();
+    assert_eq!(request["object"], "Plane");
+    assert_eq!(
+        request["conversation"][0]["request"],
+        "scatter points on the plane"
+    );
+    assert_eq!(
+        request["blend"],
+        first.join("final.blend").to_string_lossy().as_ref()
+    );
+    let outcome: Value =
+        serde_json::from_slice(&std::fs::read(second.join("outcome.json")).unwrap()).unwrap();
+    assert_eq!(outcome["state"], "done", "{outcome}");
+
+    // A scene run is no Geometry Nodes run to continue.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["gn", "more", "--provider", "scripted", "--script"])
+        .arg(&second_script)
+        .arg("--continue")
+        .arg(dir.path());
+    let refused = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("not a Geometry Nodes run folder"), "{said}");
 }

@@ -4,13 +4,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use viga_blender::locate;
 use viga_gn::Preset;
-use viga_testkit::{BLENDER_TEST_LIMIT, output_within, status_within};
+use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
+
+#[path = "support/mod.rs"]
+mod support;
+
+use support::plane_blend;
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 /// The preset commands touch files only.
@@ -143,31 +147,6 @@ fn a_missing_preset_or_a_bad_file_is_a_clear_error() {
         stdout(&preset_command(&store, &["list"])).lines().count(),
         1
     );
-}
-
-/// A .blend with a 4 m plane named Plane, written by the bpy module.
-fn plane_blend(dir: &Path) -> PathBuf {
-    let path = dir.join("plane.blend");
-    let script = format!(
-        "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n\
-         bpy.ops.mesh.primitive_plane_add(size=4)\nbpy.context.object.name = 'Plane'\n\
-         bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
-        path.display().to_string()
-    );
-    let python = match locate().unwrap() {
-        viga_blender::BlenderLauncher::PythonModule { python } => python,
-        viga_blender::BlenderLauncher::Binary { .. } => {
-            panic!("this test needs the bpy module (cargo xtask setup)")
-        }
-    };
-    let status = status_within(
-        Command::new(python)
-            .args(["-c", &script])
-            .stdout(Stdio::null()),
-        BLENDER_TEST_LIMIT,
-    );
-    assert!(status.success());
-    path
 }
 
 #[test]

@@ -8,6 +8,11 @@ use std::process::Command;
 
 use serde_json::json;
 
+#[path = "support/mod.rs"]
+mod support;
+
+use support::assert_the_key_reached_the_server_alone;
+
 const CANARIES: [(&str, &str); 4] = [
     ("OPENAI_API_KEY", "sk-canary-openai-7c41"),
     ("ANTHROPIC_API_KEY", "sk-ant-canary-93d2"),
@@ -98,5 +103,124 @@ fn a_program_printing_its_environment_finds_no_secret() {
         for (place, text) in &everything {
             assert!(!text.contains(value), "{name} reached {place}");
         }
+    }
+}
+
+/// Every process's command line, read from `/proc`.
+fn command_lines() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+        .collect()
+}
+
+/// A key kept with `viga key set` (a file store here; the keyring is tested in viga-keys)
+/// reaches the model server, and no file of the run folder, no process's command line and no
+/// model program's environment has it. The server streams, so model text streams too.
+#[test]
+fn a_kept_key_reaches_the_provider_and_nothing_else() {
+    const KEY: &str = "sk-kept-canary-40a9";
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let viga = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+        command
+            .args(args)
+            .env("VIGA_KEY_STORE", "file")
+            .env("VIGA_KEY_DIR", &keys)
+            .env_remove("VIGA_TEST_KEY");
+        command
+    };
+    let mut set = viga(&["key", "set", "VIGA_TEST_KEY"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{KEY}\n").as_bytes())
+        .unwrap();
+    let kept = set.wait_with_output().unwrap();
+    assert!(kept.status.success());
+    let said = String::from_utf8_lossy(&kept.stdout);
+    assert!(
+        said.contains("VIGA_TEST_KEY: kept in") && !said.contains(KEY),
+        "{said}"
+    );
+    let status = viga(&["key", "status", "VIGA_TEST_KEY"]).output().unwrap();
+    assert!(status.status.success());
+
+    // The program shows the model its whole environment in the error it raises.
+    let program = "import os\nraise RuntimeError(repr(sorted(os.environ.items())))\n";
+    let fixed = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
+    let server = viga_testkit::openai::replay_server(vec![
+        json!({"text": format!("```python\n{program}```")}),
+        json!({"text": format!("```python\n{fixed}```")}),
+        json!({"tool_calls": [{"name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}]}),
+    ])
+    .unwrap();
+    let out = dir.path().join("out");
+    let base = format!("{}/v1", server.base());
+    let mut run = viga(&[
+        "run",
+        "--task",
+        "a cube",
+        "--provider",
+        "openai_compatible",
+        "--model",
+        "replay",
+        "--base-url",
+        &base,
+        "--api-key-env",
+        "VIGA_TEST_KEY",
+        "--generator-tools",
+        "off",
+        "--no-plan",
+        "--max-iterations",
+        "1",
+        "--resolution",
+        "32",
+        "--events",
+        "jsonl",
+    ]);
+    run.arg("--output")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped());
+    let child = run.spawn().unwrap();
+    let watchdog = viga_testkit::kill_after(&child, viga_testkit::BLENDER_TEST_LIMIT, "viga run");
+    let mut seen_on_command_lines = false;
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        seen_on_command_lines |= command_lines().iter().any(|line| line.contains(KEY));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    drop(watchdog);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(!seen_on_command_lines, "the key was on a command line");
+    assert!(
+        stdout.contains("\"kind\":\"model_text\""),
+        "no model text streamed: {stdout}"
+    );
+    assert!(!stdout.contains(KEY));
+
+    assert_the_key_reached_the_server_alone(&server, KEY);
+
+    let mut files = Vec::new();
+    files_below(&out, &mut files);
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(KEY),
+            "the key is in {}",
+            path.display()
+        );
     }
 }

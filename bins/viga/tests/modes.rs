@@ -75,6 +75,8 @@ fn viga_run(session: &str, targets: &[String], extra: &[&str], output: &Path) ->
         .args(["--provider", "scripted", "--script"])
         .arg(fixture(session))
         .args(["--verifier-engine", "workbench", "--resolution", "32"])
+        // Scored at the targets' own size, so reproducing the goal scores 0.
+        .args(["--score-resolution", "32"])
         .args(["--max-iterations", "1", "--generator-tools", "off"])
         .args(extra)
         .arg("--output")

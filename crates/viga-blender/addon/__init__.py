@@ -4,16 +4,18 @@ The extension does two things. It hosts viga's bridge (`viga_bridge`, the same f
 headless workers run), so `viga run|gn|mcp --attach` can drive this Blender: a network thread
 queues requests and one persistent timer answers them on the main thread. And it gives the
 person at the keyboard a sidebar panel (View3D > Sidebar > viga) that starts viga runs as a
-child process, streams their events, and applies results to the open scene as one undo step.
-Nothing here calls a model or blocks the main thread.
+child process, streams their events into a chat per mode (the .blend's conversation, read
+from its run folders), continues a conversation with each new message, and applies a chosen
+result to the open scene as one undo step. Nothing here calls a model or blocks the main
+thread.
 """
 
 import bpy
 
-from . import dialout, history, operators, panels, preferences, properties, runner, viga_bridge
+from . import chat, dialout, history, keys, operators, panels, preferences, properties, runner, viga_bridge
 
 # Registered in this order, unregistered in reverse.
-_UI_MODULES = (preferences, properties, history, operators, dialout, panels)
+_UI_MODULES = (preferences, properties, history, keys, chat, operators, dialout, panels)
 _bridge_poll = []
 
 

@@ -140,14 +140,25 @@ def cached_root():
 
 def _initial_refresh():
     # Register runs with a restricted context (no bpy.data); the first list waits for the UI.
-    refresh(bpy.context)
+    _refresh_all()
     return None
 
 
 @persistent
 def _refresh_after_load(_filepath):
-    # The default runs root sits beside the .blend, so another file may mean other runs.
+    # The default runs root sits beside the .blend, so another file may mean other runs; and
+    # the file keeps its own conversations.
+    _refresh_all()
+
+
+def _refresh_all():
+    from . import chat, keys  # both import modules that import this one
     refresh(bpy.context)
+    chat.reload(bpy.context)
+    prefs = preferences.get(bpy.context)
+    variable = preferences.key_variable(prefs) if prefs is not None else None
+    if variable:
+        keys.refresh_status(prefs, variable)
 
 
 def register():

@@ -3,8 +3,9 @@
 # The child prints one JSON object per stdout line (`--events jsonl`). Two daemon threads read
 # its stdout and stderr into a queue; only the main thread touches bpy: a persistent
 # bpy.app.timers callback (tick) drains a bounded number of lines per call into the
-# WindowManager's run status and tags the sidebar for redraw. In background mode timers do
-# not fire, so a headless host or test calls pump() itself.
+# WindowManager's run status and the chat, finishes background jobs (background.py), and tags
+# the sidebar for redraw. In background mode timers do not fire, so a headless host or test
+# calls pump() itself.
 
 import collections
 import json
@@ -22,14 +23,14 @@ from collections import namedtuple
 import bpy
 import bpy.utils.previews
 
-from . import history, properties, viga_bridge
+from . import background, chat, history, properties, viga_bridge
 
 TICK_INTERVAL_S = 0.1
 MAX_LINES_PER_TICK = 200
 CANCEL_GRACE_S = 1.0  # after a cancel, how long viga may take to stop before it is killed
 PIPE_GRACE_S = 1.0  # after viga exits, how long to wait for pipes a grandchild may hold open
 STDERR_TAIL_LINES = 8
-MAX_THUMBNAILS = 4
+MAX_THUMBNAILS = 5  # the target and the latest renders
 VIGA_PATH_FILE = "viga_path.txt"  # written into the package by `viga addon build`
 
 # The stream's lines are viga_protocol::stream's StreamRecord: `v` is its version, and every
@@ -49,6 +50,9 @@ ROLE_STEPS = {
     "investigate": "verifying",
 }
 MAX_INT_PROPERTY = 2**31 - 1
+MAX_STREAMING_CHARS = 4000  # of the model's reply as it arrives, the end is kept
+MODES_OF_KINDS = {"SCENE": "SCENE", "GN": "GEOMETRY_NODES", "AGENT": "ADDON_TOOLS"}
+CHAT_KINDS_OF_KINDS = {"SCENE": "scene", "GN": "gn", "AGENT": "agent"}
 
 Thumbnail = namedtuple("Thumbnail", "view path icon_id")
 
@@ -60,9 +64,14 @@ class RunnerError(Exception):
 class Session:
     """One viga child process and what its reader threads have queued."""
 
-    def __init__(self, proc, argv, cleanup):
+    def __init__(self, proc, argv, cleanup, kind, scene_name, turn):
         self.proc = proc
         self.argv = list(argv)
+        # The conversation this run is a turn of: its mode, the scene that keeps its list, and
+        # the run's lines as the chat shows them while it works.
+        self.mode = MODES_OF_KINDS.get(kind, "SCENE")
+        self.scene_name = scene_name
+        self.turn = TurnState(chat.TurnBuilder("", turn, CHAT_KINDS_OF_KINDS.get(kind, "scene")))
         self.lines = queue.Queue()
         self.stderr_tail = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.cleanup = list(cleanup)  # temporary files to delete when the run ends
@@ -78,6 +87,15 @@ class Session:
         ]
         for thread in self.threads:
             thread.start()
+
+
+class TurnState:
+    """A live turn: its builder, where it starts in the chat, how much of it the chat has."""
+
+    def __init__(self, builder):
+        self.builder = builder
+        self.base = None
+        self.synced = 0
 
 
 _session = None
@@ -171,30 +189,71 @@ def provider_flags(prefs):
     return flags
 
 
-def scene_command(viga, connection, task, target, prefs, runs_root):
+def _path(text):
+    return _abspath(text) if text.strip() else ""
+
+
+def scene_command(viga, connection, task, targets, prefs, runs_root, continue_from="", camera="", frames=""):
+    """`viga run` on a copy of this Blender's scene. `targets` are picture paths or
+    CAMERA=PICTURE; `continue_from` is the conversation's last run folder."""
     argv = [viga, "run", "--attach", "--connection", connection, "--apply", "never", "--events", "jsonl"]
     argv += _option("--task", task)
-    if target:
+    for target in targets:
         argv += ["--target", target]
+    if camera:
+        argv += _option("--camera", camera)
+    if frames:
+        argv += ["--frames", frames]
+    if continue_from:
+        argv += ["--continue", continue_from]
     argv += provider_flags(prefs)
-    argv += ["--engine", prefs.render_engine.lower(), "--resolution", str(prefs.render_size)]
+    # Auto passes no engine: viga then renders the verifier's views in Cycles when there is a
+    # target (Workbench shows neither lights nor materials) and in Workbench without one.
+    if prefs.verifier_engine != "AUTO":
+        argv += ["--engine", prefs.verifier_engine.lower()]
+    argv += ["--resolution", str(prefs.render_size)]
     if prefs.samples > 0:
         argv += ["--samples", str(prefs.samples)]
     argv += ["--max-iterations", str(prefs.max_iterations), "--memory", str(prefs.memory_window)]
+    argv += ["--program-timeout", "%g" % prefs.program_timeout]
+    argv += ["--generator-tools", prefs.generator_tools.lower(), "--generator-max-turns", str(prefs.generator_max_turns)]
+    if not prefs.plan_each_iteration:
+        argv.append("--no-plan")
+    if _path(prefs.assets_folder):
+        argv += ["--assets", _path(prefs.assets_folder)]
+    if prefs.polyhaven:
+        argv.append("--polyhaven")
+    if prefs.assets_generate != "NONE":
+        argv += ["--assets-generate", prefs.assets_generate.lower()]
     return argv + ["--output", runs_root]
 
 
 def gn_command(viga, connection, request, object_name, prefs, runs_root, unrestricted=False,
-               in_this_blender=False):
+               in_this_blender=False, continue_from="", preset="", save_preset="", presets_root=""):
     """`viga gn` on this Blender's scene: on a copy in viga's contained worker, or (trusted,
     in_this_blender) in this Blender itself. The panel has asked the person to confirm
-    whatever the run is trusted with, so the flags say so."""
+    whatever the run is trusted with, so the flags say so. `preset` applies a preset file
+    instead of asking the model (a turn of its own, not a follow-up)."""
     # The request always goes after "--": one starting with "-" would read as a flag, and
     # one that is a word of `viga gn`'s own (`preset`) as its subcommand.
     argv = [viga, "gn", "--attach", "--connection", connection, "--events", "jsonl"]
     argv += _option("--object", object_name)
     argv += provider_flags(prefs)
-    argv += ["--output", runs_root]
+    argv += ["--output", runs_root, "--max-rounds", str(prefs.gn_max_rounds)]
+    gates = sorted(prefs.gn_gates)
+    if set(gates) != preferences_gates():
+        argv += ["--gates", ",".join(gates)]
+    if preset:
+        argv += ["--preset", preset]
+    else:
+        if prefs.gn_cache:
+            argv.append("--cache")
+        if continue_from:
+            argv += ["--continue", continue_from]
+    if save_preset:
+        argv += _option("--save-preset", save_preset)
+    if (preset or save_preset) and presets_root:
+        argv += ["--presets-dir", presets_root]
     if unrestricted:
         argv.append("--trusted-python")
     if in_this_blender:
@@ -204,16 +263,34 @@ def gn_command(viga, connection, request, object_name, prefs, runs_root, unrestr
     return argv + ["--", request]
 
 
-def agent_command(viga, connection, command, addons_folder, prefs, runs_root):
+def preferences_gates():
+    from . import preferences  # preferences imports keys, which imports this module
+    return preferences.ALL_GATES
+
+
+def agent_command(viga, connection, command, addons_folder, prefs, runs_root, continue_from=""):
     # A command starting with "-" would read as a flag; after "--" it is positional for sure.
     leading_dash = command.startswith("-")
     argv = [viga, "agent"] + ([] if leading_dash else [command])
     argv += ["--attach", "--connection", connection, "--events", "jsonl"]
     if addons_folder:
         argv += ["--addons", addons_folder]
+    if continue_from:
+        argv += ["--continue", continue_from]
     argv += provider_flags(prefs)
+    argv += ["--max-steps", str(prefs.agent_max_steps), "--resolution", str(prefs.render_size)]
     argv += ["--output", runs_root]
     return argv + (["--", command] if leading_dash else [])
+
+
+def apply_command(viga, connection, run_folder, iteration):
+    """`viga apply`: the program of one iteration of a finished scene run (0: the run's
+    result) on this scene, as one undo step. However viga applies a result, the panel asks it
+    through this one command."""
+    argv = [viga, "apply", run_folder, "--attach", "--connection", connection, "--events", "jsonl"]
+    if iteration:
+        argv += ["--iteration", str(iteration)]
+    return argv
 
 
 def resume_command(viga, folder):
@@ -231,7 +308,26 @@ def is_running():
     return _session is not None
 
 
-def _remove_files(paths):
+def live_run_folder(mode):
+    """The run folder of the run going on in `mode` ("" before it has one), or None when no
+    run of that mode is going on."""
+    session = _session
+    if session is None or session.mode != mode:
+        return None
+    return session.turn.builder.run_folder
+
+
+def chat_reloaded(mode):
+    """The chat was read again for `mode`: a run going on there shows its turn again, after
+    the earlier ones."""
+    session = _session
+    if session is not None and session.mode == mode:
+        session.turn.base = None
+        session.turn.synced = 0
+        session.turn.builder.changed.clear()
+
+
+def remove_files(paths):
     for path in paths:
         try:
             os.remove(path)
@@ -253,12 +349,12 @@ def child_environment(prefs):
 
 def start(argv, kind, task, max_iterations, prefs, cleanup=()):
     """Starts viga with argv (in the environment the preferences make, see
-    child_environment) and streams its events into the run status. kind is 'SCENE', 'GN' or
-    'AGENT'; the files in cleanup are deleted when the run ends (or now, if it cannot
-    start)."""
+    child_environment) and streams its events into the run status and the chat of its mode,
+    as the next turn of that mode's conversation. kind is 'SCENE', 'GN' or 'AGENT'; the files
+    in cleanup are deleted when the run ends (or now, if it cannot start)."""
     global _session
     if _session is not None:
-        _remove_files(cleanup)
+        remove_files(cleanup)
         raise RunnerError("A viga run is already running; cancel it or wait for it to finish")
     try:
         proc = subprocess.Popen(
@@ -266,14 +362,32 @@ def start(argv, kind, task, max_iterations, prefs, cleanup=()):
             text=True, encoding="utf-8", errors="replace", bufsize=1, env=child_environment(prefs),
         )
     except OSError as exc:
-        _remove_files(cleanup)
+        remove_files(cleanup)
         raise RunnerError("Cannot start %s: %s" % (argv[0], exc.strerror or exc)) from exc
-    _session = Session(proc, argv, cleanup)
+    scene = bpy.context.scene
+    mode = MODES_OF_KINDS.get(kind, "SCENE")
+    turn = len(properties.conversation(scene.viga, mode)) + 1
+    _session = Session(proc, argv, cleanup, kind, scene.name, turn)
     status = _status()
     _reset_status(status, kind, task, max_iterations)
     clear_thumbnails()
+    _session.turn.builder.request(task)
+    _sync_chat(_session)
     properties.append_log(status, "Started: " + shlex.join(argv))
-    _tag_redraw()
+    tag_redraw()
+
+
+def _sync_chat(session):
+    """Shows the live turn's new lines in the chat, when the chat shows its mode."""
+    wm = bpy.context.window_manager
+    if wm.viga_chat_mode not in ("", session.mode) or chat.is_loading():
+        return
+    if wm.viga_chat_mode == "":
+        wm.viga_chat_mode = session.mode
+    turn = session.turn
+    if turn.base is None:
+        turn.base = len(wm.viga_chat)
+    turn.synced = chat.update(wm, turn.base, turn.builder, turn.synced)
 
 
 def _reset_status(status, kind, task, max_iterations):
@@ -290,7 +404,10 @@ def _reset_status(status, kind, task, max_iterations):
     status.report_path = ""
     status.final_program = ""
     status.applied = False
+    status.applied_iteration = 0
     status.message = ""
+    status.streaming_text = ""
+    status.streaming_role = ""
 
 
 def cancel():
@@ -313,7 +430,7 @@ def cancel():
     status.state = "CANCELLING"
     status.step = "cancelling"
     properties.append_log(status, "Cancelling the run", "WARNING")
-    _tag_redraw()
+    tag_redraw()
 
 
 def _kill(session):
@@ -322,7 +439,7 @@ def _kill(session):
         session.proc.wait(timeout=2.0)
     except subprocess.TimeoutExpired:
         print("viga: the viga process %d did not exit after SIGKILL" % session.proc.pid)
-    _remove_files(session.cleanup)
+    remove_files(session.cleanup)
 
 
 # --------------------------------------------------------------------------- the main-thread tick
@@ -340,9 +457,12 @@ def tick():
 def pump(max_lines=MAX_LINES_PER_TICK):
     """Applies at most max_lines queued lines to the run status, kills a child that ignored a
     cancel, and ends the run once the child has exited and everything it wrote is applied."""
+    if background.drain() | chat.fill_pending():
+        tag_redraw()
     session = _session
     if session is None:
         return
+    _sync_chat(session)
     status = _status()
     handled = 0
     while handled < max_lines:
@@ -357,7 +477,7 @@ def pump(max_lines=MAX_LINES_PER_TICK):
     if ended:
         _finish(status, session)
     if handled or killed or ended:
-        _tag_redraw()
+        tag_redraw()
 
 
 def _kill_if_cancel_ignored(status, session):
@@ -404,12 +524,17 @@ def _finish(status, session):
     status.state = state
     status.step = ""
     status.message = message
+    status.streaming_text = ""
+    status.streaming_role = ""
     if session.finished is not None:
         status.final_program = _text(session.finished.get("final_program"))
-    _remove_files(session.cleanup)
+    remove_files(session.cleanup)
     level = {"FINISHED": "INFO", "CANCELLED": "WARNING"}.get(state, "ERROR")
     properties.append_log(status, "Run %s%s" % (state.lower(), ": " + message if message else ""), level)
     history.refresh(bpy.context)
+    # The run folder is the record: the chat reads the whole conversation again from it.
+    if bpy.context.window_manager.viga_chat_mode in ("", session.mode):
+        chat.reload(bpy.context, session.mode)
 
 
 def _outcome(session):
@@ -435,7 +560,7 @@ def _stderr_summary(session):
     return " | ".join(lines) if lines else "It printed nothing on stderr."
 
 
-def _tag_redraw():
+def tag_redraw():
     if bpy.app.background:
         return  # no windows to redraw
     for window in bpy.context.window_manager.windows:
@@ -488,6 +613,16 @@ def _handle_line(status, session, source, payload):
 def _on_run_folder(status, session, message):
     status.run_folder = _text(message.get("path"))
     properties.append_log(status, "Run folder: " + status.run_folder)
+    session.turn.builder.run_folder = status.run_folder
+    for entry in session.turn.builder.entries:
+        entry["run_folder"] = status.run_folder
+    # The turn joins its mode's conversation as soon as its folder exists, so a cancelled or
+    # failed turn is part of the record too.
+    scene = bpy.data.scenes.get(session.scene_name)
+    if scene is not None and status.run_folder:
+        runs = properties.conversation(scene.viga, session.mode)
+        if not any(run.path == status.run_folder for run in runs):
+            runs.add().path = status.run_folder
 
 
 def _on_event(status, session, message):
@@ -495,6 +630,18 @@ def _on_event(status, session, message):
     handler = EVENT_HANDLERS.get(event.get("type"))
     if handler is not None:
         handler(status, event)
+    if event.get("type") == "model_called":
+        status.streaming_text = ""  # the reply is recorded now; the chat shows what came of it
+    session.turn.builder.event(event)
+    _sync_chat(session)
+
+
+def _on_model_text(status, session, message):
+    role = _text(message.get("role"))
+    if role != status.streaming_role:
+        status.streaming_text = ""
+        status.streaming_role = role
+    status.streaming_text = (status.streaming_text + _text(message.get("delta")))[-MAX_STREAMING_CHARS:]
 
 
 def _on_report(status, session, message):
@@ -503,6 +650,10 @@ def _on_report(status, session, message):
 
 def _on_finished(status, session, message):
     session.finished = message
+    if status.kind != "SCENE":
+        # A Geometry Nodes run's last message, the agent's answer: the turn's last word.
+        session.turn.builder.answer(_text(message.get("message")))
+        _sync_chat(session)
 
 
 def _on_notice(status, session, message):
@@ -517,28 +668,12 @@ def _on_error(status, session, message):
 MESSAGE_HANDLERS = {
     "run_folder": _on_run_folder,
     "event": _on_event,
+    "model_text": _on_model_text,
     "report": _on_report,
     "finished": _on_finished,
     "notice": _on_notice,
     "error": _on_error,
 }
-
-
-def describe_error(error):
-    line = error.get("line")
-    where = " at line %d" % line if isinstance(line, int) else ""
-    return "%s%s: %s" % (_text(error.get("error_type")) or "Error", where, _text(error.get("message")))
-
-
-def verdict_text(feedback):
-    if feedback.get("accepted") is True:
-        return "Accepted"
-    notes = [_text(n) for n in _list(feedback.get("visual_differences")) + _list(feedback.get("suggestions"))]
-    notes = [note for note in notes if note]
-    if not notes:
-        return "Needs changes"
-    more = " (and %d more)" % (len(notes) - 1) if len(notes) > 1 else ""
-    return "Needs changes: %s%s" % (notes[0], more)
 
 
 def _on_run_started(status, event):
@@ -572,7 +707,7 @@ def _on_execution_finished(status, event):
     error = _dict(_dict(event.get("result")).get("error"))
     if error:
         properties.append_log(
-            status, "Iteration %d, attempt %d: %s" % (_int(event.get("index")), _int(event.get("attempt")), describe_error(error)),
+            status, "Iteration %d, attempt %d: %s" % (_int(event.get("index")), _int(event.get("attempt")), chat.describe_error(error)),
             "WARNING",
         )
 
@@ -601,7 +736,7 @@ def _on_tool_invoked(status, event):
 
 def _on_feedback_produced(status, event):
     feedback = _dict(event.get("feedback"))
-    status.verdict = verdict_text(feedback)
+    status.verdict = chat.verdict_text(feedback)
     properties.append_log(status, "Verdict: " + status.verdict)
 
 
@@ -694,10 +829,16 @@ def _add_thumbnail(run_folder, index, render_id, view):
     if index != _thumbnail_index:
         clear_thumbnails()
         _thumbnail_index = index
+        # The target first, so the renders are seen beside it.
+        target = os.path.join(run_folder, chat.TARGET_FILE)
+        if os.path.isfile(target):
+            shown = _previews.get(target) or _previews.load(target, target, "IMAGE")
+            _thumbnails.append(Thumbnail("target", target, shown.icon_id))
     preview = _previews.get(path) or _previews.load(path, path, "IMAGE")
     _thumbnails.append(Thumbnail(view or os.path.basename(path), path, preview.icon_id))
     while len(_thumbnails) > MAX_THUMBNAILS:
-        dropped = _thumbnails.pop(0)
+        # The target stays first.
+        dropped = _thumbnails.pop(1 if _thumbnails[0].view == "target" else 0)
         if all(kept.path != dropped.path for kept in _thumbnails):
             del _previews[dropped.path]
 

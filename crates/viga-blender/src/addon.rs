@@ -223,10 +223,9 @@ pub fn build_zip(out_dir: &Path, viga_executable: Option<&Path>) -> Result<PathB
         path: path.clone(),
         message,
     };
-    std::fs::create_dir_all(out_dir).map_err(|err| failed(err.to_string()))?;
-    let partial = out_dir.join(format!("{}.partial", zip_name()));
-    let file = std::fs::File::create(&partial).map_err(|err| failed(err.to_string()))?;
-    let mut zip = zip::ZipWriter::new(file);
+    // Built in memory (the package is small) and written whole, so a killed build never
+    // leaves half a zip under the extension's name.
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .unix_permissions(0o644);
@@ -236,8 +235,11 @@ pub fn build_zip(out_dir: &Path, viga_executable: Option<&Path>) -> Result<PathB
         zip.write_all(&bytes)
             .map_err(|err| failed(err.to_string()))?;
     }
-    zip.finish().map_err(|err| failed(err.to_string()))?;
-    std::fs::rename(&partial, &path).map_err(|err| failed(err.to_string()))?;
+    let bytes = zip
+        .finish()
+        .map_err(|err| failed(err.to_string()))?
+        .into_inner();
+    viga_io::files::write_atomic(&path, &bytes).map_err(|err| failed(err.to_string()))?;
     Ok(path)
 }
 

@@ -8,15 +8,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
+mod common;
+
 use viga_blender::{BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunConfig;
 use viga_core::scene::{SceneDomain, SceneSettings};
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
-use viga_protocol::event::{ModelRole, RunEvent};
-use viga_protocol::message::ToolCall;
-use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
+use viga_protocol::event::RunEvent;
+
+use common::{InstantModel, env_number};
 
 const PROGRAM: &str = "import bpy
 for i in range(5):
@@ -25,40 +26,6 @@ for i in range(5):
 bpy.ops.mesh.primitive_plane_add(size=10)
 bpy.ops.object.light_add(type='SUN', location=(3, -3, 5))
 ";
-
-/// Answers every role at once, never accepting, so the run uses every iteration.
-struct Instant_;
-
-#[async_trait]
-impl Provider for Instant_ {
-    fn name(&self) -> &str {
-        "instant"
-    }
-    fn model(&self) -> &str {
-        "instant"
-    }
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        match request.role {
-            Some(ModelRole::Verifier) => {
-                let mut response = ModelResponse::text_only("", FinishReason::ToolCalls);
-                response.tool_calls = vec![ToolCall {
-                    id: "v".into(),
-                    name: "end_process".into(),
-                    arguments: serde_json::json!({"visual_differences": ["the boxes are too far apart"], "suggestions": ["move Box4 to x = 1.5"], "accepted": false}),
-                }];
-                Ok(response)
-            }
-            Some(ModelRole::Planner) => Ok(ModelResponse::text_only(
-                "1. five boxes\n2. a floor\n3. a sun",
-                FinishReason::Stop,
-            )),
-            _ => Ok(ModelResponse::text_only(
-                format!("```python\n{PROGRAM}```"),
-                FinishReason::Stop,
-            )),
-        }
-    }
-}
 
 fn peak_rss_mb() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -69,14 +36,8 @@ fn peak_rss_mb() -> Option<f64> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let iterations: u32 = std::env::var("VIGA_BENCH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let side: u32 = std::env::var("VIGA_BENCH_RESOLUTION")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512);
+    let iterations = env_number("VIGA_BENCH_ITERATIONS", 100);
+    let side = env_number("VIGA_BENCH_RESOLUTION", 512);
     let worker = Arc::new(Worker::start(WorkerConfig::new(locate()?)).await?);
     let blender: Arc<dyn BlenderTransport> = worker.clone();
     let output = tempfile::tempdir()?;
@@ -90,12 +51,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             height: side,
             samples: None,
         },
+        // The canonical views at the same size, as these figures were first measured.
+        overview_size: Some((side, side)),
         ..SceneSettings::default()
     };
     let domain = Arc::new(SceneDomain::new(scene, blender, false)?);
     let busy_before = worker.blender_busy();
     let started = Instant::now();
-    let mut handle = viga_core::start(config, Arc::new(Instant_), domain, output.path())?;
+    let model = InstantModel {
+        plan: "1. five boxes\n2. a floor\n3. a sun",
+        program: PROGRAM.to_owned(),
+        verdict: serde_json::json!({"visual_differences": ["the boxes are too far apart"], "suggestions": ["move Box4 to x = 1.5"], "accepted": false}),
+        observe: Box::new(|_| {}),
+    };
+    let mut handle = viga_core::start(config, Arc::new(model), domain, output.path())?;
     let mut model = Duration::ZERO;
     while let Some(event) = handle.next_event().await {
         if let RunEvent::ModelCalled { latency_ms, .. } = event.event {

@@ -1,8 +1,11 @@
 //! Follow-ups: a run that continues an earlier one ("now make it redder"). It starts from the
 //! result as the earlier run left it, and the model sees the earlier turns of the
-//! conversation (each request, its last plan and its verdict) in a bounded block beside the
-//! task. The turns are recorded in the run's `args.json`, so a resumed follow-up, and the
-//! next one, see the same history.
+//! conversation (each request, its last plan or what it left, and its verdict) in a bounded
+//! block beside the task. The turns are recorded in the run's settings (a scene run's
+//! `args.json`; a Geometry Nodes run's `request.json`; the add-on agent's `args.json`), each
+//! with its run folder, so a resumed follow-up, and the next one, see the same history, and a
+//! front end can walk a conversation back run by run. Every kind of run keeps its own
+//! conversations: a follow-up continues a run of its own kind.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,6 +31,10 @@ pub struct EarlierTurn {
     /// The last plan of that turn's run, if it planned.
     #[serde(default)]
     pub plan: Option<String>,
+    /// What the turn left, in words, for runs without a plan: a Geometry Nodes run's final
+    /// message and the steps it applied, the add-on agent's answer and the commands it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
     /// Whether its verifier accepted the result.
     pub accepted: bool,
     /// What its verifier said last: the differences and suggestions left.
@@ -47,20 +54,13 @@ pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
     let log = read_run_log(&folder.events_path())?;
     let records = iterations_in(&log.events);
     let last = records.last();
-    let ended = log
-        .events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.event {
-            RunEvent::RunFinished { stop, .. } => Some(stop_word(stop)),
-            _ => None,
-        })
-        .unwrap_or("unfinished");
+    let ended = ended_word(&log.events);
     let feedback = last.and_then(|r| r.feedback.clone()).unwrap_or_default();
     let mut turns = config.conversation;
     turns.push(EarlierTurn {
         request: config.task,
         plan: records.iter().rev().find_map(|r| r.plan.clone()),
+        result: None,
         accepted: feedback.accepted,
         verdict: feedback
             .visual_differences
@@ -70,8 +70,26 @@ pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
         ended: ended.to_owned(),
         run: previous.to_path_buf(),
     });
+    Ok(newest(turns))
+}
+
+/// The newest [`TURNS_KEPT`] of `turns`, oldest first.
+pub fn newest(mut turns: Vec<EarlierTurn>) -> Vec<EarlierTurn> {
     let keep_from = turns.len().saturating_sub(TURNS_KEPT);
-    Ok(turns.split_off(keep_from))
+    turns.split_off(keep_from)
+}
+
+/// How a run ended, in the word an [`EarlierTurn`] keeps; `unfinished` when its log has no
+/// end (a run that was killed).
+pub fn ended_word(events: &[viga_protocol::event::TimedEvent]) -> &'static str {
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            RunEvent::RunFinished { stop, .. } => Some(stop_word(stop)),
+            _ => None,
+        })
+        .unwrap_or("unfinished")
 }
 
 /// Where a follow-up starts: from the result the earlier run left (`final.blend`), or from
@@ -124,7 +142,8 @@ pub fn follow_up(
     })
 }
 
-fn stop_word(stop: &StopReason) -> &'static str {
+/// How a run that stopped for `stop` ended, in a word.
+pub fn stop_word(stop: &StopReason) -> &'static str {
     match stop {
         StopReason::Accepted => "accepted",
         StopReason::MaxIterations => "max_iterations",
@@ -134,17 +153,22 @@ fn stop_word(stop: &StopReason) -> &'static str {
 }
 
 /// The earlier turns as the model reads them; `None` for a run that starts a conversation.
-pub(crate) fn earlier_turns_text(config: &RunConfig) -> Option<String> {
-    if config.conversation.is_empty() {
+/// Bounded: at most [`TURNS_KEPT`] turns are kept, and each text is cut to a few hundred
+/// characters on one line.
+pub fn earlier_turns_text(turns: &[EarlierTurn]) -> Option<String> {
+    if turns.is_empty() {
         return None;
     }
     let mut text = String::from(
         "This request continues a conversation. The work starts from the result as the last turn left it; change what the new request asks for and keep the rest. Earlier turns, oldest first:",
     );
-    for (number, turn) in config.conversation.iter().enumerate() {
+    for (number, turn) in turns.iter().enumerate() {
         let _ = write!(text, "\n{}. Request: {}", number + 1, cut(&turn.request));
         if let Some(plan) = &turn.plan {
             let _ = write!(text, "\n   Plan: {}", cut(plan));
+        }
+        if let Some(result) = &turn.result {
+            let _ = write!(text, "\n   Result: {}", cut(result));
         }
         let verdict = if turn.accepted {
             "accepted".to_owned()
@@ -159,7 +183,7 @@ pub(crate) fn earlier_turns_text(config: &RunConfig) -> Option<String> {
 }
 
 /// `text` on one line, cut to [`TEXT_CHARS`] characters.
-fn cut(text: &str) -> String {
+pub fn cut(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= TEXT_CHARS {
         return one_line;
@@ -176,11 +200,12 @@ mod tests {
     #[test]
     fn earlier_turns_read_in_order_and_are_bounded() {
         let mut config = RunConfig::new("now make it redder");
-        assert_eq!(earlier_turns_text(&config), None);
+        assert_eq!(earlier_turns_text(&config.conversation), None);
         config.conversation = (0..2)
             .map(|n| EarlierTurn {
                 request: format!("request {n}"),
                 plan: Some("a plan\nwith lines".to_owned()),
+                result: (n == 1).then(|| "points on the plane".to_owned()),
                 accepted: n == 1,
                 verdict: vec!["too small".to_owned(), "make it bigger".to_owned()],
                 ended: "max_iterations".to_owned(),
@@ -188,7 +213,7 @@ mod tests {
             })
             .collect();
         config.conversation[0].request = "x".repeat(2000);
-        let text = earlier_turns_text(&config).unwrap();
+        let text = earlier_turns_text(&config.conversation).unwrap();
         assert!(text.contains("1. Request: xxx"), "{text}");
         assert!(text.contains("...\n   Plan: a plan with lines"), "{text}");
         assert!(
@@ -197,7 +222,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "2. Request: request 1\n   Plan: a plan with lines\n   Verdict: accepted"
+                "2. Request: request 1\n   Plan: a plan with lines\n   Result: points on the plane\n   Verdict: accepted"
             )
         );
         assert!(text.len() < 2000, "each text is cut");

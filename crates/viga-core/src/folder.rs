@@ -73,7 +73,7 @@ pub fn write_containment(folder: &Path, status: &impl Serialize) -> Result<(), C
     let path = folder.join(CONTAINMENT_FILE);
     let json = serde_json::to_vec_pretty(status)
         .map_err(|err| CoreError::Config(format!("containment status not encodable: {err}")))?;
-    viga_memory::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
+    viga_io::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
 }
 
 /// Removes the run folder `root` made for a run that then failed to start, and the timestamp
@@ -336,6 +336,7 @@ impl RunFolder {
             width: render.output.width,
             height: render.output.height,
             render_ms: render.output.render_ms,
+            engine: Some(render.output.engine),
         };
         Ok((render_id, event))
     }
@@ -364,7 +365,7 @@ impl RunFolder {
     /// Writes a whole file and renames it into place.
     pub fn write_bytes(&self, relative: &str, bytes: &[u8]) -> Result<(), CoreError> {
         let path = self.root.join(relative);
-        viga_memory::files::write_atomic(&path, bytes).map_err(|err| io(&path, err))
+        viga_io::files::write_atomic(&path, bytes).map_err(|err| io(&path, err))
     }
 }
 

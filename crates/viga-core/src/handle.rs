@@ -2,14 +2,41 @@
 //! the end. The loop's runs ([`crate::start`], [`crate::resume`]) and viga-gn's Geometry
 //! Nodes runs both hand their front end a [`RunHandle`]; the run itself holds the other end,
 //! a [`RunLink`].
+//!
+//! A front end that shows model text as it arrives (the Blender panel, through `--events
+//! jsonl`) asks for it with [`RunHandle::stream_model_text`]: the run then asks the model
+//! through [`Provider::stream`] and hands each piece over as a [`RunUpdate::ModelText`]
+//! beside its events. The pieces are not events: the run's log keeps the whole reply, in the
+//! event that records it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use viga_protocol::event::TimedEvent;
+use viga_protocol::event::{ModelRole, TimedEvent};
+use viga_provider::{ModelRequest, ModelResponse, Provider, ProviderError, StreamEvent};
 
 use crate::{CoreError, RunOutcome};
+
+/// A piece of a model's reply as it arrives (see [`RunHandle::stream_model_text`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelText {
+    /// The iteration (a Geometry Nodes run's round, the add-on agent's step) it belongs to.
+    pub index: u32,
+    pub role: ModelRole,
+    /// The next piece of the reply.
+    pub delta: String,
+}
+
+/// What a run hands its front end: its events, in order, and, when asked for, model text
+/// as it arrives, before the event that records the whole reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunUpdate {
+    Event(TimedEvent),
+    ModelText(ModelText),
+}
 
 /// A run in progress: read its events, cancel it, wait for its outcome `O`.
 ///
@@ -17,8 +44,10 @@ use crate::{CoreError, RunOutcome};
 /// Nodes run only when it was given an output root (`Option<PathBuf>`).
 #[derive(Debug)]
 pub struct RunHandle<O = RunOutcome, F = PathBuf> {
-    events: mpsc::UnboundedReceiver<TimedEvent>,
+    updates: mpsc::UnboundedReceiver<RunUpdate>,
     cancel: watch::Sender<bool>,
+    /// Whether the front end wants model text as it arrives.
+    model_text: Arc<AtomicBool>,
     task: JoinHandle<Result<O, CoreError>>,
     folder: F,
 }
@@ -30,23 +59,46 @@ impl<O: Send + 'static, F> RunHandle<O, F> {
     where
         R: Future<Output = Result<O, CoreError>> + Send + 'static,
     {
-        let (events_sender, events) = mpsc::unbounded_channel();
+        let (updates_sender, updates) = mpsc::unbounded_channel();
         let (cancel, cancel_receiver) = watch::channel(false);
+        let model_text = Arc::new(AtomicBool::new(false));
         let run = prepare(RunLink {
-            events: events_sender,
+            updates: updates_sender,
             cancel: cancel_receiver,
+            model_text: Arc::clone(&model_text),
         });
         Self {
-            events,
+            updates,
             cancel,
+            model_text,
             task: tokio::spawn(run),
             folder,
         }
     }
 
-    /// The next event; `None` once the run has finished and every event was read.
+    /// The next event; `None` once the run has finished and every event was read. Model
+    /// text, if it was asked for, is skipped: [`RunHandle::next_update`] has it.
     pub async fn next_event(&mut self) -> Option<TimedEvent> {
-        self.events.recv().await
+        loop {
+            match self.updates.recv().await? {
+                RunUpdate::Event(event) => return Some(event),
+                RunUpdate::ModelText(_) => {}
+            }
+        }
+    }
+
+    /// The next event or piece of model text; `None` once the run has finished and
+    /// everything was read.
+    pub async fn next_update(&mut self) -> Option<RunUpdate> {
+        self.updates.recv().await
+    }
+
+    /// Asks the run to hand over model text as it arrives ([`RunUpdate::ModelText`]), from
+    /// the next model call on: the run asks the model through [`Provider::stream`]. Call it
+    /// right after the run started; a call already in flight is not streamed (its reply
+    /// still arrives whole in the events).
+    pub fn stream_model_text(&self) {
+        self.model_text.store(true, Ordering::SeqCst);
     }
 
     /// Asks the run to stop. A model call in flight is abandoned at once; the run then
@@ -84,8 +136,9 @@ impl Canceller {
 /// The run's end of the queue pair: where it sends its events and hears a cancel.
 #[derive(Debug)]
 pub struct RunLink {
-    events: mpsc::UnboundedSender<TimedEvent>,
+    updates: mpsc::UnboundedSender<RunUpdate>,
     cancel: watch::Receiver<bool>,
+    model_text: Arc<AtomicBool>,
 }
 
 /// What [`RunLink::until_cancelled`] answers when the run was cancelled first.
@@ -97,7 +150,45 @@ impl RunLink {
     /// Hands an event to the front end.
     pub fn send(&self, event: TimedEvent) {
         // A front end that stopped listening does not stop the run.
-        let _ = self.events.send(event);
+        let _ = self.updates.send(RunUpdate::Event(event));
+    }
+
+    /// Whether the front end wants model text as it arrives.
+    pub fn wants_model_text(&self) -> bool {
+        self.model_text.load(Ordering::SeqCst)
+    }
+
+    /// Asks `provider` as `role` for iteration (round, step) `index`, unless the run is
+    /// cancelled first (the call is then abandoned where it is). When the front end wants
+    /// model text, the reply is streamed and each piece handed over as it arrives.
+    pub async fn ask_model(
+        &self,
+        provider: &dyn Provider,
+        request: &ModelRequest,
+        index: u32,
+        role: ModelRole,
+    ) -> Result<Result<ModelResponse, ProviderError>, Cancelled> {
+        if !self.wants_model_text() {
+            return self.until_cancelled(provider.complete(request)).await;
+        }
+        let streamed = async {
+            let mut stream = provider.stream(request).await?;
+            while let Some(event) = stream.next().await {
+                match event? {
+                    StreamEvent::TextDelta(delta) => {
+                        let text = ModelText { index, role, delta };
+                        let _ = self.updates.send(RunUpdate::ModelText(text));
+                    }
+                    StreamEvent::ToolCall(_) => {}
+                    StreamEvent::Completed(response) => return Ok(response),
+                }
+            }
+            Err(ProviderError::MalformedResponse {
+                provider: provider.name().to_owned(),
+                message: "the stream ended without a completed response".to_owned(),
+            })
+        };
+        self.until_cancelled(streamed).await
     }
 
     /// Whether the front end asked the run to stop.

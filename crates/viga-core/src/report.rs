@@ -22,7 +22,7 @@ use crate::scores::Scores;
 pub fn write_html(run_folder: &Path, out: Option<&Path>) -> Result<std::path::PathBuf, CoreError> {
     let html = render_html(run_folder)?;
     let path = out.map_or_else(|| run_folder.join(REPORT_FILE), Path::to_path_buf);
-    viga_memory::files::write_atomic(&path, html.as_bytes())
+    viga_io::files::write_atomic(&path, html.as_bytes())
         .map_err(|err| CoreError::io(&path, err))?;
     Ok(path)
 }
@@ -391,7 +391,7 @@ fn render_agent_html(run_folder: &Path) -> Result<String, CoreError> {
 fn containment_of(folder: &RunFolder) -> String {
     let recorded = std::fs::read_to_string(folder.root().join(crate::folder::CONTAINMENT_FILE))
         .ok()
-        .and_then(|text| serde_json::from_str::<viga_blender::ContainmentStatus>(&text).ok());
+        .and_then(|text| serde_json::from_str::<viga_sandbox::ContainmentStatus>(&text).ok());
     match recorded {
         Some(status) => format!("{}: {}", status.policy, status.summary()),
         None => "not recorded (started by a program that does not record it, or before viga did)"

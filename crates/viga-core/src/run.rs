@@ -122,7 +122,7 @@ impl Run {
         request.role = Some(role);
         request.max_tokens = self.config.max_output_tokens(role);
         let started = Instant::now();
-        let response = match self.ask(&request).await? {
+        let response = match self.ask(&request, index, role).await? {
             Err(err @ ProviderError::ContextTooLong { .. }) => {
                 self.ask_smaller(index, role, &request, err).await?
             }
@@ -150,8 +150,13 @@ impl Run {
     async fn ask(
         &self,
         request: &ModelRequest,
+        index: u32,
+        role: ModelRole,
     ) -> Result<Result<ModelResponse, ProviderError>, CoreError> {
-        self.cancellable(self.provider.complete(request)).await
+        Ok(self
+            .link
+            .ask_model(self.provider.as_ref(), request, index, role)
+            .await?)
     }
 
     /// The second and last try of a request the model found too long (`err`): without the
@@ -175,7 +180,7 @@ impl Run {
                  asking once more without the oldest memory iterations and older images"
             ),
         })?;
-        Ok(self.ask(&smaller).await??)
+        Ok(self.ask(&smaller, index, role).await??)
     }
 
     pub(crate) fn anchor_message(&self) -> ChatMessage {
@@ -450,6 +455,7 @@ impl Run {
                 width: output.width,
                 height: output.height,
                 render_ms: output.render_ms,
+                engine: Some(output.engine),
             })?;
             match photometric_loss(&output.image.data, &target.image.data) {
                 Ok(loss) => self.scores.record(index, &view, loss),
@@ -515,7 +521,7 @@ pub(crate) fn task_parts(
     targets: &[TargetView],
 ) -> Vec<ContentPart> {
     let mut parts = vec![ContentPart::text(format!("Task: {}", config.task))];
-    if let Some(earlier) = crate::conversation::earlier_turns_text(config) {
+    if let Some(earlier) = crate::conversation::earlier_turns_text(&config.conversation) {
         parts.push(ContentPart::text(earlier));
     }
     if let Some(brief) = domain.brief(targets) {

@@ -122,8 +122,8 @@ impl EvalError {
     }
 }
 
-/// Writes a file whole (see [`viga_memory::files::write_atomic`]), so a killed run never
+/// Writes a file whole (see [`viga_io::files::write_atomic`]), so a killed run never
 /// leaves a half-written `scores.json` that resume would trust.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
-    viga_memory::files::write_atomic(path, bytes).map_err(|err| EvalError::io(path, err))
+    viga_io::files::write_atomic(path, bytes).map_err(|err| EvalError::io(path, err))
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
-use viga_memory::files::unix_ms;
+use viga_io::files::unix_ms;
 use viga_provider::{ModelRequest, ModelResponse};
 
 use crate::GnError;

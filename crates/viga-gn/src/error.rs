@@ -61,6 +61,10 @@ pub enum GnError {
     /// Blender (model code ran in the worker, so it is checked like any untrusted data).
     #[error("the run's result cannot be brought into your scene: {0}")]
     Result(String),
+    /// A run folder a follow-up cannot continue (not a Geometry Nodes run, no result to
+    /// start from): a setting to fix.
+    #[error("{path}: {message}")]
+    FollowUp { path: PathBuf, message: String },
     #[error("no preset named {name:?} in {}; stored presets: {}", dir.display(), list_or_none(stored))]
     PresetNotFound {
         name: String,
@@ -93,9 +97,10 @@ impl GnError {
             Self::Provider(err) => viga_core::provider_failure_kind(err),
             Self::Blender { source, .. } => viga_core::blender_failure_kind(source),
             Self::File { .. } => FailureKind::Io,
-            Self::TrustedNotAllowed { .. } | Self::PresetNotFound { .. } | Self::Preset { .. } => {
-                FailureKind::Config
-            }
+            Self::TrustedNotAllowed { .. }
+            | Self::PresetNotFound { .. }
+            | Self::Preset { .. }
+            | Self::FollowUp { .. } => FailureKind::Config,
             Self::Step(_)
             | Self::Program { .. }
             | Self::NoResult { .. }

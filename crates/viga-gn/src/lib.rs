@@ -12,7 +12,8 @@
 //! their own; the context snapshot and slices with their budgets ([`context`]); presets
 //! ([`preset`]); the optional response cache ([`cache`]); local telemetry ([`telemetry`]);
 //! the manifest-driven E2E harness ([`e2e`]); runs on a person's scene that work on a copy in
-//! viga's worker and bring only the result back ([`attached`]);
+//! viga's worker and bring only the result back ([`attached`]); follow-ups that continue an
+//! earlier run's conversation ([`conversation`]);
 //! and the Blender-side Python that does the work (`python/*.py`, sent through the bridge's
 //! `execute` command by [`GnBlender`], so it runs on Blender's main thread).
 //!
@@ -30,6 +31,7 @@ pub mod attached;
 mod blender;
 pub mod cache;
 pub mod context;
+pub mod conversation;
 pub mod e2e;
 mod error;
 mod executor;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use viga_memory::files::unix_ms;
+use viga_io::files::unix_ms;
 use viga_protocol::gn::GnStep;
 use viga_protocol::{PROTOCOL_VERSION, ProtocolType, Violation, parse_json};
 

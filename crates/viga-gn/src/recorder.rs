@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Value, json};
 use viga_core::RunLink;
+use viga_io::files::unix_ms;
 use viga_memory::RunLog;
-use viga_memory::files::unix_ms;
 use viga_protocol::event::{ModelRole, RunEvent, TimedEvent};
 use viga_protocol::gn::{GnRunState as RunState, GnStep, StepRecord, StepStatus};
 use viga_provider::ModelResponse;
@@ -57,7 +57,7 @@ impl RunFiles {
             .append(true)
             .open(&steps)
             .map_err(|err| GnError::file(&steps, format!("cannot create it: {err}")))?;
-        write_json_file(&folder, "request.json", request);
+        write_json_file(&folder, crate::run::REQUEST_FILE, request);
         Ok(Self {
             folder,
             log,
@@ -253,9 +253,9 @@ fn write_json_file<T: Serialize>(folder: &Path, name: &str, value: &T) {
     }
 }
 
-/// Writes a file whole (see [`viga_memory::files::write_atomic`]), so a reader never sees
+/// Writes a file whole (see [`viga_io::files::write_atomic`]), so a reader never sees
 /// half of it.
 pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), GnError> {
-    viga_memory::files::write_atomic(path, bytes)
+    viga_io::files::write_atomic(path, bytes)
         .map_err(|err| GnError::file(path, format!("cannot write it: {err}")))
 }

@@ -30,8 +30,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use viga_core::conversation::{EarlierTurn, earlier_turns_text};
 use viga_core::{Cancelled, RunHandle};
-use viga_memory::files::unix_ms;
+use viga_io::files::unix_ms;
 use viga_protocol::event::{FailureKind, ModelRole, RunEvent, StopReason};
 use viga_protocol::gn::{ActionType, GateReport, GnResponse, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};
@@ -48,6 +49,10 @@ use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Preset, Target};
 const SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");
 /// The finished scene, in the run folder.
 pub const FINAL_BLEND: &str = "final.blend";
+/// What the run was asked to do, in the run folder.
+pub const REQUEST_FILE: &str = "request.json";
+/// How the run ended, in the run folder.
+pub const OUTCOME_FILE: &str = "outcome.json";
 
 /// The run states, the step status and the step record are protocol types, so every front
 /// end reads them from the shared event stream.
@@ -82,6 +87,12 @@ pub struct GnRunConfig {
     /// stores new replies that pass protocol validation (a refused reply is never replayed).
     /// `None`: every request goes to the model. Preset runs ask no model and ignore it.
     pub cache: Option<ResponseCache>,
+    /// The earlier turns of the conversation this run continues (empty: it starts one),
+    /// shown to the model before the request ([`crate::conversation`]).
+    pub conversation: Vec<EarlierTurn>,
+    /// The .blend the scene was opened from, recorded so a follow-up can start there again;
+    /// `None` for an empty scene or a person's open scene.
+    pub blend: Option<PathBuf>,
 }
 
 impl GnRunConfig {
@@ -95,6 +106,8 @@ impl GnRunConfig {
             output: None,
             max_tokens: 4096,
             cache: None,
+            conversation: Vec::new(),
+            blend: None,
         }
     }
 }
@@ -328,6 +341,8 @@ impl GnRun {
             "required_gates": self.config.gates.required,
             "budget": self.config.budget,
             "source": source,
+            "conversation": self.config.conversation,
+            "blend": self.config.blend,
         })
     }
 
@@ -402,7 +417,12 @@ impl GnRun {
                 Ok(snapshot) => snapshot,
                 Err(err) => return Ending::failed("cannot read the scene", &err),
             };
-        let opening = first_message(&self.config.request, object, &snapshot);
+        let opening = first_message(
+            &self.config.request,
+            object,
+            &snapshot,
+            &self.config.conversation,
+        );
         session.messages.push(ChatMessage::user_text(opening));
         session.last_snapshot = snapshot;
         let conversation = Conversation {
@@ -607,7 +627,7 @@ impl GnRun {
         let answer = session
             .recorder
             .link
-            .until_cancelled(provider.complete(request))
+            .ask_model(provider, request, round, ModelRole::GnAssistant)
             .await;
         let response = match answer {
             Err(cancelled) => return Break(cancelled.into()),
@@ -953,7 +973,7 @@ impl Session {
             folder: recorder.folder().map(Path::to_path_buf),
             preset,
         };
-        recorder.write_json("outcome.json", &outcome);
+        recorder.write_json(OUTCOME_FILE, &outcome);
         recorder.write_json("telemetry.json", &outcome.telemetry);
         outcome
     }
@@ -964,9 +984,17 @@ fn system_prompt() -> String {
     format!("{SYSTEM_PROMPT}\n## JSON Schema of your reply\n\n{schema}\n")
 }
 
-fn first_message(request: &str, object: Option<&str>, snapshot: &str) -> String {
+fn first_message(
+    request: &str,
+    object: Option<&str>,
+    snapshot: &str,
+    conversation: &[EarlierTurn],
+) -> String {
     let target = object.unwrap_or("(the active object)");
-    format!("Request: {request}\nObject: {target}\nScene (JSON): {snapshot}")
+    let earlier = earlier_turns_text(conversation)
+        .map(|text| format!("{text}\n\n"))
+        .unwrap_or_default();
+    format!("{earlier}Request: {request}\nObject: {target}\nScene (JSON): {snapshot}")
 }
 
 /// Parses a reply: an optional Markdown fence around one JSON object, validated against

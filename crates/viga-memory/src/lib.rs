@@ -8,8 +8,8 @@
 //! messages; the context block those iterations become in the generator's prompt, which always
 //! fits a byte budget ([`Memory::context_block`]); the append-only run log `events.jsonl`
 //! ([`RunLog`], [`read_run_log`]), from which a run's memory can be rebuilt
-//! ([`iterations_in`], [`Memory::rebuild`]); the whole-file writes and clock every run folder
-//! uses ([`files`]).
+//! ([`iterations_in`], [`Memory::rebuild`]). Its files are written whole through
+//! `viga_io::files`.
 //!
 //! **Must not:** call models, touch Blender or the network, or decide anything about the loop
 //! (when to stop, what to retry). It stores what it is given, exactly: there is no hidden
@@ -18,7 +18,6 @@
 //! [`IterationRecord`]: viga_protocol::iteration::IterationRecord
 
 mod error;
-pub mod files;
 mod format;
 mod log;
 mod memory;

@@ -6,10 +6,10 @@
 //! There is no fsync per line: the guarantee is against a killed process, not a power cut,
 //! and an fsync would cost milliseconds per event.
 
-use crate::files::unix_ms;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use viga_io::files::unix_ms;
 
 use viga_protocol::event::{RunEvent, TimedEvent};
 use viga_protocol::iteration::IterationRecord;

@@ -144,6 +144,19 @@ pub enum BridgeCommand {
         modifiers: Vec<crate::gn::GnModifierResult>,
         message: String,
     },
+    /// Fingerprints of the open scene's objects and of the file's datablocks, to compare
+    /// before and after a program ([`SceneFingerprints`]). For viga's own workers.
+    SceneFingerprints,
+    /// Make the open scene match a scene run's result, from the .blend at `path` (saved by
+    /// viga's worker), as one undo step named `message`, following `plan`: what it names is
+    /// appended, checked (no text, no driver needing Python, nothing linked, no node type
+    /// written in Python, no script node) and put in place. No program runs; a result the
+    /// bridge refuses leaves the scene as it was. For a person's Blender.
+    ImportSceneResult {
+        path: String,
+        plan: SceneResultPlan,
+        message: String,
+    },
     Shutdown,
 }
 
@@ -172,6 +185,8 @@ impl BridgeCommand {
             Self::UndoPush { .. } => "undo_push",
             Self::Undo => "undo",
             Self::ImportGnResult { .. } => "import_gn_result",
+            Self::SceneFingerprints => "scene_fingerprints",
+            Self::ImportSceneResult { .. } => "import_scene_result",
             Self::Shutdown => "shutdown",
         }
     }
@@ -383,8 +398,9 @@ pub enum FaultKind {
     ShuttingDown,
     // The bridge serves another client; it serves one at a time.
     Busy,
-    // A Geometry Nodes result that does not fit the scene, or carries what a person's scene
-    // must not take in (a text, a driver needing Python, linked data); nothing was changed.
+    // A Geometry Nodes or scene result that does not fit the scene, or carries what a
+    // person's scene must not take in (a text, a driver needing Python, linked data, a script
+    // node); nothing was changed.
     ResultRefused,
 }
 
@@ -418,6 +434,110 @@ pub struct AppliedProgram {
     pub execution: crate::iteration::ExecutionResult,
     /// The program failed and its partial changes were undone: the scene is as before.
     pub reverted: bool,
+}
+
+/// What `scene_fingerprints` reports of the open scene: a digest of each of its objects and
+/// of each datablock of the file, by name. Datablocks linked from a library are left out:
+/// a result never replaces them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SceneFingerprints {
+    pub scene: String,
+    /// The scene's camera object.
+    pub camera: Option<String>,
+    /// The scene's world.
+    pub world: Option<String>,
+    pub objects: BTreeMap<String, ObjectFingerprint>,
+    /// Every collection of the scene, with the collection it is a child of (`""`: the
+    /// scene's own collection).
+    pub collections: BTreeMap<String, String>,
+    /// bpy.data collection (`meshes`, `materials`, ...) -> datablock name -> digest.
+    pub data: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// One object of a scene, fingerprinted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectFingerprint {
+    pub fingerprint: String,
+    /// The collections of the scene it is in (`""`: the scene's own collection).
+    pub collections: Vec<String>,
+}
+
+/// What `import_scene_result` takes from a scene run's result, and what it does with the
+/// open scene.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SceneResultPlan {
+    /// The run started from a copy of this scene: what it changed replaces the scene's own,
+    /// what it removed is removed, and what it left unchanged is the scene's. Otherwise the
+    /// result only adds.
+    pub from_open_scene: bool,
+    /// The objects the run made or changed.
+    pub objects: Vec<BroughtObject>,
+    /// The objects the run removed.
+    pub remove: Vec<String>,
+    /// bpy.data collection -> the datablocks the run changed: each replaces the scene's
+    /// datablock of its name, wherever that is used.
+    pub changed: BTreeMap<String, Vec<String>>,
+    /// bpy.data collection -> the datablocks the run made: they come in under their own
+    /// names (numbered when a name is taken).
+    pub added: BTreeMap<String, Vec<String>>,
+    /// Where a collection the objects are put in sits, for one the scene does not have:
+    /// collection -> parent (`""`: the scene's own collection).
+    pub collections: BTreeMap<String, String>,
+    pub camera: SceneLink,
+    pub world: SceneLink,
+}
+
+/// An object a result brings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BroughtObject {
+    pub name: String,
+    /// It replaces the scene's object of its name (which the run changed).
+    pub replaces: bool,
+    /// The collections of the scene it goes in (`""`: the scene's own collection); made
+    /// where missing.
+    pub collections: Vec<String>,
+}
+
+/// What a result does with the scene's camera or world.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SceneLink {
+    /// Left as it is.
+    #[default]
+    Keep,
+    /// Unset: the run's scene has none.
+    Clear,
+    /// The object (camera) or world of this name: the result's, or the scene's own.
+    Use(String),
+}
+
+/// What `import_scene_result` did to the open scene, as one undo step.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SceneResultImported {
+    /// Objects the result added, by their names in the scene.
+    pub added: Vec<String>,
+    /// Objects of the scene the result's replaced.
+    pub replaced: Vec<String>,
+    /// Objects removed from the scene.
+    pub removed: Vec<String>,
+    /// Datablocks of the file the result's replaced, as `collection/name`.
+    pub data_replaced: Vec<String>,
+    /// Datablocks the result added, as `collection/name`.
+    pub data_added: Vec<String>,
+    /// Collections made to put objects in.
+    pub collections_made: Vec<String>,
+    /// Result name -> name in the scene, for objects whose name was taken.
+    pub renamed: BTreeMap<String, String>,
+    /// The scene's camera and world afterwards.
+    pub camera: Option<String>,
+    pub world: Option<String>,
+    /// What could not be done as the result has it (a camera no longer in the scene).
+    pub notes: Vec<String>,
 }
 
 /// The connection file a person's Blender writes while the viga add-on serves it

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bridge::RenderEngine;
 use crate::gn::{GateReport, GnRunState, StepRecord};
 use crate::iteration::{
     ExecutionResult, FailureClass, Feedback, GeneratorToolCall, IterationRecord,
@@ -166,6 +167,9 @@ pub enum RunEvent {
         width: u32,
         height: u32,
         render_ms: f64,
+        /// The engine that rendered it; absent in logs written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        engine: Option<RenderEngine>,
     },
     ToolInvoked {
         index: u32,

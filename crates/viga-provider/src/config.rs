@@ -229,27 +229,7 @@ impl TryFrom<RawProviderConfig> for ProviderConfig {
     }
 }
 
-/// An API key. `Debug` shows `Secret(<redacted>)`, so a key cannot leak through a logged
-/// struct; the value is reachable only through [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The key itself, for the one place that puts it in a request header.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+pub use viga_io::Secret;
 
 /// Builds the provider a config describes, reading its API key from the environment.
 pub fn build_provider(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
@@ -371,8 +351,9 @@ fn api_key(
     match env(variable) {
         Some(value) if !value.trim().is_empty() => Ok(Some(Secret::new(value.trim()))),
         _ => Err(ProviderError::Config(format!(
-            "{variable} is not set: export {variable}=<your {} API key> \
-             (keys are read only from environment variables; `api_key_env` names another one)",
+            "{variable} is not set: export {variable}=<your {} API key>, or keep it once with \
+             `viga key set {variable}` (the Blender add-on's preferences do this); keys are never \
+             read from config files or flags, and `api_key_env` names another variable",
             config.kind.name()
         ))),
     }

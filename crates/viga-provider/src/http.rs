@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use crate::ProviderError;
 use crate::config::{Secret, Timeouts};
-use crate::net::error_chain;
 use crate::retry::{MAX_RETRY_AFTER, RetryPolicy};
 use crate::sse::StreamContext;
+use viga_io::net::error_chain;
 
 /// The largest response body viga reads, a whole answer or a whole stream: far above any
 /// real model answer, and a server that sends without end is cut off here.
@@ -100,7 +100,7 @@ impl HttpClient {
         timeouts: Timeouts,
         retry: RetryPolicy,
     ) -> Result<Self, ProviderError> {
-        crate::net::install_crypto_provider();
+        viga_io::net::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(timeouts.connect)
             // A redirect would carry the key headers (`x-api-key`, `x-goog-api-key`) to
@@ -335,7 +335,7 @@ impl HttpClient {
 
 /// Whether `url` (a configured base URL, which may not parse) names this machine.
 fn is_loopback(url: &str) -> bool {
-    reqwest::Url::parse(url).is_ok_and(|url| crate::net::is_loopback(&url))
+    reqwest::Url::parse(url).is_ok_and(|url| viga_io::net::is_loopback(&url))
 }
 
 /// Adds the attempt count to errors that ended a retry loop.

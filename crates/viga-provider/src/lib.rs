@@ -69,7 +69,6 @@ mod error;
 mod gemini;
 mod http;
 mod images;
-pub mod net;
 mod openai;
 mod request;
 mod retry;

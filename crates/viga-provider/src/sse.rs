@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::Sender;
 
 use crate::http::{MAX_RESPONSE_BYTES, request_id};
-use crate::net::error_chain;
 use crate::{ModelResponse, ProviderError, ResponseStream, StreamEvent};
+use viga_io::net::error_chain;
 
 /// The largest single event accepted. An event is held until it ends, so a server that
 /// never ends one would otherwise fill memory; real events are kilobytes.

@@ -6,8 +6,9 @@ use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible as _, LandlockStatus, Ruleset,
-    RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus, Scope, path_beneath_rules,
+    ABI, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible as _, LandlockStatus,
+    RestrictionStatus, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _, RulesetError,
+    RulesetStatus, Scope, path_beneath_rules,
 };
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
@@ -455,19 +456,50 @@ fn reenter_working_folder() {
 /// Landlock over reads, writes, TCP and UDP, signals and abstract Unix sockets, as far as
 /// the plan wants them. Returns the writes' and the reads' guards and the ABI in force.
 fn restrict(plan: &Plan) -> Result<(Guard, Guard, Option<ABI>), ContainError> {
-    let setup = |err: landlock::RulesetError| ContainError::Setup(format!("Landlock: {err}"));
-    let read = AccessFs::from_read(WANTED_ABI);
-    // Connecting to a Unix socket by path (Landlock ABI 9) is granted nowhere.
-    let write = AccessFs::from_write(WANTED_ABI) & !AccessFs::ResolveUnix;
-    let mut handled: BitFlags<AccessFs> = BitFlags::empty();
+    let status = enforce(plan).map_err(|err| ContainError::Setup(format!("Landlock: {err}")))?;
+    let abi = match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => Some(effective_abi),
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => None,
+    };
+    let enforcement = match (status.ruleset, abi) {
+        (RulesetStatus::NotEnforced, _) | (_, None) => Err(why_not_enforced(status.landlock)),
+        (enforced, Some(abi)) => Ok((enforced, abi)),
+    };
+    Ok((
+        writes_guard(plan, &enforcement),
+        reads_guard(plan, &enforcement),
+        abi,
+    ))
+}
+
+/// Landlock's rights to read a file or folder, and to run a file.
+fn read_access() -> BitFlags<AccessFs> {
+    AccessFs::from_read(WANTED_ABI)
+}
+
+/// Landlock's rights to read without running.
+fn reading_access() -> BitFlags<AccessFs> {
+    read_access() & !AccessFs::Execute
+}
+
+/// Landlock's rights to write, make and remove, but not to connect to a Unix socket by path
+/// (Landlock ABI 9), which is granted nowhere.
+fn write_access() -> BitFlags<AccessFs> {
+    AccessFs::from_write(WANTED_ABI) & !AccessFs::ResolveUnix
+}
+
+/// The rights Landlock refuses unless a rule grants them: those of the halves the plan
+/// wants. A half left out (for a test) is not handled, so nothing of it is refused.
+fn handled_access(plan: &Plan) -> (BitFlags<AccessFs>, BitFlags<AccessNet>) {
+    let mut files: BitFlags<AccessFs> = BitFlags::empty();
     if plan.wants(Half::Reads) {
-        handled |= read;
+        files |= read_access();
     }
     if plan.wants(Half::Writes) {
-        handled |= write;
+        files |= write_access();
     }
     if plan.wants(Half::UnixSockets) {
-        handled |= AccessFs::ResolveUnix;
+        files |= AccessFs::ResolveUnix;
     }
     let mut network: BitFlags<AccessNet> = BitFlags::empty();
     if plan.wants(Half::Network) {
@@ -476,10 +508,15 @@ fn restrict(plan: &Plan) -> Result<(Guard, Guard, Option<ABI>), ContainError> {
             | AccessNet::BindUdp
             | AccessNet::ConnectSendUdp;
     }
-    let reading = read & !AccessFs::Execute;
-    let writable = plan.writable();
-    let readable = plan.readable();
-    let rules: [(Vec<PathBuf>, BitFlags<AccessFs>); 9] = [
+    (files, network)
+}
+
+/// Which paths keep which rights: the parts of the system every program needs, the
+/// plan's inputs, and its writable folders.
+fn path_rules(plan: &Plan) -> [(Vec<PathBuf>, BitFlags<AccessFs>); 10] {
+    let read = read_access();
+    let reading = reading_access();
+    [
         (paths(&SYSTEM_PROGRAMS), read),
         (paths(&SYSTEM_SETTINGS), reading),
         (paths(&SYSTEM_DEVICES_INFO), reading),
@@ -491,89 +528,90 @@ fn restrict(plan: &Plan) -> Result<(Guard, Guard, Option<ABI>), ContainError> {
             gpu_devices(),
             reading | AccessFs::WriteFile | AccessFs::IoctlDev,
         ),
-        (readable.clone(), read),
-    ];
+        (plan.readable(), read),
+        // Writable folders are readable too, but nothing written there may be run.
+        (plan.writable(), reading | write_access()),
+    ]
+}
+
+/// Builds the ruleset the plan asks for (its rights, its paths' rules, signals and
+/// abstract Unix sockets scoped) and restricts this process with it.
+fn enforce(plan: &Plan) -> Result<RestrictionStatus, RulesetError> {
+    let (handled, network) = handled_access(plan);
+    let rules = path_rules(plan);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(handled)
-        .map_err(setup)?;
+        .handle_access(handled)?;
     if !network.is_empty() {
-        ruleset = ruleset.handle_access(network).map_err(setup)?;
+        ruleset = ruleset.handle_access(network)?;
     }
     let mut created = ruleset
-        .scope(Scope::AbstractUnixSocket | Scope::Signal)
-        .map_err(setup)?
-        .create()
-        .map_err(setup)?;
-    // Writable folders are readable too, but nothing written there may be run.
-    let rules = rules
-        .into_iter()
-        .chain([(writable.clone(), reading | write)]);
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)?
+        .create()?;
     for (paths, access) in rules {
         // A right not handled (a half left out) needs no rule.
         let access = access & handled;
         if !access.is_empty() {
-            created = created
-                .add_rules(path_beneath_rules(paths, access))
-                .map_err(setup)?;
+            created = created.add_rules(path_beneath_rules(paths, access))?;
         }
     }
-    let status = created.restrict_self().map_err(setup)?;
-    let abi = match status.landlock {
-        LandlockStatus::Available { effective_abi, .. } => Some(effective_abi),
-        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => None,
-    };
-    let absent = || {
-        Guard::absent(match status.landlock {
-            LandlockStatus::NotEnabled => "Landlock is built into this kernel but not enabled",
-            LandlockStatus::NotImplemented => "this kernel has no Landlock",
-            LandlockStatus::Available { .. } => "Landlock did not enforce the rules",
-        })
-    };
-    let enforced = match (status.ruleset, abi) {
-        (RulesetStatus::NotEnforced, _) | (_, None) => None,
-        (enforced, Some(abi)) => Some((enforced, abi)),
-    };
-    let newer = |enforced: &RulesetStatus| {
-        if *enforced == RulesetStatus::PartiallyEnforced {
-            "; rights of newer Landlock versions are not available on this kernel"
-        } else {
-            ""
-        }
-    };
-    let writes = match &enforced {
-        _ if !plan.wants(Half::Writes) => {
-            Guard::absent("left out on purpose (writes off for a test)")
-        }
-        Some((enforced, abi)) => Guard::active(format!(
+    created.restrict_self()
+}
+
+/// How far Landlock holds once restricted: how fully the ruleset is enforced and under
+/// which ABI, or why it holds nothing.
+type Enforcement = Result<(RulesetStatus, ABI), &'static str>;
+
+/// Why Landlock holds nothing after this process restricted itself.
+fn why_not_enforced(landlock: LandlockStatus) -> &'static str {
+    match landlock {
+        LandlockStatus::NotEnabled => "Landlock is built into this kernel but not enabled",
+        LandlockStatus::NotImplemented => "this kernel has no Landlock",
+        LandlockStatus::Available { .. } => "Landlock did not enforce the rules",
+    }
+}
+
+/// What a partly enforced ruleset adds to a guard's detail.
+fn newer_rights_missing(enforced: &RulesetStatus) -> &'static str {
+    if *enforced == RulesetStatus::PartiallyEnforced {
+        "; rights of newer Landlock versions are not available on this kernel"
+    } else {
+        ""
+    }
+}
+
+/// The writes' guard: where the program may write, or why it may write anywhere.
+fn writes_guard(plan: &Plan, enforcement: &Enforcement) -> Guard {
+    if !plan.wants(Half::Writes) {
+        return Guard::absent("left out on purpose (writes off for a test)");
+    }
+    match enforcement {
+        Ok((enforced, abi)) => Guard::active(format!(
             "Landlock {abi:?}: {}{}",
-            match listed(&writable) {
+            match listed(&plan.writable()) {
                 Some(folders) => format!("writes only in {folders}"),
                 None => "writes nowhere".to_owned(),
             },
-            newer(enforced)
+            newer_rights_missing(enforced)
         )),
-        None => absent(),
-    };
-    let reads = match &enforced {
-        _ if !plan.wants(Half::Reads) => {
-            Guard::absent("left out on purpose (reads off for a test)")
-        }
-        Some((_, abi)) => Guard::active(format!(
+        Err(why) => Guard::absent(*why),
+    }
+}
+
+/// The reads' guard: what the program may read, or why it may read anything.
+fn reads_guard(plan: &Plan, enforcement: &Enforcement) -> Guard {
+    if !plan.wants(Half::Reads) {
+        return Guard::absent("left out on purpose (reads off for a test)");
+    }
+    match enforcement {
+        Ok((_, abi)) => Guard::active(format!(
             "Landlock {abi:?}: reads only in the system's programs, libraries and devices, part of /etc and /sys, /proc{}",
-            listed(
-                &readable
-                    .iter()
-                    .chain(&writable)
-                    .cloned()
-                    .collect::<Vec<_>>()
-            )
-            .map(|folders| format!(", and {folders}"))
-            .unwrap_or_default()
+            listed(&plan.needed())
+                .map(|folders| format!(", and {folders}"))
+                .unwrap_or_default()
         )),
-        None => absent(),
-    };
-    Ok((writes, reads, abi))
+        Err(why) => Guard::absent(*why),
+    }
 }
 
 /// The signals that ask the launcher to stop, blocked and turned into a file it reads

@@ -508,59 +508,11 @@ impl LocalAssetFolder {
                 root.display()
             ))
         })?;
-        let mut entries = Vec::new();
-        let mut seen_folders = HashSet::new();
-        if let Ok(real) = root.canonicalize() {
-            seen_folders.insert(real);
-        }
-        let mut pending = vec![(root.to_path_buf(), 0usize, Some(listing))];
-        let mut looked_at = 0usize;
-        let mut truncated = false;
-        while let Some((folder, depth, listing)) = pending.pop() {
-            let listing = match listing.map_or_else(|| std::fs::read_dir(&folder), Ok) {
-                Ok(listing) => listing,
-                Err(err) => {
-                    tracing::warn!(folder = %folder.display(), %err, "asset subfolder skipped: it cannot be read");
-                    continue;
-                }
-            };
-            let mut items: Vec<PathBuf> = listing.flatten().map(|item| item.path()).collect();
-            items.sort();
-            // Subfolders are pushed in reverse, so they are scanned in name order.
-            let mut subfolders = Vec::new();
-            for path in items {
-                looked_at += 1;
-                if looked_at > MAX_FOLDER_ENTRIES || entries.len() >= MAX_FOLDER_ASSETS {
-                    truncated = true;
-                    break;
-                }
-                let hidden = path
-                    .file_name()
-                    .is_some_and(|name| name.to_string_lossy().starts_with('.'));
-                if hidden {
-                    continue;
-                }
-                if path.is_dir() {
-                    if depth < MAX_FOLDER_DEPTH
-                        && path
-                            .canonicalize()
-                            .is_ok_and(|real| seen_folders.insert(real))
-                    {
-                        subfolders.push(path);
-                    }
-                    continue;
-                }
-                if let Some(entry) = index_file(root, &path) {
-                    entries.push(entry);
-                }
-            }
-            if truncated {
-                break;
-            }
-            for subfolder in subfolders.into_iter().rev() {
-                pending.push((subfolder, depth + 1, None));
-            }
-        }
+        let FolderWalk {
+            mut entries,
+            truncated,
+            ..
+        } = FolderWalk::walk(root, listing);
         if truncated {
             tracing::warn!(
                 root = %root.display(),
@@ -587,6 +539,90 @@ impl LocalAssetFolder {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// A walk down an asset folder, depth first with each folder's entries in name order,
+/// bounded by [`MAX_FOLDER_DEPTH`], [`MAX_FOLDER_ENTRIES`] and [`MAX_FOLDER_ASSETS`].
+struct FolderWalk<'a> {
+    root: &'a Path,
+    entries: Vec<Entry>,
+    /// The real paths of the folders taken so far: a folder reached again through a link
+    /// is walked once.
+    seen_folders: HashSet<PathBuf>,
+    looked_at: usize,
+    /// Whether a bound stopped the walk before its end.
+    truncated: bool,
+}
+
+impl<'a> FolderWalk<'a> {
+    /// Walks down from `root`, whose `listing` is already open.
+    fn walk(root: &'a Path, listing: std::fs::ReadDir) -> Self {
+        let mut walk = Self {
+            root,
+            entries: Vec::new(),
+            seen_folders: HashSet::new(),
+            looked_at: 0,
+            truncated: false,
+        };
+        if let Ok(real) = root.canonicalize() {
+            walk.seen_folders.insert(real);
+        }
+        let mut pending = vec![(root.to_path_buf(), 0usize, Some(listing))];
+        while let Some((folder, depth, listing)) = pending.pop() {
+            let listing = match listing.map_or_else(|| std::fs::read_dir(&folder), Ok) {
+                Ok(listing) => listing,
+                Err(err) => {
+                    tracing::warn!(folder = %folder.display(), %err, "asset subfolder skipped: it cannot be read");
+                    continue;
+                }
+            };
+            let subfolders = walk.index_folder(listing, depth);
+            if walk.truncated {
+                break;
+            }
+            // Subfolders are pushed in reverse, so they are walked in name order.
+            for subfolder in subfolders.into_iter().rev() {
+                pending.push((subfolder, depth + 1, None));
+            }
+        }
+        walk
+    }
+
+    /// Indexes the asset files of one folder, `depth` levels below the root, in name
+    /// order; returns its subfolders still to walk, hidden ones and those too deep or
+    /// walked before left out.
+    fn index_folder(&mut self, listing: std::fs::ReadDir, depth: usize) -> Vec<PathBuf> {
+        let mut items: Vec<PathBuf> = listing.flatten().map(|item| item.path()).collect();
+        items.sort();
+        let mut subfolders = Vec::new();
+        for path in items {
+            self.looked_at += 1;
+            if self.looked_at > MAX_FOLDER_ENTRIES || self.entries.len() >= MAX_FOLDER_ASSETS {
+                self.truncated = true;
+                break;
+            }
+            let hidden = path
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with('.'));
+            if hidden {
+                continue;
+            }
+            if path.is_dir() {
+                if depth < MAX_FOLDER_DEPTH
+                    && path
+                        .canonicalize()
+                        .is_ok_and(|real| self.seen_folders.insert(real))
+                {
+                    subfolders.push(path);
+                }
+                continue;
+            }
+            if let Some(entry) = index_file(self.root, &path) {
+                self.entries.push(entry);
+            }
+        }
+        subfolders
     }
 }
 

@@ -20,7 +20,12 @@ use crate::registry::{CapturedRender, ToolError};
 /// How tools render: what the images should be, and how long a render may take.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderSettings {
+    /// Engine, size and samples of every render; the views from one camera (`set_camera`,
+    /// `investigate`, ...) are this size.
     pub spec: RenderSpec,
+    /// Width and height of each of `initialize_viewpoint`'s canonical views; by default
+    /// [`overview_view_size`] of `spec`'s.
+    pub overview_size: (u32, u32),
     pub timeout: Duration,
 }
 
@@ -28,9 +33,34 @@ impl RenderSettings {
     pub fn new(spec: RenderSpec) -> Self {
         Self {
             spec,
+            overview_size: overview_view_size(spec.width, spec.height),
             timeout: Duration::from_secs(600),
         }
     }
+
+    /// Renders the canonical views `width` x `height` each.
+    pub fn with_overview_size(mut self, width: u32, height: u32) -> Self {
+        self.overview_size = (width, height);
+        self
+    }
+
+    /// The spec of one canonical view: [`Self::spec`] at [`Self::overview_size`].
+    pub fn overview_spec(&self) -> RenderSpec {
+        let (width, height) = self.overview_size;
+        RenderSpec {
+            width,
+            height,
+            ..self.spec
+        }
+    }
+}
+
+/// The default size of each canonical view for renders of `width` x `height`: half of each
+/// side (rounded up). The four views reach the model as one 2x2 montage, which at this size
+/// is about as large as one render, and together they cost about as much as one render
+/// (Cycles' time goes with the number of pixels), not four.
+pub fn overview_view_size(width: u32, height: u32) -> (u32, u32) {
+    (width.div_ceil(2), height.div_ceil(2))
 }
 
 impl Default for RenderSettings {
@@ -169,8 +199,8 @@ impl ToolContext {
     }
 
     /// Frames `objects` (every visible mesh when empty) from each of `views`' directions
-    /// and renders it with the run's render settings, in one Blender call; one render per
-    /// view, in order, each with the camera state that made it.
+    /// and renders it with the run's render settings at the overview size, in one Blender
+    /// call; one render per view, in order, each with the camera state that made it.
     pub async fn render_framed_views(
         &self,
         views: &[(&str, [f64; 3])],
@@ -181,7 +211,7 @@ impl ToolContext {
             objects,
             padding,
             directions: views.iter().map(|(_, direction)| *direction).collect(),
-            spec: self.render.spec,
+            spec: self.render.overview_spec(),
             output_paths: Vec::new(),
         };
         let framed = self
@@ -229,7 +259,7 @@ fn keep(file: Option<PathBuf>, output: &RenderOutput) -> Result<Option<PathBuf>,
     let Some(file) = file else {
         return Ok(None);
     };
-    viga_memory::files::write_atomic(&file, &output.image.data).map_err(|err| {
+    viga_io::files::write_atomic(&file, &output.image.data).map_err(|err| {
         ToolError::Fatal(format!(
             "could not keep the render {}: {err}",
             file.display()

@@ -22,7 +22,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::{HeaderValue, LOCATION};
 use tokio::io::AsyncWriteExt as _;
-use viga_provider::net::error_chain;
+use viga_io::net::error_chain;
 
 use crate::registry::ToolError;
 
@@ -144,7 +144,7 @@ impl std::fmt::Debug for ServiceClient {
 impl ServiceClient {
     /// The client for `spec`; `Err` says why it cannot be built.
     pub fn new(spec: ServiceSpec) -> Result<Self, String> {
-        viga_provider::net::install_crypto_provider();
+        viga_io::net::install_crypto_provider();
         let redirect_origin = spec.origin.clone();
         let redirect_hosts = spec.hosts.clone();
         let name = spec.name.clone();
@@ -165,7 +165,7 @@ impl ServiceClient {
             .read_timeout(spec.idle_timeout)
             .redirect(policy)
             .user_agent(concat!("viga/", env!("CARGO_PKG_VERSION")));
-        if viga_provider::net::is_loopback(&spec.origin) {
+        if viga_io::net::is_loopback(&spec.origin) {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|err| {

@@ -155,6 +155,22 @@ impl ReconstructionService {
     ) -> Result<Reconstruction, FetchError> {
         let started = Instant::now();
         let deadline = started + self.config.deadline;
+        let answer = self.ask(pictures).await?;
+        let entries = object_entries(&answer)?;
+        let (objects, refused) = self.take_all(entries, into, deadline).await;
+        if objects.is_empty() {
+            return Err(none_usable(&refused));
+        }
+        Ok(Reconstruction {
+            objects,
+            refused,
+            answer,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Sends the pictures as the contract describes and reads the service's answer as JSON.
+    async fn ask(&self, pictures: &[ReferencePicture]) -> Result<Value, FetchError> {
         let body = serde_json::json!({
             "viga_init": INIT_PROTOCOL,
             "pictures": pictures.iter().map(|picture| serde_json::json!({
@@ -174,24 +190,21 @@ impl ReconstructionService {
                 "the reconstruction request",
             )
             .await?;
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|err| {
+        serde_json::from_slice(&bytes).map_err(|err| {
             FetchError::new(format!(
                 "the reconstruction service's answer is not JSON ({err}); docs/init-service.md describes what it must send"
             ))
-        })?;
-        let entries = answer
-            .get("objects")
-            .and_then(Value::as_array)
-            .ok_or_else(|| {
-                FetchError::new(
-                    "the reconstruction service's answer has no \"objects\" list; docs/init-service.md describes what it must send".to_owned(),
-                )
-            })?;
-        if entries.is_empty() {
-            return Err(FetchError::new(
-                "the reconstruction service found no object in the target picture; start without --init".to_owned(),
-            ));
-        }
+        })
+    }
+
+    /// Takes the answer's objects in turn, at most `max_objects` of them; one that fails a
+    /// check is refused with its reason, and the others go on.
+    async fn take_all(
+        &self,
+        entries: &[Value],
+        into: &Path,
+        deadline: Instant,
+    ) -> (Vec<ReconstructedObject>, Vec<RefusedObject>) {
         let mut objects = Vec::new();
         let mut refused = Vec::new();
         let mut total = 0u64;
@@ -217,22 +230,7 @@ impl ReconstructionService {
                 }),
             }
         }
-        if objects.is_empty() {
-            let reasons: Vec<String> = refused
-                .iter()
-                .map(|r| format!("{}: {}", r.name, r.reason))
-                .collect();
-            return Err(FetchError::new(format!(
-                "viga could use none of the reconstruction service's objects:\n  - {}",
-                reasons.join("\n  - ")
-            )));
-        }
-        Ok(Reconstruction {
-            objects,
-            refused,
-            answer,
-            seconds: started.elapsed().as_secs_f64(),
-        })
+        (objects, refused)
     }
 
     /// One object of the answer, checked and its mesh downloaded; `Err` says why it is not
@@ -318,6 +316,36 @@ impl ReconstructionService {
             }
         }
     }
+}
+
+/// The objects of the service's answer; `Err` when it has no list of them, or an empty one.
+fn object_entries(answer: &Value) -> Result<&[Value], FetchError> {
+    let entries = answer
+        .get("objects")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            FetchError::new(
+                "the reconstruction service's answer has no \"objects\" list; docs/init-service.md describes what it must send".to_owned(),
+            )
+        })?;
+    if entries.is_empty() {
+        return Err(FetchError::new(
+            "the reconstruction service found no object in the target picture; start without --init".to_owned(),
+        ));
+    }
+    Ok(entries)
+}
+
+/// The error for an answer of which no object could be used: each one's reason.
+fn none_usable(refused: &[RefusedObject]) -> FetchError {
+    let reasons: Vec<String> = refused
+        .iter()
+        .map(|r| format!("{}: {}", r.name, r.reason))
+        .collect();
+    FetchError::new(format!(
+        "viga could use none of the reconstruction service's objects:\n  - {}",
+        reasons.join("\n  - ")
+    ))
 }
 
 fn check_name(name: &str) -> Result<(), String> {

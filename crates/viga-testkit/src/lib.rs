@@ -7,8 +7,10 @@
 //! ([`kill_after`], or [`output_within`] and [`status_within`] in place of `Command::output`
 //! and `Command::status`).
 //!
-//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), small
-//! mesh files ([`mesh`]) and pictures ([`picture`]).
+//! Tests that stand in for a web service get a loopback server ([`http::TestServer`]), a model
+//! server replaying answers over OpenAI's chat completions API on it ([`openai`]), small mesh
+//! files ([`mesh`]) and pictures ([`picture`]). Tests of a person's scene write it down with
+//! [`scene::SCENE_DUMP`].
 //!
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
@@ -20,7 +22,9 @@ pub mod websocket;
 
 pub mod http;
 pub mod mesh;
+pub mod openai;
 pub mod picture;
+pub mod scene;
 
 use std::future::Future;
 use std::panic::Location;

@@ -42,7 +42,7 @@ ARGS = parse_args()
 sys.path.insert(0, os.path.abspath(ARGS.package_dir))
 
 import viga_blender  # noqa: E402 - found through --package-dir
-from viga_blender import history, operators, panels, preferences, properties, runner, viga_bridge  # noqa: E402
+from viga_blender import background, chat, history, keys, operators, panels, preferences, properties, runner, viga_bridge  # noqa: E402
 
 PACKAGE = viga_blender.__name__
 TMP = tempfile.mkdtemp(prefix="viga_ui_checks_")
@@ -184,9 +184,10 @@ import json, os, shutil, signal, struct, sys, time, zlib
 
 SCENARIO = json.loads({scenario!r})
 args = sys.argv[1:]
+stdin = sys.stdin.read() if SCENARIO.get("read_stdin") else ""
 with open(SCENARIO["argv_file"], "w") as handle:
     json.dump({{"argv": args, "pid": os.getpid(), "containment": os.environ.get("VIGA_CONTAINMENT"),
-               "test_without": os.environ.get("VIGA_CONTAIN_TEST_WITHOUT")}}, handle)
+               "test_without": os.environ.get("VIGA_CONTAIN_TEST_WITHOUT"), "stdin": stdin}}, handle)
 # Like viga, which installs its own SIGINT handler: a fake started from a shell that ignores
 # SIGINT (a background job, nohup, CI) would otherwise inherit the ignored signal.
 signal.signal(signal.SIGINT, signal.SIG_IGN if SCENARIO.get("ignore_sigint") else signal.default_int_handler)
@@ -200,7 +201,7 @@ def png(width, height):
     return b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
-output = args[args.index("--output") + 1] if "--output" in args else args[1] if args[0] == "resume" else "."
+output = args[args.index("--output") + 1] if "--output" in args else args[1] if args[0] in ("resume", "apply") else "."
 run = os.path.join(output, SCENARIO["run_subdir"]) if SCENARIO.get("run_subdir") else output
 
 
@@ -325,7 +326,10 @@ def configure(**overrides):
     resets the key variable."""
     values = dict(
         provider="scripted", model="", base_url="", api_key_env="", script=SCRIPT_FILE,
-        render_engine="WORKBENCH", render_size=512, samples=0, max_iterations=5, memory_window=3,
+        verifier_engine="AUTO", render_size=512, samples=0, max_iterations=5, memory_window=3,
+        program_timeout=60.0, plan_each_iteration=True, generator_tools="AUTO", generator_max_turns=6,
+        assets_folder="", polyhaven=False, assets_generate="NONE", gn_max_rounds=6,
+        gn_gates=set(preferences.ALL_GATES), gn_cache=False, presets_folder="", agent_max_steps=12,
         python_mode="SAFE", containment="AUTO", viga_path="", runs_folder=RUNS,
     )
     values.update(overrides)
@@ -342,20 +346,39 @@ def reset():
     st.state = "IDLE"
     for key in ("task", "step", "verdict", "run_folder", "report_path", "final_program", "message"):
         setattr(st, key, "")
-    st.iteration = st.max_iterations = st.tokens_in = st.tokens_out = 0
-    st.applied = False
+    st.iteration = st.max_iterations = st.tokens_in = st.tokens_out = st.applied_iteration = 0
+    st.applied = st.applying = False
+    st.streaming_text = st.streaming_role = ""
     runner.clear_thumbnails()
+    wait_until_idle()
     sc = settings()
     sc.mode = "SCENE"
-    sc.task = sc.request = sc.command = sc.target_file = sc.addons_folder = ""
+    sc.task = sc.request = sc.command = sc.target_file = sc.addons_folder = sc.target_folder = ""
+    sc.target_camera = sc.frames = sc.preset = sc.preset_name = ""
+    sc.target_views.clear()
+    for runs in (sc.scene_runs, sc.gn_runs, sc.agent_runs):
+        runs.clear()
+    chat.clear(bpy.context.window_manager)
+    bpy.context.window_manager.viga_chat_mode = ""
     sc.target_source = "FILE"
     sc.target_image = None
+    keys._status.clear()
     bpy.context.window_manager.viga_gn_in_this_blender = False
     configure()
     viga_bridge.addon_connection_path = lambda: CONNECTION_FILE
     operators.open_in_browser = ORIGINAL_OPENER
     cube = bpy.data.objects.get("Cube")
     bpy.context.view_layer.objects.active = cube
+
+
+def wait_until_idle(timeout=RUN_TIMEOUT_S):
+    """Pumps until no background job (a key command, an apply, reading a conversation) is left."""
+    deadline = time.monotonic() + timeout
+    while background.busy() or chat.is_loading():
+        if time.monotonic() > deadline:
+            raise AssertionError("background work did not end within %.0f s" % timeout)
+        runner.pump()
+        time.sleep(0.005)
 
 
 def wait_for_run(timeout=RUN_TIMEOUT_S, on_pump=None):
@@ -406,9 +429,12 @@ def check(function):
 @check
 def registration():
     for name in ("start_run", "cancel_run", "apply_result", "discard_result", "refresh_addon_tools",
-                 "refresh_history", "open_report", "resume_run", "clear_log"):
+                 "refresh_history", "open_report", "resume_run", "clear_log", "new_conversation", "reload_chat",
+                 "show_program", "add_target_view", "remove_target_view", "refresh_presets", "import_preset",
+                 "export_preset", "set_key", "forget_key"):
         getattr(bpy.ops.viga, name).get_rna_type()
-    for name in ("VIGA_PT_main", "VIGA_PT_status", "VIGA_PT_history", "VIGA_PT_log", "VIGA_UL_log"):
+    for name in ("VIGA_PT_main", "VIGA_PT_status", "VIGA_PT_history", "VIGA_PT_log", "VIGA_UL_log",
+                 "VIGA_UL_chat", "VIGA_PT_presets"):
         assert hasattr(bpy.types, name), name
     assert hasattr(bpy.types.Scene, "viga") and hasattr(bpy.types.WindowManager, "viga_run")
     assert bpy.app.timers.is_registered(runner.tick), "the runner's tick is not a registered timer"
@@ -444,23 +470,35 @@ def preferences_draw():
             configure(provider=provider, model="m")
             calls = draw(preferences.VigaPreferences, source=prefs())
             drawn = drawn_props(calls)
-            for name in ("provider", "render_engine", "render_size", "samples", "max_iterations",
-                         "memory_window", "python_mode", "viga_path", "runs_folder"):
+            for name in ("provider", "verifier_engine", "render_size", "samples", "max_iterations",
+                         "memory_window", "program_timeout", "plan_each_iteration", "generator_tools",
+                         "generator_max_turns", "assets_folder", "polyhaven", "assets_generate", "gn_max_rounds",
+                         "gn_gates", "gn_cache", "presets_folder", "agent_max_steps", "python_mode",
+                         "containment", "viga_path", "runs_folder"):
                 assert name in drawn, (provider, name)
             assert ("script" in drawn) == (provider == "scripted"), provider
             variable = preferences.DEFAULT_KEY_VARIABLES.get(provider)
+            ops = buttons(calls)
             if variable:
-                assert has_label(calls, variable + " is not set"), (provider, labels(calls))
+                assert ops["viga.set_key"]["button"].values["variable"] == variable, (provider, ops)
+                assert not has_label(calls, "No key for"), "nothing is known of the key store yet"
+                keys._status[variable] = (False, "%s: not kept, and not set in the environment" % variable)
+                calls = draw(preferences.VigaPreferences, source=prefs())
+                assert has_label(calls, "No key for " + variable) and has_label(calls, "not kept"), (provider, labels(calls))
                 os.environ[variable] = "sk-test"
-                assert not has_label(draw(preferences.VigaPreferences, source=prefs()), "is not set")
+                assert not has_label(draw(preferences.VigaPreferences, source=prefs()), "No key for")
                 os.environ.pop(variable)
+                keys._status[variable] = (True, "%s: kept in the Secret Service keyring" % variable)
+                calls = draw(preferences.VigaPreferences, source=prefs())
+                assert not has_label(calls, "No key for") and has_label(calls, "kept in the Secret Service"), labels(calls)
             else:
-                assert not has_label(calls, "is not set"), (provider, labels(calls))
+                assert "viga.set_key" not in ops and not has_label(calls, "No key for"), (provider, labels(calls))
         configure(provider="openai_compatible", model="", base_url="")
         calls = draw(preferences.VigaPreferences, source=prefs())
         assert has_label(calls, "base URL") and has_label(calls, "Name the model"), labels(calls)
         configure(provider="openai_compatible", model="qwen", base_url="http://localhost:11434/v1", api_key_env="LOCAL_KEY")
-        assert has_label(draw(preferences.VigaPreferences, source=prefs()), "LOCAL_KEY is not set")
+        keys._status["LOCAL_KEY"] = (False, "LOCAL_KEY: not kept")
+        assert has_label(draw(preferences.VigaPreferences, source=prefs()), "No key for LOCAL_KEY")
     finally:
         for variable, value in saved.items():
             if value is None:
@@ -508,7 +546,8 @@ def main_panel_every_mode_and_state():
     configure(python_mode="TRUSTED")
     assert has_label(draw(main), "skip safe mode's filter")
     configure(provider="openai", model="gpt-4o", api_key_env="VIGA_UNSET_TEST_VARIABLE")
-    assert has_label(draw(main), "VIGA_UNSET_TEST_VARIABLE is not set")
+    keys._status["VIGA_UNSET_TEST_VARIABLE"] = (False, "not kept")
+    assert has_label(draw(main), "No key for VIGA_UNSET_TEST_VARIABLE")
 
 
 @check
@@ -655,21 +694,46 @@ def history_listing():
 @check
 def command_lines():
     configure(provider="openai_compatible", model="-odd-model", base_url="http://localhost:11434/v1",
-              api_key_env="LOCAL_KEY", render_engine="CYCLES", render_size=256, samples=16,
-              max_iterations=4, memory_window=2)
-    argv = runner.scene_command("/bin/viga", "/c.json", "-a task", "/t.png", prefs(), "/runs")
+              api_key_env="LOCAL_KEY", verifier_engine="EEVEE", render_size=256, samples=16,
+              max_iterations=4, memory_window=2, program_timeout=12.5, generator_tools="OFF",
+              generator_max_turns=3, plan_each_iteration=False, assets_folder=TMP, polyhaven=True,
+              assets_generate="MESHY")
+    argv = runner.scene_command("/bin/viga", "/c.json", "-a task", ["/t.png", "Side=/s.png"], prefs(), "/runs",
+                                continue_from="/runs/scene/1/a", camera="Front", frames="1,24")
     assert argv == [
         "/bin/viga", "run", "--attach", "--connection", "/c.json", "--apply", "never", "--events", "jsonl",
-        "--task=-a task", "--target", "/t.png", "--provider", "openai_compatible", "--model=-odd-model",
-        "--base-url", "http://localhost:11434/v1", "--api-key-env", "LOCAL_KEY", "--engine", "cycles",
-        "--resolution", "256", "--samples", "16", "--max-iterations", "4", "--memory", "2", "--output", "/runs",
+        "--task=-a task", "--target", "/t.png", "--target", "Side=/s.png", "--camera", "Front", "--frames", "1,24",
+        "--continue", "/runs/scene/1/a", "--provider", "openai_compatible", "--model=-odd-model",
+        "--base-url", "http://localhost:11434/v1", "--api-key-env", "LOCAL_KEY", "--engine", "eevee",
+        "--resolution", "256", "--samples", "16", "--max-iterations", "4", "--memory", "2",
+        "--program-timeout", "12.5", "--generator-tools", "off", "--generator-max-turns", "3", "--no-plan",
+        "--assets", TMP, "--polyhaven", "--assets-generate", "meshy", "--output", "/runs",
     ], argv
+    # The verifier's engine is viga's choice by default: Cycles when there is a target.
+    configure(verifier_engine="AUTO")
+    assert "--engine" not in runner.scene_command("/bin/viga", "/c.json", "t", ["/t.png"], prefs(), "/runs")
     configure()
     argv = runner.gn_command("/bin/viga", "/c.json", "scatter cubes", "Plane", prefs(), "/runs")
     assert argv == [
         "/bin/viga", "gn", "--attach", "--connection", "/c.json", "--events", "jsonl",
-        "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs", "--", "scatter cubes",
+        "--object", "Plane", "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs",
+        "--max-rounds", "6", "--", "scatter cubes",
     ], argv
+    configure(gn_max_rounds=3, gn_gates={"output_connected", "no_modifier_error"}, gn_cache=True)
+    argv = runner.gn_command("/bin/viga", "/c.json", "more", "Plane", prefs(), "/runs", continue_from="/runs/gn/1",
+                             save_preset="dense", presets_root="/presets")
+    assert argv[-13:] == ["--max-rounds", "3", "--gates", "no_modifier_error,output_connected", "--cache",
+                          "--continue", "/runs/gn/1", "--save-preset", "dense", "--presets-dir", "/presets",
+                          "--", "more"], argv
+    # A preset is applied as a run of its own: no model, so no cache and no follow-up.
+    argv = runner.gn_command("/bin/viga", "/c.json", "grid", "Plane", prefs(), "/runs", continue_from="/runs/gn/1",
+                             preset="/presets/grid.json", presets_root="/presets")
+    assert "--continue" not in argv and "--cache" not in argv, argv
+    assert argv[-6:] == ["--preset", "/presets/grid.json", "--presets-dir", "/presets", "--", "grid"], argv
+    configure()
+    assert runner.apply_command("/bin/viga", "/c.json", "/runs/r", 0) == [
+        "/bin/viga", "apply", "/runs/r", "--attach", "--connection", "/c.json", "--events", "jsonl"]
+    assert runner.apply_command("/bin/viga", "/c.json", "/runs/r", 2)[-2:] == ["--iteration", "2"]
     # A request that is one of `viga gn`'s own words still reaches it as the request.
     argv = runner.gn_command("/bin/viga", "/c.json", "preset", "Plane", prefs(), "/runs")
     assert argv[-2:] == ["--", "preset"], argv
@@ -680,10 +744,12 @@ def command_lines():
     argv = runner.gn_command("/bin/viga", "/c.json", "x", "Plane", prefs(), "/runs", unrestricted=True, in_this_blender=True)
     assert argv[-5:] == ["--trusted-python", "--trusted", "--confirm-trusted", "--", "x"], argv
     assert runner.resume_command("/bin/viga", "/r") == ["/bin/viga", "resume", "/r", "--events", "jsonl"]
-    argv = runner.agent_command("/bin/viga", "/c.json", "put the lamp left", "", prefs(), "/runs")
+    argv = runner.agent_command("/bin/viga", "/c.json", "put the lamp left", "", prefs(), "/runs",
+                                continue_from="/runs/agent/1/a")
     assert argv == [
         "/bin/viga", "agent", "put the lamp left", "--attach", "--connection", "/c.json", "--events", "jsonl",
-        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", "/runs",
+        "--continue", "/runs/agent/1/a", "--provider", "scripted", "--script", SCRIPT_FILE,
+        "--max-steps", "12", "--resolution", "512", "--output", "/runs",
     ], argv
     argv = runner.agent_command("/bin/viga", "/c.json", "-x", "/addons", prefs(), "/runs")
     assert argv[1:3] == ["agent", "--attach"] and argv[-2:] == ["--", "-x"] and argv[7:9] == ["--addons", "/addons"], argv
@@ -747,7 +813,8 @@ def start_run_refusals():
     configure(viga_path=os.path.join(TMP, "nowhere", "viga"))
     expect_refusal(start, "not an executable file")
     configure(provider="openai", model="gpt-4o", api_key_env="VIGA_UNSET_TEST_VARIABLE", viga_path=fake)
-    expect_refusal(start, "VIGA_UNSET_TEST_VARIABLE is not set")
+    keys._status["VIGA_UNSET_TEST_VARIABLE"] = (False, "not kept")
+    expect_refusal(start, "No key for VIGA_UNSET_TEST_VARIABLE")
     configure(viga_path=fake)
     settings().mode = "GEOMETRY_NODES"
     expect_refusal(start, "request field")
@@ -785,8 +852,9 @@ def scene_run_streams_events():
     recorded = recorded_argv(argv_file)["argv"]
     assert recorded == [
         "run", "--attach", "--connection", CONNECTION_FILE, "--apply", "never", "--events", "jsonl",
-        "--task", SCENE_TASK, "--provider", "scripted", "--script", SCRIPT_FILE, "--engine", "workbench",
-        "--resolution", "512", "--max-iterations", "5", "--memory", "3", "--output", RUNS,
+        "--task", SCENE_TASK, "--provider", "scripted", "--script", SCRIPT_FILE,
+        "--resolution", "512", "--max-iterations", "5", "--memory", "3", "--program-timeout", "60",
+        "--generator-tools", "auto", "--generator-max-turns", "6", "--output", RUNS,
     ], recorded
     seen = [step for state, step, _ in steps if state == "RUNNING"]
     for step in ("planning", "writing code", "fast retry (attempt 1)", "fast retry", "verifying"):
@@ -905,15 +973,15 @@ def gn_run_trusted_and_no_apply():
     argv = recorded_argv(argv_file)["argv"]
     assert argv == [
         "gn", "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl", "--object", "Cube",
-        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS, "--trusted-python", "--confirm-trusted",
-        "--", "scatter cubes",
+        "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS, "--max-rounds", "6",
+        "--trusted-python", "--confirm-trusted", "--", "scatter cubes",
     ], argv
     assert "requesting context" in steps and "generating" in steps, steps
     st = status()
     assert (st.state, st.kind, st.iteration, st.final_program) == ("FINISHED", "GN", 2, ""), (st.state, st.kind, st.iteration)
     log = "\n".join(log_texts())
     assert "Gates failed: OUTPUT_CONNECTED. the output is not linked" in log and "Step s1 (GN_OPS): succeeded added nodes" in log, log
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Only a finished scene run")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "scene run")
     assert history.run_kind(st.run_folder) == "gn"
 
 
@@ -951,7 +1019,8 @@ def agent_run_streams_steps_and_tools():
     argv = recorded_argv(argv_file)["argv"]
     assert argv == [
         "agent", AGENT_COMMAND, "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl",
-        "--addons", FIXTURE_ADDONS, "--provider", "scripted", "--script", SCRIPT_FILE, "--output", RUNS,
+        "--addons", FIXTURE_ADDONS, "--provider", "scripted", "--script", SCRIPT_FILE, "--max-steps", "12",
+        "--resolution", "512", "--output", RUNS,
     ], argv
     for seen in ((1, "last tool: place_object_relative (refused)"), (2, "last tool: place_object_relative"), (3, "choosing the next command")):
         assert seen in steps, (seen, steps)
@@ -963,7 +1032,7 @@ def agent_run_streams_steps_and_tools():
     assert history.run_kind(st.run_folder) == "agent"
     calls = draw(panels.VIGA_PT_status)
     assert has_label(calls, "The lamp now stands") and "viga.open_report" in buttons(calls), labels(calls)
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Only a finished scene run")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "scene run")
 
 
 @check
@@ -1154,9 +1223,268 @@ def finished_scene_run(code):
     program = os.path.join(folder, "final.py")
     with open(program, "w", encoding="utf-8") as handle:
         handle.write(code)
+    with open(os.path.join(folder, "args.json"), "w", encoding="utf-8") as handle:
+        json.dump({"task": "a torus", "max_iterations": 3}, handle)
     st = status()
     st.state, st.kind, st.task, st.run_folder, st.final_program, st.applied = "FINISHED", "SCENE", "a torus", folder, program, False
     return program
+
+
+CHAT_TASK = "a red crate"
+CHAT_EVENTS = [
+    ("run_started", dict(run_id="c1", task=CHAT_TASK, protocol_version=1)),
+    ("iteration_started", dict(index=1)),
+    ("plan_produced", dict(index=1, plan="1. a crate\n2. paint it red")),
+    ("code_produced", dict(index=1, attempt=0, code="import bpy\nbpy.ops.mesh.primitive_cube_add()\n")),
+    ("execution_finished", dict(index=1, attempt=0, result={"stdout": "", "stderr": "", "duration_ms": 4.0})),
+    ("tool_invoked", dict(index=1, tool="set_camera", ok=True, summary="camera moved")),
+    ("render_produced", dict(index=1, render_id="renders/1/front.png", view="front", width=8, height=6,
+                             render_ms=3.0, engine="CYCLES")),
+    ("feedback_produced", dict(index=1, feedback={"visual_differences": ["it is grey"], "suggestions": [], "accepted": False})),
+    ("iteration_finished", dict(record={"index": 1, "code": "import bpy\nbpy.ops.mesh.primitive_cube_add()\n",
+                                        "failure": "E3"})),
+    ("iteration_started", dict(index=2)),
+    ("code_produced", dict(index=2, attempt=0, code="raise ValueError('no')\n")),
+    ("execution_finished", dict(index=2, attempt=0, failure="E1", result={"stdout": "", "stderr": "", "duration_ms": 1.0,
+                                "error": {"error_type": "ValueError", "message": "no", "traceback": "", "line": 1}})),
+    ("iteration_finished", dict(record={"index": 2, "code": "raise ValueError('no')\n", "failure": "E1"})),
+    ("run_finished", dict(stop={"reason": "max_iterations"}, iterations=2)),
+]
+
+
+def chat_run(name, task=CHAT_TASK, subdir="scene/20250101-000000/red_crate"):
+    """A fake scene run whose stream and events.jsonl hold CHAT_EVENTS, with model text."""
+    lines = [{"kind": "run_folder", "path": "{run}"},
+             {"kind": "model_text", "index": 1, "role": "planner", "delta": "1. a cr"},
+             {"kind": "model_text", "index": 1, "role": "planner", "delta": "ate"}]
+    lines += [event(seq, kind, **fields) for seq, (kind, fields) in enumerate(CHAT_EVENTS, start=1)]
+    lines.append({"kind": "finished", "stop": {"reason": "max_iterations"}, "message": "budget spent",
+                  "final_program": "{run}/final.py", "exit_code": 0})
+    files = {
+        "args.json": json.dumps({"task": task, "max_iterations": 2}),
+        "events.jsonl": "".join(timed(seq, kind, **fields) + "\n" for seq, (kind, fields) in enumerate(CHAT_EVENTS, start=1)),
+        "renders/1/front.png": "PNG",
+        "target.png": "PNG",
+        "final.py": "import bpy\n",
+    }
+    path, argv_file = fake_viga(name, run_subdir=subdir, lines=lines, files=files)
+    configure(viga_path=path)
+    settings().task = task
+    return argv_file
+
+
+def chat_kinds():
+    return [entry.kind for entry in bpy.context.window_manager.viga_chat]
+
+
+@check
+def the_chat_follows_a_run_then_reads_it_back_from_its_folder():
+    argv_file = chat_run("fake_chat")
+    seen_streaming = []
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run(on_pump=lambda: seen_streaming.append(status().streaming_text))
+    assert "1. a crate" in seen_streaming, seen_streaming
+    assert "--continue" not in recorded_argv(argv_file)["argv"], "the first message starts the conversation"
+    run = os.path.join(RUNS, "scene/20250101-000000/red_crate")
+    assert [r.path for r in settings().scene_runs] == [run], "the turn joins the .blend's conversation"
+    wait_until_idle()  # the chat is read again from the run folder
+    wm = bpy.context.window_manager
+    assert wm.viga_chat_mode == "SCENE"
+    kinds = chat_kinds()
+    assert kinds[:9] == ["REQUEST", "ITERATION", "PLAN", "CODE", "RESULT", "TOOL", "RENDER", "VERDICT", "ITERATION"], kinds
+    assert kinds[-1] == "END", kinds
+    entries = list(wm.viga_chat)
+    assert entries[0].text == CHAT_TASK and entries[0].turn == 1
+    assert entries[1].ran and not entries[8].ran, "iteration 1 ran (E3), iteration 2 failed (E1)"
+    render = entries[6]
+    assert render.image == os.path.join(run, "renders/1/front.png") and render.target == os.path.join(run, "target.png")
+    assert "Cycles" in render.text, render.text
+    assert entries[3].detail.startswith("import bpy") and "2. paint it red" in entries[2].detail
+    # Programs fold under their iteration.
+    shown = chat.visible(wm.viga_chat)
+    assert [k for k, v in zip(kinds, shown) if not v] == ["CODE", "CODE"], (kinds, shown)
+    entries[1].expanded = True
+    assert chat.visible(wm.viga_chat)[3], "an open iteration shows its program"
+    # Every line draws; an iteration that ran offers Apply, the render shows beside the target.
+    for entry in entries:
+        rows = []
+        panels.VIGA_UL_chat.draw_item(None, bpy.context, Recorder(rows), wm, entry, 0, wm, "viga_chat_index", 0)
+        assert rows, entry.kind
+        if entry.kind == "ITERATION" and entry.ran:
+            apply = buttons(rows)["viga.apply_result"]["button"].values
+            assert apply == {"run_folder": run, "iteration": 1}, apply
+    main = draw(panels.VIGA_PT_main)
+    assert any(c["method"] == "template_list" and c["args"]["listtype_name"] == "VIGA_UL_chat" for c in main)
+    wm.viga_chat_index = 6
+    assert has_label(draw(panels.VIGA_PT_main), "target")
+    wm.viga_chat_index = 3
+    assert has_label(draw(panels.VIGA_PT_main), "bpy.ops.mesh.primitive_cube_add()"), "the program shows whole"
+    # The review before applying: the plan, and each iteration that ran with Apply.
+    calls = draw(panels.VIGA_PT_status)
+    assert has_label(calls, "Review before applying") and has_label(calls, "Plan: 1. a crate"), labels(calls)
+    assert has_label(calls, "Iteration 1 (the result)"), labels(calls)
+    applies = [c["button"].values for c in calls if c["method"] == "operator" and c["args"]["operator"] == "viga.apply_result"]
+    assert {"run_folder": run, "iteration": 1} in applies and {} in applies, applies
+    bpy.ops.viga.show_program("EXEC_DEFAULT", run_folder=run, iteration=1)
+    assert wm.viga_chat[wm.viga_chat_index].kind == "CODE"
+
+
+@check
+def a_new_message_continues_the_conversation():
+    chat_run("fake_chat_first", subdir="scene/1/first")
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    first = os.path.join(RUNS, "scene/1/first")
+    argv_file = chat_run("fake_chat_second", task="now make it red", subdir="scene/2/second")
+    assert buttons(draw(panels.VIGA_PT_main))["viga.start_run"]["args"]["text"] == "Send"
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    wait_until_idle()
+    argv = recorded_argv(argv_file)["argv"]
+    assert argv[argv.index("--continue") + 1] == first, argv
+    assert [r.path for r in settings().scene_runs] == [first, os.path.join(RUNS, "scene/2/second")]
+    requests = [(e.turn, e.text) for e in bpy.context.window_manager.viga_chat if e.kind == "REQUEST"]
+    assert requests == [(1, CHAT_TASK), (2, "now make it red")], requests
+    # Each mode has its own conversation.
+    settings().mode = "ADDON_TOOLS"
+    wait_until_idle()
+    assert len(bpy.context.window_manager.viga_chat) == 0 and bpy.context.window_manager.viga_chat_mode == "ADDON_TOOLS"
+    settings().mode = "SCENE"
+    wait_until_idle()
+    assert chat_kinds().count("REQUEST") == 2
+    # A new conversation: the next message continues nothing.
+    bpy.ops.viga.new_conversation("EXEC_DEFAULT")
+    assert len(settings().scene_runs) == 0 and len(bpy.context.window_manager.viga_chat) == 0
+    argv_file = chat_run("fake_chat_third", subdir="scene/3/third")
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    assert "--continue" not in recorded_argv(argv_file)["argv"]
+
+
+@check
+def the_conversation_survives_saving_and_opening_the_blend():
+    chat_run("fake_chat_saved", subdir="scene/4/saved")
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    wait_until_idle()
+    blend = os.path.join(TMP, "conversation.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=blend, compress=False)
+    bpy.ops.wm.read_homefile(use_empty=True)
+    wait_until_idle()
+    assert len(settings().scene_runs) == 0
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    wait_until_idle()
+    assert [r.path for r in settings().scene_runs] == [os.path.join(RUNS, "scene/4/saved")]
+    assert chat_kinds()[:2] == ["REQUEST", "ITERATION"], chat_kinds()
+    with open(blend, "rb") as handle:
+        assert b"scene/4/saved" in handle.read(), "the .blend keeps the run folder list"
+
+
+@check
+def a_key_given_in_the_preferences_goes_to_viga_on_its_standard_input():
+    secret = "sk-panel-canary-5150"
+    path, argv_file = fake_viga("fake_key", read_stdin=True, lines=["OPENAI_API_KEY: kept in the Secret Service keyring"])
+    configure(provider="openai", model="gpt-4o", api_key_env="OPENAI_API_KEY", viga_path=path)
+    wait_until_idle()
+    keys._status.clear()
+    bpy.ops.viga.set_key("EXEC_DEFAULT", variable="OPENAI_API_KEY", key=secret)
+    wait_until_idle()
+    recorded = recorded_argv(argv_file)
+    # The last command the fake saw is the status check after the set; the set came first.
+    assert recorded["argv"][:2] == ["key", "status"], recorded["argv"]
+    log = "\n".join(log_texts())
+    assert "OPENAI_API_KEY: kept in the Secret Service keyring" in log, log
+    assert secret not in log
+    assert keys.cached_status("OPENAI_API_KEY") is True
+    last = bpy.context.window_manager.operator_properties_last("viga.set_key")
+    assert last.key == "", "the dialog must not remember the key"
+    for name in preferences.VigaPreferences.__annotations__:
+        assert secret not in str(getattr(prefs(), name)), name
+    settings().task = "a marker the saved file must hold"
+    blend = os.path.join(TMP, "after_key.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=blend, compress=False)
+    with open(blend, "rb") as handle:
+        saved = handle.read()
+    assert b"a marker the saved file must hold" in saved, "the file is not readable as text: the check below would see nothing"
+    assert secret.encode() not in saved, "the key reached the .blend"
+
+
+@check
+def a_key_goes_in_on_stdin_never_on_the_command_line():
+    secret = "sk-stdin-canary-77"
+    path, argv_file = fake_viga("fake_key_set", read_stdin=True, lines=["X_KEY: kept"])
+    configure(provider="openai", model="gpt-4o", api_key_env="X_KEY", viga_path=path)
+    wait_until_idle()
+    done = []
+    keys._key_command(prefs(), "X_KEY", "set", secret, lambda level, text: done.append((level, text)))
+    while not done:
+        runner.pump()
+        time.sleep(0.005)
+    # Read before the status check that follows overwrites the fake's record.
+    recorded = recorded_argv(argv_file)
+    assert recorded["argv"] == ["key", "set", "X_KEY"] and recorded["stdin"] == secret, recorded
+    assert done == [("INFO", "X_KEY: kept")], done
+    wait_until_idle()
+
+
+@check
+def geometry_nodes_presets_from_the_panel():
+    store = os.path.join(TMP, "presets")
+    os.makedirs(store, exist_ok=True)
+    with open(os.path.join(store, "grid.json"), "w", encoding="utf-8") as handle:
+        handle.write("{}")
+    configure(presets_folder=store)
+    bpy.ops.viga.refresh_presets("EXEC_DEFAULT")
+    assert operators.cached_presets() == ["grid"]
+    settings().mode = "GEOMETRY_NODES"
+    settings().request = "a grid"
+    settings().preset = "grid"
+    calls = draw(panels.VIGA_PT_presets)
+    assert has_label(calls, "Stored: grid") and has_label(calls, "applies the preset 'grid'"), labels(calls)
+    path, argv_file = fake_viga("fake_gn_preset", run_subdir="gn/p1", lines=[
+        {"kind": "run_folder", "path": "{run}"},
+        {"kind": "finished", "stop": {"reason": "accepted"}, "message": "preset applied", "final_program": None, "exit_code": 0},
+    ], files={"request.json": json.dumps({"request": "a grid"})})
+    configure(viga_path=path, presets_folder=store)
+    bpy.ops.viga.start_run("EXEC_DEFAULT")
+    wait_for_run()
+    argv = recorded_argv(argv_file)["argv"]
+    assert argv[argv.index("--preset") + 1] == os.path.join(store, "grid.json") and "--continue" not in argv, argv
+    settings().preset = "missing"
+    expect_refusal(lambda: bpy.ops.viga.start_run("EXEC_DEFAULT"), "There is no preset 'missing'")
+    path, argv_file = fake_viga("fake_preset_import", lines=["imported preset \"dense\""])
+    configure(viga_path=path, presets_folder=store)
+    bpy.ops.viga.import_preset("EXEC_DEFAULT", filepath=os.path.join(TMP, "dense.json"))
+    wait_until_idle()
+    assert recorded_argv(argv_file)["argv"] == ["gn", "preset", "import", os.path.join(TMP, "dense.json"), "--presets-dir", store]
+    settings().preset = "grid"
+    bpy.ops.viga.export_preset("EXEC_DEFAULT", filepath=os.path.join(TMP, "out.json"))
+    wait_until_idle()
+    assert recorded_argv(argv_file)["argv"] == ["gn", "preset", "export", "grid", os.path.join(TMP, "out.json"), "--presets-dir", store]
+
+
+@check
+def scene_targets_views_folders_and_frames():
+    first = write_png(os.path.join(TMP, "front.png"))
+    side = write_png(os.path.join(TMP, "side.png"))
+    settings().target_file = first
+    settings().target_camera = "Front"
+    settings().frames = "1,12"
+    bpy.ops.viga.add_target_view("EXEC_DEFAULT")
+    view = settings().target_views[0]
+    view.camera, view.file = "Side", side
+    calls = draw(panels.VIGA_PT_main)
+    assert {"target_camera", "frames", "camera", "file"} <= set(drawn_props(calls)), drawn_props(calls)
+    argv_file = start_scene_run(name="fake_views")
+    wait_for_run()
+    argv = recorded_argv(argv_file)["argv"]
+    targets = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--target"]
+    assert targets == [first, "Side=" + side] and argv[argv.index("--camera") + 1] == "Front", argv
+    assert argv[argv.index("--frames") + 1] == "1,12"
+    bpy.ops.viga.remove_target_view("EXEC_DEFAULT", index=0)
+    settings().target_source = "FOLDER"
+    settings().target_folder = os.path.join(TMP, "no_such_views")
+    expect_refusal(lambda: bpy.ops.viga.start_run("EXEC_DEFAULT"), "target folder does not exist")
 
 
 @check
@@ -1167,25 +1495,72 @@ def undo_steps_are_named_after_the_task_cut_short():
 
 
 @check
-def apply_result_is_one_undo_step():
+def apply_goes_through_viga_apply():
+    # The panel applies a result the way viga does (`viga apply`), whatever that is; the one
+    # undo step it makes is checked against the real viga (bins/viga/tests/panel.rs).
+    program = finished_scene_run("import bpy\n")
+    folder = os.path.dirname(program)
+    applied = [{"kind": "finished", "stop": {"reason": "accepted"}, "message": "applied iteration 1", "exit_code": 0}]
+    path, argv_file = fake_viga("fake_apply", lines=applied)
+    configure(viga_path=path)
+    before = scene_summary()
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", iteration=1)
+    assert status().applying
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "applying a result")
+    wait_until_idle()
+    assert recorded_argv(argv_file)["argv"] == [
+        "apply", folder, "--attach", "--connection", CONNECTION_FILE, "--events", "jsonl", "--iteration", "1"]
+    st = status()
+    assert (st.applied, st.applied_iteration, st.applying) == (True, 1, False), (st.applied, st.applied_iteration)
+    assert scene_summary() == before, "the fake applies nothing; the panel must not apply anything itself"
+    assert has_label(draw(panels.VIGA_PT_status), "Applied iteration 1")
+    assert "applied iteration 1" in log_texts()[-1], "the log says what viga applied: %s" % log_texts()
+    # Refused by viga (the program failed on this scene and was undone): not applied.
+    finished_scene_run("import bpy\n")
+    refused = [{"kind": "error", "message": "the result failed on your current scene and was undone (ZeroDivisionError at line 3: division by zero); your scene is as it was"}]
+    path, _argv = fake_viga("fake_apply_refused", lines=refused, exit_code=1)
+    configure(viga_path=path)
+    bpy.ops.viga.apply_result("EXEC_DEFAULT")
+    wait_until_idle()
+    assert not status().applied
+    assert any("Apply failed: the result failed" in text for text in log_texts()), log_texts()
+    status().run_folder = os.path.join(TMP, "no_such_run")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "no finished scene run")
+
+
+@check
+def apply_result_in_this_blender_is_trusted_confirmed_and_one_undo_step():
     bpy.ops.ed.undo_push(message="before viga")
     before = scene_summary()
     finished_scene_run("import bpy\nbpy.ops.mesh.primitive_torus_add(location=(0, 0, 3))\nbpy.context.active_object.name = 'viga_torus'\n")
-    bpy.ops.viga.apply_result("EXEC_DEFAULT")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True), "needs your confirmation")
+    assert "viga_torus" not in bpy.data.objects
+    title, message = operators.apply_trust_confirmation()
+    assert "this Blender" in title and "not contained" in message, (title, message)
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True)
     assert "viga_torus" in bpy.data.objects and status().applied
     assert scene_summary() != before
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "already applied")
     bpy.ops.ed.undo()
     assert scene_summary() == before, "one undo must restore the scene"
     bpy.ops.ed.undo_push(message="before failing viga")
     before = scene_summary()
     finished_scene_run("import bpy\nbpy.ops.mesh.primitive_cube_add(location=(5, 5, 5))\n1 / 0\n")
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "ZeroDivisionError at line 3")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True),
+                   "ZeroDivisionError at line 3")
     assert scene_summary() == before, "a failed program must leave the scene as it was"
     assert not status().applied
     program = finished_scene_run("")
     os.remove(program)
-    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT"), "Cannot read the final program")
+    expect_refusal(lambda: bpy.ops.viga.apply_result("EXEC_DEFAULT", trusted=True, confirmed_trusted=True),
+                   "Cannot read the program")
+    # Another iteration's program is read from the run folder's codes/.
+    folder = os.path.dirname(finished_scene_run(""))
+    os.makedirs(os.path.join(folder, "codes"))
+    with open(os.path.join(folder, "codes", "1.py"), "w", encoding="utf-8") as handle:
+        handle.write("import bpy\nbpy.ops.mesh.primitive_monkey_add()\nbpy.context.active_object.name = 'viga_first'\n")
+    bpy.ops.viga.apply_result("EXEC_DEFAULT", iteration=1, trusted=True, confirmed_trusted=True)
+    assert "viga_first" in bpy.data.objects
+    bpy.ops.ed.undo()
 
 
 @check

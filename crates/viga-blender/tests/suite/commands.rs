@@ -85,6 +85,10 @@ async fn renders_return_pngs_of_the_requested_size() {
         );
         assert!(output.render_ms > 0.0);
 
+        // The scene asks for no denoising and the slow prefilter; the render denoises with
+        // the fast one all the same (viga's own worker keeps the settings a render made).
+        let set = "import bpy\nc = bpy.context.scene.cycles\nc.use_denoising = False\nc.denoising_prefilter = 'ACCURATE'";
+        assert!(worker.execute(set, None, None).await.unwrap().succeeded());
         let cycles = RenderRequest {
             camera: None,
             pose: Some(CameraPose {
@@ -105,6 +109,9 @@ async fn renders_return_pngs_of_the_requested_size() {
             .await
             .unwrap();
         assert_eq!(super::png_size(&output.image.data), (40, 40));
+        let denoiser = "import bpy\nc = bpy.context.scene.cycles\nprint(c.use_denoising, c.denoising_prefilter)";
+        let denoised = worker.execute(denoiser, None, None).await.unwrap();
+        assert_eq!(denoised.stdout.trim(), "True FAST");
         let scene = worker.scene_info(0, 50).await.unwrap();
         assert_eq!(
             scene.total_objects, 4,

@@ -46,6 +46,7 @@ use viga_skills::addons::{AddonRegistry, AddonSetChange, ConfinedFolder, discove
 use viga_skills::context::InstructionTranslator;
 use viga_skills::scene::summarize;
 
+use crate::conversation::EarlierTurn;
 use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder};
 use crate::prompts::fill;
 use crate::written_calls::with_tool_call_from_text;
@@ -88,10 +89,10 @@ pub struct AgentConfig {
     pub provider: String,
     pub model: String,
     pub max_tokens: u32,
-    /// Earlier requests of the same conversation and how they ended, oldest first: the
-    /// model reads them before the request (the server keeps each user's last turns).
+    /// The earlier turns of the conversation this run continues (empty: it starts one); the
+    /// model is reminded of them before the request ([`turns_after`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub earlier: Vec<EarlierTurn>,
+    pub conversation: Vec<EarlierTurn>,
     /// After each step whose add-on commands ran, render one look at the whole scene
     /// (`renders/<step>/`, announced as `RenderProduced`), so a front end can show it.
     #[serde(default)]
@@ -99,57 +100,7 @@ pub struct AgentConfig {
     /// Show that look to the model with the step's results (a model that reads images).
     #[serde(default)]
     pub model_sees: bool,
-    /// Who confines the path arguments of add-on commands.
-    #[serde(default)]
-    pub paths: PathArguments,
-}
-
-/// One earlier request of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EarlierTurn {
-    pub request: String,
-    /// The commands it ran, one line each (`tool(arguments)`).
-    #[serde(default)]
-    pub commands: Vec<String>,
-    /// The agent's answer, or how the request ended without one.
-    pub outcome: String,
-}
-
-impl EarlierTurn {
-    /// How a finished run of `request` is remembered by the next request of its
-    /// conversation: the commands its transcript holds and its answer (or how it ended).
-    pub fn of_run(request: &str, outcome: &AgentOutcome) -> Self {
-        let commands = read_transcript(&outcome.folder)
-            .ok()
-            .flatten()
-            .map(|transcript| {
-                transcript
-                    .steps
-                    .iter()
-                    .flat_map(|step| &step.calls)
-                    .filter(|call| call.undo_step.is_some())
-                    .map(|call| format!("{}({})", call.tool, call.arguments))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let outcome = match &outcome.stop {
-            StopReason::Accepted => outcome.answer.clone().unwrap_or_default(),
-            StopReason::MaxIterations => {
-                format!("stopped after {} steps without an answer", outcome.steps)
-            }
-            StopReason::Cancelled => "cancelled by the user".to_owned(),
-            StopReason::Failed { message, .. } => format!("failed: {message}"),
-        };
-        Self {
-            request: request.to_owned(),
-            commands,
-            outcome,
-        }
-    }
-}
-
-/// Who keeps add-on commands' path arguments in one folder.
+    /// Who keeps add-on commands' path arguments in one folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathArguments {
@@ -182,7 +133,7 @@ impl AgentConfig {
             provider: String::new(),
             model: String::new(),
             max_tokens: 4096,
-            earlier: Vec::new(),
+            conversation: Vec::new(),
             look_after_commands: false,
             model_sees: false,
             paths: PathArguments::Results,
@@ -235,6 +186,57 @@ pub fn is_agent_run(run_folder: &Path) -> bool {
         .ok()
         .and_then(|text| serde_json::from_str::<Value>(&text).ok())
         .is_some_and(|args| args.get("mode").and_then(Value::as_str) == Some(AGENT_MODE))
+}
+
+/// The turns a follow-up of the agent run in `previous` carries: the ones that run carried,
+/// then itself (its request, its answer and the commands it ran), the newest
+/// [`TURNS_KEPT`](crate::conversation::TURNS_KEPT).
+pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
+    if !is_agent_run(previous) {
+        return Err(CoreError::Config(format!(
+            "{} is not an add-on agent run; a follow-up continues a run of its own kind (scene runs: viga run --continue, Geometry Nodes runs: viga gn --continue)",
+            previous.display()
+        )));
+    }
+    let config = read_config(previous)?;
+    let mut turns = config.conversation.clone();
+    turns.push(remembered_turn(previous, &config)?);
+    Ok(crate::conversation::newest(turns))
+}
+
+/// How the finished agent run in `folder` (whose settings are `config`) is remembered by the
+/// next request of its conversation: its request, its answer and the commands it ran.
+pub fn remembered_turn(folder: &Path, config: &AgentConfig) -> Result<EarlierTurn, CoreError> {
+    let previous = folder;
+    let transcript = read_transcript(previous)?.unwrap_or_default();
+    let log = viga_memory::read_run_log(&previous.join(EVENTS_FILE))?;
+    let ended = crate::conversation::ended_word(&log.events);
+    let commands: Vec<String> = transcript
+        .steps
+        .iter()
+        .flat_map(|step| &step.calls)
+        .filter(|call| !tools::reads_or_looks(&call.tool))
+        .map(|call| {
+            let outcome = if call.ok { "done" } else { "refused" };
+            format!("{}({}) {outcome}", call.tool, call.arguments)
+        })
+        .collect();
+    let mut result = match &transcript.answer {
+        Some(answer) => format!("answered: {answer}"),
+        None => "no answer".to_owned(),
+    };
+    if !commands.is_empty() {
+        result.push_str(&format!("; commands: {}", commands.join(", ")));
+    }
+    Ok(EarlierTurn {
+        request: config.task.clone(),
+        plan: None,
+        result: Some(result),
+        accepted: ended == "accepted",
+        verdict: Vec::new(),
+        ended: ended.to_owned(),
+        run: previous.to_path_buf(),
+    })
 }
 
 /// An agent run's settings, from its folder.
@@ -445,7 +447,7 @@ fn create_folder(
     let args =
         serde_json::to_string_pretty(config).map_err(|err| CoreError::Config(err.to_string()))?;
     let args_path = root.join(ARGS_FILE);
-    viga_memory::files::write_atomic(&args_path, args.as_bytes())
+    viga_io::files::write_atomic(&args_path, args.as_bytes())
         .map_err(|err| io_error(&args_path, err))?;
     let log = RunLog::create(&root.join(EVENTS_FILE))?;
     Ok((RunFolder::open(&root)?, log))
@@ -608,11 +610,12 @@ impl AgentRun {
             })?;
         self.transcript.opening_scene = summarize(&scene);
         self.write_transcript()?;
+        let earlier = crate::conversation::earlier_turns_text(&self.config.conversation)
+            .map(|text| format!("{text}\n\n"))
+            .unwrap_or_default();
         Ok(format!(
-            "{}Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
-            earlier_turns(&self.config.earlier),
-            self.config.task,
-            self.transcript.opening_scene
+            "{earlier}Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
+            self.config.task, self.transcript.opening_scene
         ))
     }
 
@@ -626,11 +629,10 @@ impl AgentRun {
             ModelRequest::for_role(ModelRole::Agent, self.system.clone(), messages.to_vec());
         request.tools = self.belt.specs();
         request.max_tokens = self.config.max_tokens;
-        let provider = Arc::clone(&self.provider);
         let started = Instant::now();
         let response = self
             .link
-            .until_cancelled(async move { provider.complete(&request).await })
+            .ask_model(self.provider.as_ref(), &request, step, ModelRole::Agent)
             .await??;
         self.steps_taken = step;
         self.emit(RunEvent::ModelCalled {
@@ -793,24 +795,6 @@ fn told_to_model(record: &CommandRecord) -> Value {
     } else {
         record.result.clone()
     }
-}
-
-/// The earlier turns of the conversation as the opening message starts with them; empty
-/// when there are none.
-fn earlier_turns(earlier: &[EarlierTurn]) -> String {
-    if earlier.is_empty() {
-        return String::new();
-    }
-    let mut text = String::from("Earlier in this conversation (oldest first):\n");
-    for (number, turn) in earlier.iter().enumerate() {
-        text.push_str(&format!("{}. Request: {}\n", number + 1, turn.request));
-        for command in &turn.commands {
-            text.push_str(&format!("   ran {command}\n"));
-        }
-        text.push_str(&format!("   Outcome: {}\n", turn.outcome));
-    }
-    text.push('\n');
-    text
 }
 
 /// `tool(arguments) -> result`, short enough for a progress line.

@@ -231,7 +231,7 @@ fn write_record(root: &Path, record: InitRecord) -> Result<InitRecord, CoreError
     let json = serde_json::to_vec_pretty(&record)
         .map_err(|err| CoreError::Config(format!("{INIT_RECORD} cannot be encoded: {err}")))?;
     let path = root.join(INIT_RECORD);
-    viga_memory::files::write_atomic(&path, &json).map_err(|err| CoreError::io(&path, err))?;
+    viga_io::files::write_atomic(&path, &json).map_err(|err| CoreError::io(&path, err))?;
     Ok(record)
 }
 

@@ -29,7 +29,7 @@ use viga_skills::generator::generator_tools;
 use viga_skills::meshy::MeshyConfig;
 use viga_skills::polyhaven::PolyHavenConfig;
 use viga_skills::verifier::{initialize_viewpoint, verifier_tools};
-use viga_skills::{RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 pub use self::settings::{
     AssetGenerator, InitialisedObject, SceneSettings, VERIFIER_CYCLES_SAMPLES,
@@ -87,7 +87,7 @@ impl SceneDomain {
         let blender = Arc::new(WatchedBlender::new(blender, Arc::clone(&watch)));
         let tools = ToolContext::new(
             Arc::clone(&blender) as Arc<dyn BlenderTransport>,
-            RenderSettings::new(settings.verifier_render(has_target)),
+            settings.tool_render(has_target),
             settings.base_scene(),
         );
         let generator = settings.assets_generate.map(|generator| match generator {
@@ -418,11 +418,12 @@ impl Domain for SceneDomain {
         {
             return unavailable_or_fault(err, &format!("frame {frame} cannot be shown"));
         }
+        // The verifier's engine and samples, in the target's shape at the scoring size.
+        let (width, height) = self.settings.scoring_size(width, height);
         let request = RenderRequest {
             camera: Some(camera.clone()),
             pose: None,
             output_path: None,
-            // The verifier's engine and samples at the target's size.
             spec: RenderSpec {
                 width,
                 height,
@@ -532,16 +533,19 @@ pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Resul
 }
 
 /// The recorded domain of a run folder in a line for its report: a scene's verifier renders
-/// (engine, size, samples), or another domain's name.
+/// (engine, size, samples, the size of the canonical views), or another domain's name.
 pub(crate) fn describe_recorded(domain: &crate::RecordedDomain, has_target: bool) -> String {
     if domain.name != SCENE_DOMAIN {
         return domain.name.clone();
     }
     match serde_json::from_value::<SceneSettings>(domain.settings.clone()) {
-        Ok(settings) => format!(
-            "Blender scene; verifier renders {}",
-            settings.verifier_render(has_target)
-        ),
+        Ok(settings) => {
+            let (width, height) = settings.overview_size();
+            format!(
+                "Blender scene; verifier renders {}, canonical views {width}x{height}",
+                settings.verifier_render(has_target)
+            )
+        }
         Err(_) => "Blender scene".to_owned(),
     }
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
+use viga_skills::RenderSettings;
+use viga_skills::context::overview_view_size;
 
 /// Cycles samples of the scoring render and the verifier's renders when the run names none:
 /// with denoising (the bridge turns it on for every Cycles render), enough for lights and
@@ -31,6 +33,19 @@ pub struct SceneSettings {
     /// default for EEVEE.
     #[serde(default)]
     pub verifier_samples: Option<u32>,
+    /// Width and height of each canonical view the verifier is shown (`initialize_viewpoint`:
+    /// iso, front, right and top, as one 2x2 montage). Unset: half of `render`'s width and
+    /// height ([`overview_view_size`]), so the montage is about one render's size and the
+    /// four views take about as long as one render. See [`SceneSettings::overview_size`].
+    #[serde(default)]
+    pub overview_size: Option<(u32, u32)>,
+    /// The longest side of the scoring render, the current scene from a target's view: the
+    /// target's own shape, scaled down to fit (photometric loss compares the target resized to
+    /// the render, as BlenderGym defines it). Unset: the longer side of
+    /// [`SceneSettings::overview_size`], so it costs about one canonical view. See
+    /// [`SceneSettings::scoring_size`].
+    #[serde(default)]
+    pub score_size: Option<u32>,
     /// A folder of assets (`.blend`, `.glb`, `.gltf`, ... with `.txt` descriptions) that
     /// `get_better_assets` searches.
     #[serde(default)]
@@ -82,6 +97,8 @@ impl Default for SceneSettings {
             },
             verifier_engine: None,
             verifier_samples: None,
+            overview_size: None,
+            score_size: None,
             assets: None,
             polyhaven: false,
             assets_generate: None,
@@ -144,6 +161,39 @@ impl SceneSettings {
         Ok(reads)
     }
 
+    /// The width and height of each canonical view: `overview_size`, else half of `render`'s.
+    pub fn overview_size(&self) -> (u32, u32) {
+        self.overview_size
+            .unwrap_or_else(|| overview_view_size(self.render.width, self.render.height))
+    }
+
+    /// The size of the scoring render of a target `width` x `height`: its shape, fitted
+    /// within `score_size` (or the overview's longer side) on its longer side; never larger
+    /// than the target.
+    pub fn scoring_size(&self, width: u32, height: u32) -> (u32, u32) {
+        let (overview_width, overview_height) = self.overview_size();
+        let limit = self
+            .score_size
+            .unwrap_or(overview_width.max(overview_height))
+            .max(1);
+        let longest = width.max(height).max(1);
+        if longest <= limit {
+            return (width.max(1), height.max(1));
+        }
+        let scale = |side: u32| {
+            ((u64::from(side) * u64::from(limit) + u64::from(longest) / 2) / u64::from(longest))
+                .clamp(1, u64::from(limit)) as u32
+        };
+        (scale(width), scale(height))
+    }
+
+    /// The render settings of the domain's tools: [`Self::verifier_render`], with the
+    /// canonical views at [`Self::overview_size`].
+    pub fn tool_render(&self, has_target: bool) -> RenderSettings {
+        let (width, height) = self.overview_size();
+        RenderSettings::new(self.verifier_render(has_target)).with_overview_size(width, height)
+    }
+
     /// What is wrong with the settings, in words a user can act on; `generator_tools` says
     /// whether the run's generator has its tools (assets are found only through them).
     pub fn problems(&self, generator_tools: bool) -> Vec<String> {
@@ -154,6 +204,20 @@ impl SceneSettings {
             || self.render.height > 8192
         {
             problems.push("render width and height must be between 1 and 8192".to_owned());
+        }
+        if let Some(side) = self.score_size
+            && !(1..=8192).contains(&side)
+        {
+            problems.push(format!(
+                "--score-resolution {side}: the scoring render's longer side must be between 1 and 8192"
+            ));
+        }
+        if let Some((width, height)) = self.overview_size
+            && !((1..=8192).contains(&width) && (1..=8192).contains(&height))
+        {
+            problems.push(format!(
+                "--overview-resolution {width}x{height}: the width and height of a canonical view must be between 1 and 8192"
+            ));
         }
         if (self.assets.is_some() || self.polyhaven || self.assets_generate.is_some())
             && !generator_tools
@@ -186,6 +250,60 @@ impl SceneSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scoring_render_keeps_the_targets_shape_within_its_size() {
+        let mut settings = SceneSettings::default();
+        assert_eq!(
+            settings.scoring_size(512, 512),
+            (256, 256),
+            "half the render by default"
+        );
+        assert_eq!(settings.scoring_size(1920, 1080), (256, 144));
+        assert_eq!(
+            settings.scoring_size(100, 50),
+            (100, 50),
+            "never larger than the target"
+        );
+        settings.score_size = Some(1000);
+        assert_eq!(settings.scoring_size(1920, 1080), (1000, 563));
+        settings.score_size = Some(0);
+        assert!(
+            settings
+                .problems(true)
+                .join(" ")
+                .contains("--score-resolution")
+        );
+    }
+
+    #[test]
+    fn the_canonical_views_are_half_the_render_size_unless_told_otherwise() {
+        let mut settings = SceneSettings::default();
+        settings.render.width = 512;
+        settings.render.height = 301;
+        assert_eq!(settings.overview_size(), (256, 151), "rounded up");
+        let tools = settings.tool_render(true);
+        assert_eq!(tools.spec, settings.verifier_render(true));
+        assert_eq!(
+            (tools.overview_spec().width, tools.overview_spec().height),
+            (256, 151)
+        );
+        assert_eq!(tools.overview_spec().engine, RenderEngine::Cycles);
+        settings.overview_size = Some((512, 512));
+        assert_eq!(settings.tool_render(true).overview_size, (512, 512));
+        assert!(settings.problems(true).is_empty());
+        settings.overview_size = Some((0, 512));
+        let problems = settings.problems(true).join("\n");
+        assert!(
+            problems.contains("--overview-resolution 0x512"),
+            "{problems}"
+        );
+        // Run folders written before the setting existed resume with the default.
+        let mut recorded = serde_json::to_value(SceneSettings::default()).unwrap();
+        recorded.as_object_mut().unwrap().remove("overview_size");
+        let read: SceneSettings = serde_json::from_value(recorded).unwrap();
+        assert_eq!(read.overview_size(), (256, 256));
+    }
 
     #[test]
     fn with_a_target_the_verifier_renders_with_cycles_unless_told_otherwise() {

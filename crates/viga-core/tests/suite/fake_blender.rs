@@ -243,11 +243,14 @@ fn answer(command: &BridgeCommand) -> Result<Value, TransportError> {
             addons: Vec::new(),
             problems: Vec::new(),
         }),
-        BridgeCommand::ImportGnResult { .. } => {
+        BridgeCommand::ImportGnResult { .. }
+        | BridgeCommand::SceneFingerprints
+        | BridgeCommand::ImportSceneResult { .. } => {
             return Err(TransportError::Refused {
                 command: command.name(),
                 kind: FaultKind::NotFound,
-                message: "the fake Blender imports no Geometry Nodes results".to_owned(),
+                message: "the fake Blender neither fingerprints scenes nor imports results"
+                    .to_owned(),
                 traceback: None,
             });
         }

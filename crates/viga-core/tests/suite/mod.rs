@@ -1,10 +1,12 @@
 mod addon_agent;
+mod attached_result;
 mod fake_blender;
 mod fast_core;
 mod fast_retry;
 mod faults;
 mod generator_tools;
 mod lifecycle;
+mod model_text;
 mod verifier_render;
 
 use std::sync::Arc;
@@ -49,6 +51,8 @@ pub(crate) fn scene_settings() -> SceneSettings {
             samples: None,
         },
         verifier_engine: Some(RenderEngine::Workbench),
+        // Scored at the targets' own size, so reproducing the goal scores 0.
+        score_size: Some(48),
         ..SceneSettings::default()
     }
 }

@@ -1,5 +1,6 @@
 //! The verifier's render settings as `SceneSettings::verifier_render` resolves them: with a
-//! target picture the default (Cycles, few samples, denoised) sees what Workbench hides.
+//! target picture the default (Cycles, few samples, denoised) sees what Workbench hides, in
+//! the renders from one camera and in the smaller canonical views alike.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -62,9 +63,12 @@ async fn the_default_verifier_render_sees_a_light_change_that_workbench_hides() 
             samples: None,
             ..default
         };
+        // The canonical views: the same engine and samples at their own (smaller) size.
+        let overview = settings.tool_render(true).overview_spec();
+        assert_eq!((overview.width, overview.height), (32, 32));
         let blender = blender().await;
         let mut losses = Vec::new();
-        for spec in [workbench, default] {
+        for spec in [workbench, default, overview] {
             let (dim, dim_secs) = render(&blender, &lit(100), spec).await;
             let (bright, bright_secs) = render(&blender, &lit(1000), spec).await;
             let loss = photometric_loss(&dim, &bright).unwrap();
@@ -73,7 +77,7 @@ async fn the_default_verifier_render_sees_a_light_change_that_workbench_hides() 
             );
             losses.push(loss);
         }
-        let (workbench_loss, default_loss) = (losses[0], losses[1]);
+        let (workbench_loss, default_loss, overview_loss) = (losses[0], losses[1], losses[2]);
         assert!(
             workbench_loss < 1e-6,
             "Workbench renders the two lights the same: PL {workbench_loss}"
@@ -81,6 +85,10 @@ async fn the_default_verifier_render_sees_a_light_change_that_workbench_hides() 
         assert!(
             default_loss > 1e-3,
             "the default verifier render tells them apart: PL {default_loss}"
+        );
+        assert!(
+            overview_loss > 1e-3,
+            "so does a canonical view at its default size: PL {overview_loss}"
         );
     })
     .await;

@@ -26,7 +26,10 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use viga_blender::BlenderTransport;
-use viga_core::addon_agent::{AgentConfig, AgentOutcome, EarlierTurn, PathArguments};
+use viga_core::addon_agent::{
+    AgentConfig, AgentOutcome, PathArguments, read_config, remembered_turn,
+};
+use viga_core::conversation::EarlierTurn;
 use viga_core::{Canceller, CoreError};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason};
@@ -495,12 +498,19 @@ impl Request {
         };
         let (stop, message, turn) = match self.drive(settings).await {
             Ok(outcome) => {
-                let turn = EarlierTurn::of_run(&self.text, &outcome);
+                // A turn whose folder cannot be read is not remembered; the answer stands.
+                let turn = read_config(&outcome.folder)
+                    .and_then(|config| remembered_turn(&outcome.folder, &config))
+                    .ok();
                 let message = match &outcome.stop {
                     StopReason::Accepted => outcome.answer.clone().unwrap_or_default(),
-                    _ => turn.outcome.clone(),
+                    StopReason::MaxIterations => {
+                        format!("stopped after {} steps without an answer", outcome.steps)
+                    }
+                    StopReason::Cancelled => "cancelled by the user".to_owned(),
+                    StopReason::Failed { message, .. } => format!("failed: {message}"),
                 };
-                (outcome.stop, message, Some(turn))
+                (outcome.stop, message, turn)
             }
             Err(err) => {
                 let message = err.to_string();
@@ -545,7 +555,7 @@ impl Request {
         config.max_tokens = settings.max_tokens;
         config.provider = settings.provider.name().to_owned();
         config.model = settings.provider.model().to_owned();
-        config.earlier.clone_from(&self.earlier);
+        config.conversation.clone_from(&self.earlier);
         config.look_after_commands = true;
         config.model_sees = settings.model_sees;
         // A person's Blender works on their open scene and confines paths to the folder they

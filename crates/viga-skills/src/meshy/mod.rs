@@ -189,14 +189,11 @@ impl Meshy {
                     "asset generation with Meshy needs its API key: export {MESHY_KEY_ENV}=msy_... (made at https://www.meshy.ai/settings/api); viga reads it from the environment only"
                 ))
             })?;
-        Self::with_key(config, &viga_provider::config::Secret::new(key.trim()))
+        Self::with_key(config, &viga_io::Secret::new(key.trim()))
     }
 
     /// [`Self::new`] with the key given (a library caller that keeps its own).
-    pub fn with_key(
-        config: MeshyConfig,
-        key: &viga_provider::config::Secret,
-    ) -> Result<Self, ToolError> {
+    pub fn with_key(config: MeshyConfig, key: &viga_io::Secret) -> Result<Self, ToolError> {
         let mut authorization =
             HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
                 ToolError::Fatal(format!(
@@ -256,56 +253,118 @@ impl Meshy {
 
     async fn generate(&self, request: &AssetRequest) -> Result<AssetHit, ToolError> {
         let run = self.bound_run()?;
-        let prompt = request.query.trim().to_owned();
-        if prompt.chars().count() > MAX_PROMPT_CHARS {
-            return Err(ToolError::Recoverable(format!(
-                "the description has {} characters; Meshy takes at most {MAX_PROMPT_CHARS}: say it shorter",
-                prompt.chars().count()
-            )));
-        }
-        if request.animation.is_some() && !request.rig {
-            return Err(ToolError::Recoverable(
-                "an animation needs a rig: ask with rig: true as well".to_owned(),
-            ));
-        }
-        let reference = match &request.reference {
-            Reference::Text => None,
-            Reference::Image { region, view } => Some(
-                crop::crop_target(
-                    &run.pictures,
-                    view.as_deref(),
-                    *region,
-                    self.config.max_reference_side,
-                )
-                .map_err(ToolError::Recoverable)?,
-            ),
-        };
-        let reference_sha256 = reference
-            .as_ref()
-            .map(|png| hex(&sha2::Sha256::digest(png)));
-        let asked = RequestFile {
-            request: request.clone(),
-            from: if reference.is_some() { "image" } else { "text" }.to_owned(),
-            prompt: prompt.clone(),
-            ai_model: self.config.ai_model.clone(),
-            texture: self.config.texture,
-            reference_sha256,
-        };
+        let prompt = checked_prompt(request)?;
+        let reference = self.reference_picture(&run, request)?;
+        let asked = self.request_file(request, &prompt, reference.as_deref());
         let folder = request_folder(&run, request, &asked);
         let _one_at_a_time = self.busy.lock().await;
         if let Some(hit) = cached_hit(&folder, request) {
             return Ok(hit);
         }
-        std::fs::create_dir_all(&folder).map_err(|err| write_error(&folder, &err))?;
-        write_json(&folder.join(REQUEST_FILE), &asked)?;
-        if let Some(png) = &reference {
-            viga_memory::files::write_atomic(&folder.join(REFERENCE_FILE), png)
-                .map_err(|err| write_error(&folder, &err))?;
-        }
+        note_request(&folder, &asked, reference.as_deref())?;
         let started = Instant::now();
         let deadline = started + self.config.deadline;
         let mut tasks = Vec::new();
-        let (base_stage, base_body) = match &reference {
+        let model_url = self
+            .run_tasks(
+                &folder,
+                request,
+                &prompt,
+                reference.as_deref(),
+                deadline,
+                &mut tasks,
+            )
+            .await?;
+        let model = self.download(&model_url, &folder, deadline).await?;
+        let generation = Generation {
+            service: "Meshy".to_owned(),
+            credits: tasks.iter().map(|task: &GenerationTask| task.credits).sum(),
+            tasks,
+            seconds: started.elapsed().as_secs_f64(),
+            cached: false,
+        };
+        note_result(&folder, &generation, &model_url)?;
+        Ok(hit(request, &folder, model, generation))
+    }
+
+    /// The crop of the target picture a picture reference names (PNG), `None` for words.
+    fn reference_picture(
+        &self,
+        run: &RunBinding,
+        request: &AssetRequest,
+    ) -> Result<Option<Vec<u8>>, ToolError> {
+        match &request.reference {
+            Reference::Text => Ok(None),
+            Reference::Image { region, view } => crop::crop_target(
+                &run.pictures,
+                view.as_deref(),
+                *region,
+                self.config.max_reference_side,
+            )
+            .map(Some)
+            .map_err(ToolError::Recoverable),
+        }
+    }
+
+    /// What Meshy is asked for the request, as `request.json` keeps it.
+    fn request_file(
+        &self,
+        request: &AssetRequest,
+        prompt: &str,
+        reference: Option<&[u8]>,
+    ) -> RequestFile {
+        RequestFile {
+            request: request.clone(),
+            from: if reference.is_some() { "image" } else { "text" }.to_owned(),
+            prompt: prompt.to_owned(),
+            ai_model: self.config.ai_model.clone(),
+            texture: self.config.texture,
+            reference_sha256: reference.map(|png| hex(&sha2::Sha256::digest(png))),
+        }
+    }
+
+    /// Runs the request's tasks in turn, each noted in `folder` as soon as Meshy names it:
+    /// the model (from words a preview, then its refinement when it is to be textured; or
+    /// from the picture), then its rig and animation when asked for. Returns the URL of the
+    /// model to download.
+    async fn run_tasks(
+        &self,
+        folder: &Path,
+        request: &AssetRequest,
+        prompt: &str,
+        reference: Option<&[u8]>,
+        deadline: Instant,
+        tasks: &mut Vec<GenerationTask>,
+    ) -> Result<Url, ToolError> {
+        let (base_stage, base_body) = self.first_task(prompt, reference);
+        let mut last = self
+            .run_stage(folder, base_stage, base_body, deadline, tasks)
+            .await?;
+        if base_stage == Stage::TextPreview && self.config.texture {
+            let body = serde_json::json!({"mode": "refine", "preview_task_id": last.id, "ai_model": self.config.ai_model});
+            last = self
+                .run_stage(folder, Stage::TextRefine, body, deadline, tasks)
+                .await?;
+        }
+        // The model itself must be there even when its rigged form is what is downloaded.
+        let model_url = last.model_glb(base_stage)?;
+        if !request.rig {
+            return Ok(model_url);
+        }
+        self.rig_and_animate(
+            folder,
+            &last.id,
+            request.animation.as_ref(),
+            deadline,
+            tasks,
+        )
+        .await
+    }
+
+    /// The first task of a request and its body: a preview from words, or a model from the
+    /// picture (textured, from the words too, when the configuration textures).
+    fn first_task(&self, prompt: &str, reference: Option<&[u8]>) -> (Stage, serde_json::Value) {
+        match reference {
             None => (
                 Stage::TextPreview,
                 serde_json::json!({"mode": "preview", "prompt": prompt, "ai_model": self.config.ai_model}),
@@ -317,66 +376,43 @@ impl Meshy {
                     "should_texture": self.config.texture,
                 });
                 if !prompt.is_empty() && self.config.texture {
-                    body["texture_prompt"] = serde_json::Value::String(prompt.clone());
+                    body["texture_prompt"] = serde_json::Value::String(prompt.to_owned());
                 }
                 (Stage::ImageTo3d, body)
             }
-        };
-        let mut last = self
-            .run_stage(&folder, base_stage, base_body, deadline, &mut tasks)
+        }
+    }
+
+    /// Rigs the model of task `model_id` and, when asked, animates it; returns the URL of
+    /// the rigged or animated model.
+    async fn rig_and_animate(
+        &self,
+        folder: &Path,
+        model_id: &str,
+        animation: Option<&Animation>,
+        deadline: Instant,
+        tasks: &mut Vec<GenerationTask>,
+    ) -> Result<Url, ToolError> {
+        let rig = self
+            .run_stage(
+                folder,
+                Stage::Rigging,
+                serde_json::json!({"input_task_id": model_id}),
+                deadline,
+                tasks,
+            )
             .await?;
-        let mut base_id = last.id.clone();
-        if base_stage == Stage::TextPreview && self.config.texture {
-            let body = serde_json::json!({"mode": "refine", "preview_task_id": base_id, "ai_model": self.config.ai_model});
-            last = self
-                .run_stage(&folder, Stage::TextRefine, body, deadline, &mut tasks)
-                .await?;
-            base_id = last.id.clone();
+        match animation {
+            None => rig.result_url(&["rigged_character_glb_url"]),
+            Some(Animation::Walking) => rig.result_url(&["basic_animations", "walking_glb_url"]),
+            Some(Animation::Running) => rig.result_url(&["basic_animations", "running_glb_url"]),
+            Some(Animation::Action(action)) => {
+                let body = serde_json::json!({"rig_task_id": rig.id, "action_id": action});
+                self.run_stage(folder, Stage::Animation, body, deadline, tasks)
+                    .await?
+                    .result_url(&["animation_glb_url"])
+            }
         }
-        let mut model_url = last.model_glb(base_stage)?;
-        if request.rig {
-            let rig = self
-                .run_stage(
-                    &folder,
-                    Stage::Rigging,
-                    serde_json::json!({"input_task_id": base_id}),
-                    deadline,
-                    &mut tasks,
-                )
-                .await?;
-            model_url = match &request.animation {
-                None => rig.result_url(&["rigged_character_glb_url"])?,
-                Some(Animation::Walking) => {
-                    rig.result_url(&["basic_animations", "walking_glb_url"])?
-                }
-                Some(Animation::Running) => {
-                    rig.result_url(&["basic_animations", "running_glb_url"])?
-                }
-                Some(Animation::Action(action)) => {
-                    let body = serde_json::json!({"rig_task_id": rig.id, "action_id": action});
-                    self.run_stage(&folder, Stage::Animation, body, deadline, &mut tasks)
-                        .await?
-                        .result_url(&["animation_glb_url"])?
-                }
-            };
-        }
-        let model = self.download(&model_url, &folder, deadline).await?;
-        let generation = Generation {
-            service: "Meshy".to_owned(),
-            credits: tasks.iter().map(|task: &GenerationTask| task.credits).sum(),
-            tasks,
-            seconds: started.elapsed().as_secs_f64(),
-            cached: false,
-        };
-        write_json(
-            &folder.join(RESULT_FILE),
-            &ResultFile {
-                generation: generation.clone(),
-                model_url: model_url.to_string(),
-            },
-        )?;
-        let _ = std::fs::remove_file(folder.join(TASKS_FILE));
-        Ok(hit(request, &folder, model, generation))
     }
 
     /// Runs one stage: the task noted for it in the request's folder (a retry after a
@@ -570,6 +606,53 @@ impl AssetSource for Meshy {
     }
 }
 
+/// The request's description, trimmed, or why Meshy cannot be asked for it as it stands.
+fn checked_prompt(request: &AssetRequest) -> Result<String, ToolError> {
+    let prompt = request.query.trim().to_owned();
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(ToolError::Recoverable(format!(
+            "the description has {} characters; Meshy takes at most {MAX_PROMPT_CHARS}: say it shorter",
+            prompt.chars().count()
+        )));
+    }
+    if request.animation.is_some() && !request.rig {
+        return Err(ToolError::Recoverable(
+            "an animation needs a rig: ask with rig: true as well".to_owned(),
+        ));
+    }
+    Ok(prompt)
+}
+
+/// Makes the request's folder and writes what was asked into it (`request.json`, and the
+/// crop as `reference.png`) before any task is created.
+fn note_request(
+    folder: &Path,
+    asked: &RequestFile,
+    reference: Option<&[u8]>,
+) -> Result<(), ToolError> {
+    std::fs::create_dir_all(folder).map_err(|err| write_error(folder, &err))?;
+    write_json(&folder.join(REQUEST_FILE), asked)?;
+    if let Some(png) = reference {
+        viga_io::files::write_atomic(&folder.join(REFERENCE_FILE), png)
+            .map_err(|err| write_error(folder, &err))?;
+    }
+    Ok(())
+}
+
+/// Keeps the finished generation in `result.json`; the tasks noted on the way are no
+/// longer needed.
+fn note_result(folder: &Path, generation: &Generation, model_url: &Url) -> Result<(), ToolError> {
+    write_json(
+        &folder.join(RESULT_FILE),
+        &ResultFile {
+            generation: generation.clone(),
+            model_url: model_url.to_string(),
+        },
+    )?;
+    let _ = std::fs::remove_file(folder.join(TASKS_FILE));
+    Ok(())
+}
+
 /// `<run>/assets/meshy/<object>-<hash of what was asked>/`.
 fn request_folder(run: &RunBinding, request: &AssetRequest, asked: &RequestFile) -> PathBuf {
     let object = request
@@ -655,7 +738,7 @@ fn read_noted(folder: &Path) -> std::collections::BTreeMap<String, String> {
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), ToolError> {
     let bytes = serde_json::to_vec_pretty(value)
         .map_err(|err| ToolError::Fatal(format!("{} cannot be encoded: {err}", path.display())))?;
-    viga_memory::files::write_atomic(path, &bytes).map_err(|err| write_error(path, &err))
+    viga_io::files::write_atomic(path, &bytes).map_err(|err| write_error(path, &err))
 }
 
 fn write_error(path: &Path, err: &std::io::Error) -> ToolError {

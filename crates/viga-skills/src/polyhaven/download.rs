@@ -38,35 +38,94 @@ struct Download {
 /// The largest file list of one model read.
 const MAX_FILES_JSON_BYTES: u64 = 8 << 20;
 
+/// Where one model's files are in the cache: `<cache>/<id>/<resolution>-<files hash>/`
+/// holding `<id>_<resolution>.gltf` and its includes, and beside it the note of the
+/// resolution the model came at when Poly Haven does not offer the one asked for.
+struct CachedModel<'a> {
+    id: &'a str,
+    /// `<cache>/<id>`: each resolution's folder, the fallback notes and partial downloads.
+    root: PathBuf,
+    files_hash: &'a str,
+}
+
+impl<'a> CachedModel<'a> {
+    fn new(cache: &Path, model: &'a Model) -> Self {
+        Self {
+            id: &model.id,
+            root: cache.join(&model.id),
+            files_hash: model.files_hash.as_deref().unwrap_or("latest"),
+        }
+    }
+
+    fn folder(&self, resolution: &str) -> PathBuf {
+        self.root.join(format!("{resolution}-{}", self.files_hash))
+    }
+
+    fn gltf_name(&self, resolution: &str) -> String {
+        format!("{}_{resolution}.gltf", self.id)
+    }
+
+    fn gltf(&self, resolution: &str) -> PathBuf {
+        self.folder(resolution).join(self.gltf_name(resolution))
+    }
+
+    fn fallback_note(&self, resolution: &str) -> PathBuf {
+        self.root
+            .join(format!("{resolution}-{}.fallback", self.files_hash))
+    }
+
+    /// The `.gltf` the cache holds for `resolution`: at that resolution, or at the one
+    /// noted as its fallback.
+    fn cached(&self, resolution: &str) -> Option<PathBuf> {
+        let cached = self.gltf(resolution);
+        if cached.is_file() {
+            return Some(cached);
+        }
+        let chosen = read_fallback_note(&self.fallback_note(resolution))?;
+        let cached = self.gltf(&chosen);
+        cached.is_file().then_some(cached)
+    }
+
+    /// Notes that the model asked for at `resolution` came at `chosen`, so the next search
+    /// finds it in the cache without asking for its file list.
+    fn note_fallback(&self, resolution: &str, chosen: &str) {
+        let note = self.fallback_note(resolution);
+        if chosen != resolution
+            && let Err(err) = viga_io::files::write_atomic(&note, chosen.as_bytes())
+        {
+            tracing::warn!(note = %note.display(), %err, "the resolution a Poly Haven model came at cannot be noted; its file list will be asked for again");
+        }
+    }
+}
+
 impl PolyHaven {
     /// The model's cached `.gltf`, downloaded first unless it is in the cache already.
     pub(super) async fn fetch_model(&self, model: &Model) -> Result<PathBuf, ToolError> {
         let resolution = &self.config.resolution;
-        let model_root = self.cache.join(&model.id);
-        let files_hash = model.files_hash.as_deref().unwrap_or("latest");
-        let gltf_name = |resolution: &str| format!("{}_{resolution}.gltf", model.id);
-        let folder = |resolution: &str| model_root.join(format!("{resolution}-{files_hash}"));
-        let cached = folder(resolution).join(gltf_name(resolution));
-        if cached.is_file() {
-            return Ok(cached);
+        let cached = CachedModel::new(&self.cache, model);
+        if let Some(gltf_path) = cached.cached(resolution) {
+            return Ok(gltf_path);
         }
-        // A model Poly Haven does not offer at `resolution` came at the one noted here.
-        let fallback_note = model_root.join(format!("{resolution}-{files_hash}.fallback"));
-        if let Some(chosen) = read_fallback_note(&fallback_note) {
-            let cached = folder(&chosen).join(gltf_name(&chosen));
-            if cached.is_file() {
-                return Ok(cached);
-            }
+        let (chosen, gltf) = self.choose_from_file_list(model, resolution).await?;
+        let gltf_path = cached.gltf(&chosen);
+        if !gltf_path.is_file() {
+            let downloads = self
+                .plan(&cached.gltf_name(&chosen), gltf)
+                .map_err(|why| self.refused(model, why))?;
+            self.download_into_cache(model, &cached, &chosen, &downloads)
+                .await?;
         }
-        let note_fallback = |chosen: &str| {
-            if chosen != resolution
-                && let Err(err) =
-                    viga_memory::files::write_atomic(&fallback_note, chosen.as_bytes())
-            {
-                tracing::warn!(note = %fallback_note.display(), %err, "the resolution a Poly Haven model came at cannot be noted; its file list will be asked for again");
-            }
-        };
+        cached.note_fallback(resolution, &chosen);
+        Ok(gltf_path)
+    }
 
+    /// Asks for the model's file list and chooses its `.gltf` in it: at `resolution`, or
+    /// at the resolution offered instead, which must be a plain name (it names a folder).
+    async fn choose_from_file_list(
+        &self,
+        model: &Model,
+        resolution: &str,
+    ) -> Result<(String, RawFile), ToolError> {
         let url = self.endpoint(&["files", &model.id], None);
         let body = self
             .http
@@ -91,51 +150,34 @@ impl PolyHaven {
                 format!("its file list names the resolution {chosen:?}, which is no plain name"),
             ));
         }
-        let final_folder = folder(&chosen);
-        let gltf_path = final_folder.join(gltf_name(&chosen));
-        if gltf_path.is_file() {
-            note_fallback(&chosen);
-            return Ok(gltf_path);
-        }
-        let downloads = self
-            .plan(&gltf_name(&chosen), gltf)
-            .map_err(|why| self.refused(model, why))?;
+        Ok((chosen, gltf))
+    }
 
-        std::fs::create_dir_all(&model_root).map_err(|err| {
-            ToolError::Recoverable(format!(
-                "the Poly Haven cache folder {} cannot be written: {err}",
-                model_root.display()
-            ))
-        })?;
-        // A live download writes at least every `idle_timeout` (a file's headers may take
-        // up to `download_timeout`), so it is never taken for a killed one.
-        let stale_after = STALE_PARTIAL
-            .max(self.config.idle_timeout)
-            .max(self.config.download_timeout);
-        remove_stale_partials(&model_root, stale_after);
-        let partial = model_root.join(format!(
-            ".partial-{chosen}-{}-{}",
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |since| since.as_nanos())
-        ));
-        let result = match self.download_all(&downloads, &partial).await {
-            Ok(()) => {
-                check_references(&partial, &downloads).map_err(|why| self.refused(model, why))
-            }
+    /// Downloads the planned files into a partial folder, checks what the `.gltf` refers
+    /// to, and moves the folder into the cache at `chosen` whole; a partial folder that
+    /// fails is removed.
+    async fn download_into_cache(
+        &self,
+        model: &Model,
+        cached: &CachedModel<'_>,
+        chosen: &str,
+        downloads: &[Download],
+    ) -> Result<(), ToolError> {
+        let partial = self.new_partial_folder(cached, chosen)?;
+        let result = match self.download_all(downloads, &partial).await {
+            Ok(()) => check_references(&partial, downloads).map_err(|why| self.refused(model, why)),
             Err(err) => Err(err),
         };
         if let Err(err) = result {
             let _ = std::fs::remove_dir_all(&partial);
             return Err(err);
         }
+        let final_folder = cached.folder(chosen);
         if let Err(err) = std::fs::rename(&partial, &final_folder) {
             let _ = std::fs::remove_dir_all(&partial);
             // Another search (or viga) finished the same download first.
-            if gltf_path.is_file() {
-                note_fallback(&chosen);
-                return Ok(gltf_path);
+            if cached.gltf(chosen).is_file() {
+                return Ok(());
             }
             return Err(ToolError::Recoverable(format!(
                 "the Poly Haven model {} could not be moved into the cache at {}: {err}",
@@ -143,8 +185,36 @@ impl PolyHaven {
                 final_folder.display()
             )));
         }
-        note_fallback(&chosen);
-        Ok(gltf_path)
+        Ok(())
+    }
+
+    /// The path of a partial folder of this process's own for a download at `chosen`, in
+    /// the model's cache folder (made if needed), once the partial folders of downloads
+    /// that were killed are removed from it.
+    fn new_partial_folder(
+        &self,
+        cached: &CachedModel<'_>,
+        chosen: &str,
+    ) -> Result<PathBuf, ToolError> {
+        std::fs::create_dir_all(&cached.root).map_err(|err| {
+            ToolError::Recoverable(format!(
+                "the Poly Haven cache folder {} cannot be written: {err}",
+                cached.root.display()
+            ))
+        })?;
+        // A live download writes at least every `idle_timeout` (a file's headers may take
+        // up to `download_timeout`), so it is never taken for a killed one.
+        let stale_after = STALE_PARTIAL
+            .max(self.config.idle_timeout)
+            .max(self.config.download_timeout);
+        remove_stale_partials(&cached.root, stale_after);
+        Ok(cached.root.join(format!(
+            ".partial-{chosen}-{}-{}",
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos())
+        )))
     }
 
     /// Every file of the model, checked before anything is downloaded: URLs on allowed

@@ -119,7 +119,7 @@ impl PolyHaven {
                 "Poly Haven's model list from {url} cannot be read: {why}; model the object with Blender Python instead"
             ))
         })?);
-        if let Err(err) = viga_memory::files::write_atomic(&file, &fetched) {
+        if let Err(err) = viga_io::files::write_atomic(&file, &fetched) {
             tracing::warn!(file = %file.display(), %err, "Poly Haven's model list cannot be kept in the cache");
         }
         *kept = Some(Listing {

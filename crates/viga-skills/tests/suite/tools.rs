@@ -6,6 +6,7 @@ use serde_json::json;
 use viga_blender::{BlenderCommands as _, Worker, WorkerConfig, locate};
 use viga_protocol::bridge::{RenderEngine, RenderSpec, SceneReset};
 use viga_skills::generator::generator_tools;
+use viga_skills::metrics::image_size;
 use viga_skills::verifier::verifier_tools;
 use viga_skills::{Control, RenderSettings, ToolContext, ToolError};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
@@ -69,6 +70,14 @@ async fn the_verifier_looks_around_and_ends_with_a_verdict() {
             ["iso", "front", "right", "top"]
         );
         assert_eq!(start.images.len(), 1, "one montage for the model");
+        // Each canonical view is half the render size each side, so the 2x2 montage is about
+        // one render's size; a view from one camera is the full size.
+        let sizes: Vec<_> = start
+            .renders
+            .iter()
+            .map(|r| image_size(&r.output.image.data).unwrap())
+            .collect();
+        assert_eq!(sizes, [(32, 32); 4]);
         assert!(start.text.contains("Ball, Box"), "{}", start.text);
         let before = context.view().unwrap();
 
@@ -81,6 +90,10 @@ async fn the_verifier_looks_around_and_ends_with_a_verdict() {
             .await
             .unwrap();
         assert_eq!(turned.renders.len(), 1);
+        assert_eq!(
+            image_size(&turned.renders[0].output.image.data).unwrap(),
+            (64, 64)
+        );
         assert_eq!(
             context.view().unwrap().azimuth_deg,
             before.azimuth_deg - 30.0

@@ -33,6 +33,12 @@ const LOOKING_TOOLS: [&str; 3] = ["initialize_viewpoint", "set_camera", "investi
 /// The undo step a look's traces go on before they are undone.
 const LOOK_STEP: &str = "viga: look (taken back)";
 
+/// Whether `name` is one of the scene tools that only read or look (no command: it leaves
+/// the scene as it was).
+pub(super) fn reads_or_looks(name: &str) -> bool {
+    name == READING_TOOL || LOOKING_TOOLS.contains(&name)
+}
+
 /// What one tool call came to.
 #[derive(Debug)]
 pub(super) enum CallOutcome {

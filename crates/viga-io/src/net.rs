@@ -16,7 +16,7 @@ pub fn install_crypto_provider() {
 }
 
 /// Whether `url` names this machine (`localhost`, 127.0.0.0/8, `[::1]`).
-pub fn is_loopback(url: &reqwest::Url) -> bool {
+pub fn is_loopback(url: &url::Url) -> bool {
     let Some(host) = url.host_str() else {
         return false;
     };

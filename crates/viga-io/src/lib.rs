@@ -1,0 +1,16 @@
+//! # viga-io
+//!
+//! The plain I/O that more than one crate needs, written once: whole-file writes that a
+//! kill never leaves half done and the clock run records are stamped with ([`files`]); what
+//! every HTTP client of viga needs: the TLS crypto provider, whether a server is on this
+//! machine, an error with its causes on one line ([`net`]); and an API key that never
+//! prints ([`Secret`]).
+//!
+//! **Owns:** those primitives. **Must not:** depend on any other viga crate, know about
+//! runs, models, Blender or the loop.
+
+pub mod files;
+pub mod net;
+mod secret;
+
+pub use secret::Secret;
