@@ -126,9 +126,44 @@ pub enum Command {
 /// `viga gateway`'s flags; the limits' defaults are `GatewayLimits::default()`'s.
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
-    /// Address to listen on; plain WebSocket, so keep it on loopback or behind a TLS proxy.
+    /// Address to listen on. Anything but loopback needs --tls-cert and --tls-key (or
+    /// --insecure-plain-on-public-address behind a TLS proxy).
     #[arg(long, default_value = "127.0.0.1:8765")]
     pub listen: std::net::SocketAddr,
+    /// The server's certificate chain (PEM): serve wss:// and https://.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM), in a file only you may read (chmod 600).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain ws:// on an address other machines can reach (only behind a TLS proxy
+    /// on this machine: tokens and scenes would otherwise cross the network readable).
+    #[arg(long)]
+    pub insecure_plain_on_public_address: bool,
+    /// The model of the agent behind the chat page (`/chat`); without any of these flags
+    /// the server runs no agent and the page only shows who is connected.
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    /// Model calls one chat request may take.
+    #[arg(long, default_value_t = 12)]
+    pub max_steps: u32,
+    /// Size of the looks at the scene (after each step, and the agent's own): N or WxH.
+    #[arg(long, default_value = "256")]
+    pub resolution: String,
+    /// Show the model a look at the scene after each step: yes, no, or auto (yes for
+    /// OpenAI, Anthropic and Gemini, no for OpenAI-compatible servers and scripts).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub model_sees: ModelSees,
+    /// Earlier requests of a user's conversation the agent is told about.
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    pub remembered_turns: usize,
+    /// Refuse chat requests of users whose own Blender is not connected, instead of running
+    /// a contained Blender of the server's for them.
+    #[arg(long)]
+    pub no_server_blenders: bool,
+    /// How long a request waits for a user's Blender that lost its connection to dial back.
+    #[arg(long, value_name = "SECONDS", default_value_t = viga_serve::ws::DialLimits::default().reconnect_grace.as_secs())]
+    pub reconnect_grace: u64,
     /// A folder of add-on packages with addon_ai.json manifests.
     #[arg(long)]
     pub addons: Option<PathBuf>,
@@ -332,6 +367,25 @@ pub enum Mode {
     Scene,
     Slides,
     Page,
+}
+
+/// `viga gateway --model-sees`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelSees {
+    Auto,
+    Yes,
+    No,
+}
+
+impl GatewayArgs {
+    /// Whether any provider flag was given: the server then runs the agent.
+    pub fn wants_agent(&self) -> bool {
+        let provider = &self.provider;
+        provider.provider.is_some()
+            || provider.model.is_some()
+            || provider.provider_config.is_some()
+            || provider.script.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

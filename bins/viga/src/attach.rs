@@ -97,7 +97,30 @@ pub enum AddonCommand {
         /// Write how long each timer callback held the main thread here, on exit (JSON).
         #[arg(long)]
         stats: Option<PathBuf>,
+        /// Add-on packages to load as if they were enabled in this Blender.
+        #[arg(long)]
+        addons: Option<PathBuf>,
+        /// Connect the add-on to this viga server (ws:// or wss://) as --username, with the
+        /// token in VIGA_SERVER_TOKEN, as a person does in the add-on's preferences.
+        #[arg(long, requires = "username")]
+        server: Option<String>,
+        #[arg(long, requires = "server")]
+        username: Option<String>,
+        /// The only folder the server's add-on commands may name (default: a temporary one).
+        #[arg(long, requires = "server")]
+        server_files: Option<PathBuf>,
     },
+}
+
+/// `viga addon host`'s options besides the zip.
+#[derive(Debug)]
+struct HostArgs {
+    blend: Option<PathBuf>,
+    user_dir: Option<PathBuf>,
+    stats: Option<PathBuf>,
+    addons: Option<PathBuf>,
+    server: Option<(String, String)>,
+    server_files: Option<PathBuf>,
 }
 
 pub async fn addon(command: AddonCommand) -> Result<std::process::ExitCode> {
@@ -116,16 +139,25 @@ pub async fn addon(command: AddonCommand) -> Result<std::process::ExitCode> {
             blend,
             user_dir,
             stats,
-        } => host(zip, blend, user_dir, stats).await,
+            addons,
+            server,
+            username,
+            server_files,
+        } => {
+            let args = HostArgs {
+                blend,
+                user_dir,
+                stats,
+                addons,
+                server: server.zip(username),
+                server_files,
+            };
+            host(zip, args).await
+        }
     }
 }
 
-async fn host(
-    zip: Option<PathBuf>,
-    blend: Option<PathBuf>,
-    user_dir: Option<PathBuf>,
-    stats: Option<PathBuf>,
-) -> Result<std::process::ExitCode> {
+async fn host(zip: Option<PathBuf>, args: HostArgs) -> Result<std::process::ExitCode> {
     let scratch = tempfile::Builder::new()
         .prefix("viga-addon-host-")
         .tempdir()
@@ -136,11 +168,36 @@ async fn host(
             viga_blender::addon::build_zip(scratch.path(), std::env::current_exe().ok().as_deref())?
         }
     };
+    let server = match args.server {
+        Some((url, username)) => {
+            let token =
+                std::env::var(viga_blender::addon::SERVER_TOKEN_ENV).with_context(|| {
+                    format!(
+                        "--server needs your token in {}",
+                        viga_blender::addon::SERVER_TOKEN_ENV
+                    )
+                })?;
+            Some(viga_blender::addon::ServerLogin {
+                url,
+                username,
+                token,
+                config_dir: scratch.path().join("config"),
+                files: args
+                    .server_files
+                    .unwrap_or_else(|| scratch.path().join("server-files")),
+            })
+        }
+        None => None,
+    };
     let options = viga_blender::addon::HostOptions {
-        user_dir: user_dir.unwrap_or_else(|| scratch.path().join("blender-user")),
-        blend,
-        stats,
+        user_dir: args
+            .user_dir
+            .unwrap_or_else(|| scratch.path().join("blender-user")),
+        blend: args.blend,
+        stats: args.stats,
         connection_dir: None,
+        addons: args.addons,
+        server,
     };
     let mut command = viga_blender::addon::host_command(&locate()?, &zip, &options)?;
     let mut child = command

@@ -1,5 +1,6 @@
-//! How a command ends, in one place: the exit code of every kind of failure, what to do about
-//! it, and the last line of every run (a scene run, a Geometry Nodes run, the add-on agent).
+//! How a command ends, in one place: what to do about each kind of failure (its exit code is
+//! `FailureKind::exit_code`), and the last line of every run (a scene run, a Geometry Nodes
+//! run, the add-on agent).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,30 +9,6 @@ use viga_protocol::event::{FailureKind, StopReason};
 use viga_provider::ProviderError;
 
 use crate::progress::Output;
-
-/// The exit code of each kind of failure; docs/configuration.md lists them.
-pub fn exit_code(kind: FailureKind) -> u8 {
-    match kind {
-        FailureKind::Other => 1,
-        FailureKind::Config => 2,
-        FailureKind::ProviderAuth => 3,
-        FailureKind::ProviderUnavailable => 4,
-        FailureKind::ContextOverflow => 5,
-        FailureKind::ProviderFailed => 6,
-        FailureKind::BlenderUnavailable => 7,
-        FailureKind::Io => 8,
-        FailureKind::Cancelled => 130,
-    }
-}
-
-/// The exit code of a run that stopped for `stop`.
-pub fn exit_code_of(stop: &StopReason) -> u8 {
-    match stop {
-        StopReason::Accepted | StopReason::MaxIterations => 0,
-        StopReason::Cancelled => exit_code(FailureKind::Cancelled),
-        StopReason::Failed { kind, .. } => exit_code(*kind),
-    }
-}
 
 /// What to do about a failure of `kind`, beyond what its message says; `run` is the run
 /// folder, when there is one to resume.
@@ -117,7 +94,7 @@ pub fn finish(out: &Output, end: RunEnd<'_>) -> ExitCode {
             message.push_str(&format!("\nwhat to do: {advice}"));
         }
     }
-    let code = exit_code_of(stop);
+    let code = stop.exit_code();
     out.finished(stop, &message, end.final_program, code);
     ExitCode::from(code)
 }
@@ -125,32 +102,6 @@ pub fn finish(out: &Output, end: RunEnd<'_>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_kind_has_its_own_exit_code() {
-        let kinds = [
-            FailureKind::Other,
-            FailureKind::Config,
-            FailureKind::ProviderAuth,
-            FailureKind::ProviderUnavailable,
-            FailureKind::ContextOverflow,
-            FailureKind::ProviderFailed,
-            FailureKind::BlenderUnavailable,
-            FailureKind::Io,
-            FailureKind::Cancelled,
-        ];
-        let codes: std::collections::BTreeSet<u8> = kinds.iter().map(|k| exit_code(*k)).collect();
-        assert_eq!(codes.len(), kinds.len(), "one code per kind");
-        assert!(!codes.contains(&0));
-        assert_eq!(exit_code_of(&StopReason::MaxIterations), 0);
-        assert_eq!(
-            exit_code_of(&StopReason::failed(
-                "down",
-                FailureKind::ProviderUnavailable
-            )),
-            4
-        );
-    }
 
     #[test]
     fn typed_errors_keep_their_kind_through_context() {

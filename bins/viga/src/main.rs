@@ -83,7 +83,9 @@ async fn run_cli(cli: Cli, contain: Contain) -> std::process::ExitCode {
             }
             eprintln!("error: {message}");
             // An error nothing typed is a usage error: arguments or files that cannot work.
-            std::process::ExitCode::from(kind.map_or(2, ending::exit_code))
+            std::process::ExitCode::from(
+                kind.map_or(2, viga_protocol::event::FailureKind::exit_code),
+            )
         }
     }
 }

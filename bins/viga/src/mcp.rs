@@ -83,7 +83,9 @@ pub async fn gateway(
     args: crate::args::GatewayArgs,
     contain: &Contain,
 ) -> Result<std::process::ExitCode> {
-    use viga_serve::ws::{BlenderSessions, Credentials, GatewayLimits};
+    use viga_serve::ws::{
+        BlenderSessions, Credentials, DialLimits, GatewayLimits, ListenSecurity, TlsFiles,
+    };
     anyhow::ensure!(
         args.max_sessions >= 1 && args.max_connections >= 1,
         "--max-sessions and --max-connections must be at least 1"
@@ -96,6 +98,11 @@ pub async fn gateway(
         ),
         None => None,
     };
+    let chat = if args.wants_agent() {
+        Some(chat_settings(&args)?)
+    } else {
+        None
+    };
     let users = credentials.user_names().len();
     let config = GatewayConfig {
         credentials,
@@ -106,23 +113,48 @@ pub async fn gateway(
             connection_idle: std::time::Duration::from_secs(args.connection_idle),
             ..GatewayLimits::default()
         },
-        files_root: args.files_root,
+        files_root: args.files_root.clone(),
+        dial: DialLimits {
+            reconnect_grace: std::time::Duration::from_secs(args.reconnect_grace),
+            ..DialLimits::default()
+        },
+        chat,
+    };
+    let security = ListenSecurity {
+        tls: args
+            .tls_cert
+            .clone()
+            .zip(args.tls_key.clone())
+            .map(|(certificate, key)| TlsFiles { certificate, key }),
+        plain_on_public_address: args.insecure_plain_on_public_address,
     };
     // Each user's Blender runs that user's add-on commands: contained, reading the
     // add-ons and writing only the user's own folder (the sessions add it).
     let access = Access::reading(args.addons.iter().cloned().collect());
     let sessions = BlenderSessions {
         launcher: locate()?,
-        addons_folder: args.addons,
+        addons_folder: args.addons.clone(),
         setup_code,
         containment: contain.containment(&access)?,
     };
+    let agent = config
+        .chat
+        .as_ref()
+        .map(|chat| format!("the agent ({})", chat.provider.model()))
+        .unwrap_or_else(|| "no agent (give --provider and --model for one)".to_owned());
     let gateway = Gateway::new(config, Arc::new(sessions))?;
-    let listener = Gateway::bind(args.listen).await?;
+    let listener = Gateway::bind(args.listen, &security).await?;
+    let address = listener.local_addr()?;
+    let page = if listener.scheme() == "wss" {
+        "https"
+    } else {
+        "http"
+    };
     eprintln!(
-        "viga gateway: listening on ws://{} for {users} user(s), at most {} at once",
-        listener.local_addr()?,
-        args.max_sessions
+        "viga gateway: listening on {}://{address} for {users} user(s), at most {} at once; chat page {page}://{address}/ with {agent}; Blenders dial in at {}://{address}/blender",
+        listener.scheme(),
+        args.max_sessions,
+        listener.scheme(),
     );
     tokio::select! {
         () = Arc::clone(&gateway).serve(listener) => {}
@@ -131,4 +163,35 @@ pub async fn gateway(
     eprintln!("viga gateway: stopping every user's Blender");
     gateway.stop_sessions().await;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The agent behind the chat page, from the provider flags.
+fn chat_settings(args: &crate::args::GatewayArgs) -> Result<viga_serve::ws::ChatSettings> {
+    use viga_provider::ProviderKind;
+    let settings = crate::provider_config(&args.provider, None)?;
+    let provider = viga_provider::build_provider(&settings)?;
+    let (width, height) = crate::args::parse_resolution(&args.resolution)?;
+    anyhow::ensure!(args.max_steps >= 1, "--max-steps must be at least 1");
+    let model_sees = match args.model_sees {
+        crate::args::ModelSees::Yes => true,
+        crate::args::ModelSees::No => false,
+        crate::args::ModelSees::Auto => matches!(
+            settings.kind,
+            ProviderKind::OpenAi | ProviderKind::Anthropic | ProviderKind::Gemini
+        ),
+    };
+    Ok(viga_serve::ws::ChatSettings {
+        provider,
+        max_steps: args.max_steps,
+        render: RenderSpec {
+            width,
+            height,
+            ..viga_core::addon_agent::AgentConfig::new("").render
+        },
+        model_sees,
+        max_tokens: 4096,
+        remembered_turns: args.remembered_turns,
+        server_blenders: !args.no_server_blenders,
+        server_addons: args.addons.clone(),
+    })
 }

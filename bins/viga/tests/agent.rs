@@ -4,39 +4,22 @@
 //! undo step and a cancelled run keeps the steps it finished.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
+mod support;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use viga_blender::addon::{HostOptions, RunningHost, build_zip, start_host};
-use viga_blender::attach::{Connection, attach};
+use viga_blender::BlenderCommands as _;
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderCommands as _, locate};
 use viga_testkit::{BLENDER_TEST_LIMIT, kill_after, output_within, within};
 
-#[path = "support/mod.rs"]
-mod support;
+use support::{Host, table_and_lamp_blend, workspace_file};
 
 const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const REQUEST: &str = "put the lamp to the left of the table and paint it red";
-
-fn workspace_file(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-}
-
-/// A person's .blend: a table at the origin and a lamp off to its right.
-fn table_and_lamp_blend(dir: &Path) -> PathBuf {
-    support::blend_with(
-        dir,
-        "room.blend",
-        "bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
-         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n",
-    )
-}
 
 fn tool_turn(expect: Value, name: &str, arguments: Value) -> Value {
     json!({"expect": expect, "response": {"text": "", "finish_reason": "tool_calls",
@@ -215,52 +198,14 @@ fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
     );
 }
 
-/// A headless Blender with the viga extension installed from its zip, as a person would
-/// have it; killed when dropped.
-struct Host {
-    child: Child,
-    connection: PathBuf,
-    dir: tempfile::TempDir,
-}
-
 impl Host {
-    fn start(blend: &Path) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
-        let options = HostOptions {
-            user_dir: dir.path().join("blender-user"),
-            blend: Some(blend.to_path_buf()),
-            stats: None,
-            connection_dir: Some(dir.path().join("connections")),
-        };
-        let RunningHost { child, connection } =
-            start_host(&locate().unwrap(), &zip, &options, BLENDER_TEST_LIMIT).unwrap();
-        Self {
-            child,
-            connection,
-            dir,
-        }
-    }
-
     /// `viga agent --attach` against this host.
     fn agent(&self, script: &Path, output: &Path) -> Command {
         let mut command = agent_command(script, output);
         command
             .arg("--attach")
-            .env("VIGA_CONNECTION_DIR", self.dir.path().join("connections"));
+            .env("VIGA_CONNECTION_DIR", self.connection_dir());
         command
-    }
-
-    async fn client(&self) -> FramedClient {
-        let connection = Connection::read(&self.connection).unwrap();
-        attach(&connection, Duration::from_secs(60)).await.unwrap()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -278,7 +223,7 @@ async fn lamp(client: &FramedClient) -> (f64, Vec<String>) {
 async fn attached_every_command_is_one_undo_step_in_the_users_scene() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
-        let host = Host::start(&table_and_lamp_blend(files.path()));
+        let host = Host::start(&table_and_lamp_blend(files.path()), None, None);
         let mut command = host.agent(&whole_session(files.path()), &files.path().join("runs"));
         let output = output_within(&mut command, BLENDER_TEST_LIMIT);
         assert!(
@@ -319,7 +264,7 @@ async fn attached_every_command_is_one_undo_step_in_the_users_scene() {
 async fn a_cancelled_attached_run_keeps_the_commands_it_finished() {
     within(BLENDER_TEST_LIMIT, "the test", async {
         let files = tempfile::tempdir().unwrap();
-        let host = Host::start(&table_and_lamp_blend(files.path()));
+        let host = Host::start(&table_and_lamp_blend(files.path()), None, None);
         let slow_answer =
             json!({"delay_ms": 60_000, "response": {"text": "too late", "finish_reason": "stop"}});
         let script = script_file(files.path(), vec![place_lamp_left(), slow_answer]);

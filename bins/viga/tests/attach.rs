@@ -36,6 +36,8 @@ impl Host {
             blend: blend.map(Path::to_path_buf),
             stats: None,
             connection_dir: Some(dir.path().join("connections")),
+            addons: None,
+            server: None,
         };
         let RunningHost { child, connection } =
             start_host(&locate().unwrap(), &zip, &options, BLENDER_TEST_LIMIT).unwrap();

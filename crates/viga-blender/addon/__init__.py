@@ -12,10 +12,10 @@ thread.
 
 import bpy
 
-from . import chat, history, keys, operators, panels, preferences, properties, runner, viga_bridge
+from . import chat, dialout, history, keys, operators, panels, preferences, properties, runner, viga_bridge
 
 # Registered in this order, unregistered in reverse.
-_UI_MODULES = (preferences, properties, history, keys, chat, operators, panels)
+_UI_MODULES = (preferences, properties, history, keys, chat, operators, dialout, panels)
 _bridge_poll = []
 
 

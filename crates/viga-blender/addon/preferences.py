@@ -9,7 +9,7 @@ import os
 import bpy
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, StringProperty
 
-from . import keys
+from . import dialout, keys
 
 PROVIDERS = [
     ("openai", "OpenAI", "OpenAI's API (key in OPENAI_API_KEY by default)"),
@@ -214,6 +214,17 @@ class VigaPreferences(bpy.types.AddonPreferences):
         name="Runs folder", subtype="DIR_PATH",
         description="Where run folders go; empty = viga_runs beside the saved .blend, else ~/.viga/runs",
     )
+    # A viga server this Blender dials out to (dialout.py); its token is kept by server_login.
+    server_url: StringProperty(name="Server", description="The viga server's address, e.g. wss://viga.example.org")
+    server_username: StringProperty(name="User name", description="Your user name on the viga server")
+    server_files: StringProperty(
+        name="Server files", subtype="DIR_PATH",
+        description="The only folder the server's add-on commands may read and write; "
+        "empty = viga-server-files in your home folder",
+    )
+    server_connect_on_start: BoolProperty(
+        name="Connect on start", description="Connect to the server when Blender starts", default=False,
+    )
 
     def draw(self, _context):
         layout = self.layout
@@ -227,6 +238,7 @@ class VigaPreferences(bpy.types.AddonPreferences):
         paths.label(text="Paths", icon="FILE_FOLDER")
         paths.prop(self, "viga_path")
         paths.prop(self, "runs_folder")
+        dialout.draw_preferences(self, layout)
 
     def _draw_model(self, box):
         box.label(text="Model", icon="LIGHT")

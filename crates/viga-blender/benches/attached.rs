@@ -47,6 +47,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         blend: None,
         stats: Some(stats.clone()),
         connection_dir: Some(dir.path().join("connections")),
+        addons: None,
+        server: None,
     };
     let RunningHost {
         child: mut host,

@@ -4,6 +4,12 @@
 # mode. Tests and CI attach to it exactly as to a person's Blender.
 #
 #   python addon_host.py -- --zip viga_blender-X.zip [--blend scene.blend] [--stats out.json]
+#       [--addons DIR] [--server URL --username NAME --server-files DIR]
+#
+# --addons loads the add-on packages of DIR as if the person had enabled them. --server
+# connects the add-on to a viga server as the person would (Preferences > viga server >
+# Connect), with the token from VIGA_SERVER_TOKEN, which is removed from the environment at
+# once and kept where the add-on keeps tokens.
 #
 # Prints `VIGA_ADDON_HOST_READY {"connection": ..., "pid": ..., "module": ...}` once serving,
 # then runs until SIGTERM or SIGINT: it disables the add-on (which removes the connection
@@ -81,7 +87,8 @@ class TimerPump:
 
 def parse_args(argv):
     args = argv[argv.index("--") + 1:] if "--" in argv else []
-    options = {"zip": None, "blend": None, "stats": None}
+    options = {"zip": None, "blend": None, "stats": None, "addons": None, "server": None,
+               "username": None, "server-files": None}
     i = 0
     while i < len(args):
         name = args[i][2:] if args[i].startswith("--") else None
@@ -89,9 +96,12 @@ def parse_args(argv):
             options[name] = args[i + 1]
             i += 2
         else:
-            raise SystemExit("viga addon host: unknown argument %r (expected --zip FILE, --blend FILE, --stats FILE)" % args[i])
+            raise SystemExit("viga addon host: unknown argument %r (expected --zip FILE, --blend FILE, --stats FILE, "
+                             "--addons DIR, --server URL --username NAME --server-files DIR)" % args[i])
     if not options["zip"] or not os.path.isfile(options["zip"]):
         raise SystemExit("viga addon host: --zip must name the extension zip built by `viga addon build`")
+    if options["server"] and not options["username"]:
+        raise SystemExit("viga addon host: --server needs --username")
     return options
 
 
@@ -114,6 +124,15 @@ def main():
     # The host ends with the process that started it (VIGA_PARENT_PID), as workers do, so a
     # killed test run leaves no Blender behind.
     module.viga_bridge.exit_with_parent()
+    if options["addons"]:
+        listing = module.viga_bridge.cmd_list_addons({"folder": os.path.abspath(options["addons"])})
+        if listing["problems"]:
+            raise SystemExit("viga addon host: add-ons of %s did not load: %s" % (options["addons"], listing["problems"]))
+    if options["server"]:
+        token = os.environ.pop("VIGA_SERVER_TOKEN", "")
+        if not token:
+            raise SystemExit("viga addon host: --server needs the token in VIGA_SERVER_TOKEN")
+        module.dialout.connect(options["server"], options["username"], token, options["server-files"])
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

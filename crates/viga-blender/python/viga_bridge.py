@@ -2095,7 +2095,23 @@ def cmd_addon_command(args):
         raise BridgeError("not_found", "add-on %r has no command %r (it has: %s)" % (addon_id, tool, ", ".join(sorted(handlers)) or "none"))
     if not isinstance(params, dict):
         raise BridgeError("bad_request", "params must be a JSON object")
-    result = handler(**params)
+    step = args.get("undo_step")
+    if step is None:
+        result = handler(**params)
+    else:
+        # The command and its undo step in one main-thread call, so no other request (and no
+        # lost connection) can come between them: a command that ran is one step, and one that
+        # raised is taken back before anything else happens.
+        if not isinstance(step, str) or not step:
+            raise BridgeError("bad_request", "undo_step must be a non-empty string")
+        ensure_undo_base()
+        try:
+            result = handler(**params)
+        except Exception:
+            push_undo_step(step + " (failed)")
+            undo_one_step()
+            raise
+        push_undo_step(step)
     try:
         json.dumps(result)
     except (TypeError, ValueError):

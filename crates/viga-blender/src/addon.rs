@@ -106,7 +106,39 @@ pub struct HostOptions {
     pub stats: Option<PathBuf>,
     /// Overrides the folder of connection files (`VIGA_CONNECTION_DIR`).
     pub connection_dir: Option<PathBuf>,
+    /// Add-on packages the host's Blender loads as if its person had enabled them.
+    pub addons: Option<PathBuf>,
+    /// A viga server the host's add-on dials out to, as its person would connect it.
+    pub server: Option<ServerLogin>,
 }
+
+/// What a person fills in to connect their Blender to a viga server.
+#[derive(Clone)]
+pub struct ServerLogin {
+    /// `ws://` or `wss://` and the server's address.
+    pub url: String,
+    pub username: String,
+    /// Handed to the host in [`SERVER_TOKEN_ENV`], which it removes from its environment at
+    /// once and keeps where the add-on keeps tokens (in `config_dir`).
+    pub token: String,
+    /// The add-on's private folder of settings and tokens (`VIGA_CONFIG_DIR`).
+    pub config_dir: PathBuf,
+    /// The only folder the server's add-on commands may name.
+    pub files: PathBuf,
+}
+
+impl std::fmt::Debug for ServerLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerLogin")
+            .field("url", &self.url)
+            .field("username", &self.username)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the host is handed its server token.
+pub const SERVER_TOKEN_ENV: &str = "VIGA_SERVER_TOKEN";
 
 /// The command that starts the headless host: Blender in background mode, the extension
 /// installed from `zip` through Blender's own machinery and enabled, its timers run by a
@@ -131,6 +163,19 @@ pub fn host_command(
     if let Some(stats) = &options.stats {
         script_args.extend(["--stats".into(), stats.into()]);
     }
+    if let Some(addons) = &options.addons {
+        script_args.extend(["--addons".into(), addons.into()]);
+    }
+    if let Some(server) = &options.server {
+        script_args.extend([
+            "--server".into(),
+            server.url.clone().into(),
+            "--username".into(),
+            server.username.clone().into(),
+            "--server-files".into(),
+            server.files.clone().into(),
+        ]);
+    }
     let (program, args) = launcher.command_line(&script, &script_args);
     let mut command = tokio::process::Command::new(program);
     command
@@ -139,6 +184,11 @@ pub fn host_command(
         .env("VIGA_PARENT_PID", std::process::id().to_string());
     if let Some(dir) = &options.connection_dir {
         command.env(crate::attach::CONNECTION_DIR_ENV, dir);
+    }
+    if let Some(server) = &options.server {
+        command
+            .env(SERVER_TOKEN_ENV, &server.token)
+            .env("VIGA_CONFIG_DIR", &server.config_dir);
     }
     Ok(command)
 }

@@ -66,6 +66,7 @@ mod test_domain;
 mod tool_generator;
 mod translate;
 mod verify;
+mod written_calls;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -29,7 +29,8 @@ use crate::program::{Attempt, Tried, first_line};
 use crate::prompts::fill;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally};
-use crate::verify::{invoke, with_tool_call_from_text};
+use crate::verify::invoke;
+use crate::written_calls::with_tool_call_from_text;
 
 /// The longest argument summary and outcome a recorded tool call keeps, in characters.
 const CALL_SUMMARY_CHARS: usize = 200;

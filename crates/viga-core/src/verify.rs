@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::Feedback;
 use viga_protocol::json_candidates;
@@ -19,6 +18,7 @@ use crate::offered::OfferedTools;
 use crate::program::Attempt;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally, task_parts};
+use crate::written_calls::with_tool_call_from_text;
 
 /// Told with a tool's result when the worker was lost while the tool ran: the result was
 /// rebuilt from the program, so what earlier tools changed in it is gone.
@@ -313,6 +313,8 @@ async fn use_tools(
             tool: call.name.clone(),
             ok: !is_error,
             summary: text.chars().take(200).collect(),
+            arguments: Some(call.arguments.clone()),
+            result: None,
         })?;
         turn.results.push(ContentPart::ToolResult(ToolResult {
             call_id: call.id.clone(),
@@ -350,52 +352,6 @@ pub(crate) async fn invoke(
     }
 }
 
-/// `response` with the tool call its text holds, when the model wrote its call as JSON text
-/// instead of using the tool-calling interface (local models do): `{"name": "end_process",
-/// "arguments": {...}}`, fenced or bare, `parameters` for `arguments`, the arguments as an
-/// object or as a JSON string. Only a tool of `tools` counts: a program's dict literal with
-/// a `name` and `parameters` is not a call.
-pub(crate) fn with_tool_call_from_text(
-    mut response: ModelResponse,
-    offered: impl Fn(&str) -> bool,
-    index: u32,
-    turn: u32,
-) -> ModelResponse {
-    if !response.tool_calls.is_empty() {
-        return response;
-    }
-    if let Some((name, arguments)) =
-        tool_call_in_text(&response.text).filter(|(name, _)| offered(name))
-    {
-        response.tool_calls.push(ToolCall {
-            id: format!("text-{index}-{turn}"),
-            name,
-            arguments,
-        });
-        // The call is the text: the conversation keeps it once, as the call.
-        response.text.clear();
-    }
-    response
-}
-
-fn tool_call_in_text(text: &str) -> Option<(String, Value)> {
-    json_candidates(text).find_map(|candidate| {
-        let mut object = match serde_json::from_str::<Value>(candidate).ok()? {
-            Value::Object(object) => object,
-            _ => return None,
-        };
-        let name = object.get("name")?.as_str()?.to_owned();
-        let arguments = match object
-            .remove("arguments")
-            .or_else(|| object.remove("parameters"))?
-        {
-            Value::String(text) => serde_json::from_str::<Value>(&text).ok()?,
-            arguments => arguments,
-        };
-        arguments.is_object().then_some((name, arguments))
-    })
-}
-
 /// A verdict written as text: a JSON object (fenced or bare) in the Feedback shape, or else
 /// the text itself as one difference, never accepted.
 pub(crate) fn feedback_from_text(text: &str) -> Feedback {
@@ -418,58 +374,7 @@ pub(crate) fn feedback_from_text(text: &str) -> Feedback {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
-    use super::{feedback_from_text, tool_call_in_text};
-
-    #[test]
-    fn tool_calls_written_as_json_text_are_read_as_calls() {
-        let verdict = json!({"visual_differences": [], "suggestions": [], "accepted": true});
-        let bare = format!(r#"{{"name": "end_process", "arguments": {verdict}}}"#);
-        let fenced = format!("I am done.\n```json\n{bare}\n```\nThat is all.");
-        let qwen = format!("<tool_call>\n{bare}\n</tool_call>");
-        let as_string =
-            json!({"name": "end_process", "arguments": verdict.to_string()}).to_string();
-        let parameters =
-            json!({"name": "set_camera", "parameters": {"location": [1, 2, 3]}}).to_string();
-        for text in [&bare, &fenced, &qwen, &as_string] {
-            assert_eq!(
-                tool_call_in_text(text),
-                Some(("end_process".to_owned(), verdict.clone())),
-                "{text}"
-            );
-        }
-        assert_eq!(
-            tool_call_in_text(&parameters),
-            Some(("set_camera".to_owned(), json!({"location": [1, 2, 3]})))
-        );
-        for not_a_call in [
-            "The crate is too small.",
-            r#"{"visual_differences": ["red"], "suggestions": [], "accepted": false}"#,
-            r#"{"name": "end_process", "arguments": 3}"#,
-        ] {
-            assert_eq!(tool_call_in_text(not_a_call), None, "{not_a_call}");
-        }
-    }
-
-    #[test]
-    fn only_a_tool_the_model_was_offered_is_read_from_text() {
-        let tools = viga_skills::verifier::verifier_tools().unwrap();
-        let program =
-            "```python\nlamp = {\"name\": \"lamp\", \"parameters\": {\"energy\": 10}}\n```";
-        let read = |text: &str| {
-            let response =
-                viga_provider::ModelResponse::text_only(text, viga_provider::FinishReason::Stop);
-            super::with_tool_call_from_text(response, |name| tools.get(name).is_some(), 1, 0)
-        };
-        let untouched = read(program);
-        assert!(untouched.tool_calls.is_empty());
-        assert_eq!(untouched.text, program);
-        let call = read(r#"{"name": "set_camera", "parameters": {"location": [1, 2, 3]}}"#);
-        assert_eq!(call.tool_calls.len(), 1);
-        assert_eq!(call.tool_calls[0].name, "set_camera");
-        assert!(call.text.is_empty());
-    }
+    use super::feedback_from_text;
 
     #[test]
     fn text_verdicts() {

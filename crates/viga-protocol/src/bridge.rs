@@ -113,6 +113,11 @@ pub enum BridgeCommand {
         /// The add-on's command (its tool name); `command` is taken by the frame's tag.
         tool: String,
         params: Value,
+        /// Make the command one undo step of this name in the same main-thread call (a
+        /// command that raises is taken back at once), so nothing can come between the
+        /// command and its step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        undo_step: Option<String>,
     },
     /// Run a program on the open scene as one undo step named `message` (the state before
     /// is pushed first); a program that fails is undone at once. For a person's Blender.

@@ -4,6 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::bridge::RenderEngine;
 use crate::gn::{GateReport, GnRunState, StepRecord};
@@ -58,7 +59,34 @@ pub enum FailureKind {
     Other,
 }
 
+impl FailureKind {
+    /// The exit code of a command that failed this way; docs/configuration.md lists them.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Other => 1,
+            Self::Config => 2,
+            Self::ProviderAuth => 3,
+            Self::ProviderUnavailable => 4,
+            Self::ContextOverflow => 5,
+            Self::ProviderFailed => 6,
+            Self::BlenderUnavailable => 7,
+            Self::Io => 8,
+            Self::Cancelled => 130,
+        }
+    }
+}
+
 impl StopReason {
+    /// The exit code of a command whose run stopped for this reason (0 when it ran to its
+    /// end or its budget); docs/configuration.md lists them.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Accepted | Self::MaxIterations => 0,
+            Self::Cancelled => FailureKind::Cancelled.exit_code(),
+            Self::Failed { kind, .. } => kind.exit_code(),
+        }
+    }
+
     /// A failed stop of `kind`.
     pub fn failed(message: impl Into<String>, kind: FailureKind) -> Self {
         Self::Failed {
@@ -148,6 +176,13 @@ pub enum RunEvent {
         tool: String,
         ok: bool,
         summary: String,
+        /// The call's arguments as the tool received them (the add-on agent's calls).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Value>,
+        /// What came back, as the model was told it: an add-on command's own result with the
+        /// scene after it, a scene tool's text, or why the call was refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
     },
     /// The generator called one of its tools (runs that offer it tools).
     GeneratorToolCalled {
@@ -195,3 +230,32 @@ pub struct TimedEvent {
 }
 
 crate::validate::plain_protocol_types!(RunEvent, TimedEvent);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_exit_code() {
+        let kinds = [
+            FailureKind::Other,
+            FailureKind::Config,
+            FailureKind::ProviderAuth,
+            FailureKind::ProviderUnavailable,
+            FailureKind::ContextOverflow,
+            FailureKind::ProviderFailed,
+            FailureKind::BlenderUnavailable,
+            FailureKind::Io,
+            FailureKind::Cancelled,
+        ];
+        let codes: std::collections::BTreeSet<u8> =
+            kinds.iter().map(|kind| kind.exit_code()).collect();
+        assert_eq!(codes.len(), kinds.len(), "one code per kind");
+        assert!(!codes.contains(&0));
+        assert_eq!(StopReason::MaxIterations.exit_code(), 0);
+        assert_eq!(
+            StopReason::failed("down", FailureKind::ProviderUnavailable).exit_code(),
+            4
+        );
+    }
+}

@@ -5,7 +5,8 @@
 //! **Owns:** chat messages with text and image parts, tool specs, tool calls and results;
 //! plans, programs, verifier feedback and the iteration record (with the failure classes
 //! E0–E3 of the fast-retry loop); the run event stream; the Geometry Nodes step protocol and
-//! its gate reports; Blender add-on manifests; the frames spoken to the Blender bridge. Every
+//! its gate reports; Blender add-on manifests; the frames spoken to the Blender bridge; the
+//! messages of the server's Blender and chat doors. Every
 //! type derives its JSON Schema with `schemars`, and untrusted JSON (model output, manifests,
 //! frames) is parsed through [`validate::parse_json`], which checks the protocol version, the
 //! schema (naming the JSON path and the rule broken) and the type's own invariants.
@@ -20,6 +21,7 @@ pub mod gn;
 pub mod iteration;
 pub mod manifest;
 pub mod message;
+pub mod server;
 pub mod stream;
 pub mod validate;
 

@@ -1,8 +1,16 @@
-//! A WebSocket gateway for add-on commands (seed 004's message flow). A client says who it is
-//! with `hello` (its user and that user's own token), then sends `addon_command`s; each user
-//! gets a Blender of their own, so one user's scene never sees another's commands.
+//! The viga server: a WebSocket gateway with three doors on one port, and the chat page.
 //!
-//! Client → gateway (JSON text frames, every one with a fresh `message_id`):
+//! - `/` (seed 004's message flow, for programs): a client says who it is with `hello` (its
+//!   user and that user's own token), then sends `addon_command`s; each user gets a Blender
+//!   of their own on the server, so one user's scene never sees another's commands.
+//! - `/blender` ([`viga_protocol::server::FromBlender`], [`viga_protocol::server::ToBlender`]):
+//!   a person's own Blender dials in through the viga add-on and serves that person's
+//!   requests ([`dialed`]).
+//! - `/chat` ([`viga_protocol::server::ChatIn`], [`viga_protocol::server::ChatOut`]): the chat
+//!   page (served at `/` to a browser) sends a user's requests to the add-on agent, which
+//!   works on that user's Blender, and watches them being carried out ([`chat`]).
+//!
+//! The gateway's own messages (JSON text frames, every one with a fresh `message_id`):
 //! `{"type": "hello", "message_id", "user" (or seed 004's "username"), "token"}`,
 //! `{"type": "list_tools", "message_id"}`,
 //! `{"type": "addon_command", "message_id", "addon_id", "command", "params", "username"?}`
@@ -13,32 +21,40 @@
 //!
 //! Under abuse it holds: sessions are capped and reaped when idle ([`GatewayLimits`]),
 //! message ids are remembered in a bounded window ([`REPLAY_WINDOW`]), connections are
-//! capped and time out, accept errors are survived, and path parameters are confined to
-//! the user's folder under [`GatewayConfig::files_root`].
+//! capped and time out, accept errors are survived, path parameters are confined to the
+//! user's folder under [`GatewayConfig::files_root`], and plain WebSocket is refused on
+//! addresses other machines can reach unless asked for ([`ListenSecurity`]).
 
+mod chat;
 mod connection;
 mod credentials;
+mod dialed;
 mod files;
+mod http;
 mod messages;
 mod replay;
 mod sessions;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::time::timeout;
 
+pub use chat::{ChatSettings, MAX_QUERY_CHARS};
 pub use credentials::{
     Credentials, CredentialsError, GATEWAY_TOKEN_ENV, MIN_TOKEN_CHARS, USERS_ENV, UserName,
 };
+pub use dialed::DialLimits;
 pub use files::DEFAULT_FILES_ROOT;
 pub use replay::{MAX_MESSAGE_ID_BYTES, REPLAY_WINDOW};
 pub use sessions::{
     BlenderSessions, SessionBlender, SessionFactory, SessionStartError, StartedSession,
 };
+pub use tls::{ListenSecurity, Listener, TlsFiles};
 
 /// How long the listener waits after a failed accept before the next: out of file
 /// descriptors (EMFILE), accept fails at once until one is freed, and retrying without a
@@ -76,14 +92,20 @@ impl Default for GatewayLimits {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct GatewayConfig {
     /// Who may say hello, each with their own token.
     pub credentials: Credentials,
     pub limits: GatewayLimits,
     /// Each user's path parameters are confined to `<files_root>/<user>/`; made (mode 0700)
-    /// when missing, refused when other users may enter it.
+    /// when missing, refused when other users may enter it. The agent's runs for a user go
+    /// in `<files_root>/<user>/agent/`.
     pub files_root: PathBuf,
+    /// How the server waits on dialled-in Blenders.
+    pub dial: DialLimits,
+    /// The agent behind the chat door; `None` refuses requests (the page still shows who is
+    /// connected).
+    pub chat: Option<ChatSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,13 +122,23 @@ pub enum GatewayError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "will not serve plain WebSocket on {address}, which other machines can reach: tokens, requests and scenes would cross the network unencrypted. Give a certificate and key (--tls-cert, --tls-key), listen on 127.0.0.1, or, behind a TLS proxy on this machine, pass --insecure-plain-on-public-address"
+    )]
+    PlainOnPublicAddress { address: SocketAddr },
+    #[error("TLS: {path}: {problem}")]
+    Tls { path: PathBuf, problem: String },
 }
 
-/// The gateway's state: who may connect, the sessions, and the connection slots.
+/// The gateway's state: who may connect, the sessions, the dialled-in Blenders, the
+/// conversations, and the connection slots.
 pub struct Gateway {
     credentials: Credentials,
     limits: GatewayLimits,
     sessions: Arc<sessions::Sessions>,
+    dialed: dialed::DialedBlenders,
+    conversations: chat::Conversations,
+    chat: Option<ChatSettings>,
     connection_slots: Arc<Semaphore>,
 }
 
@@ -141,20 +173,24 @@ impl Gateway {
                 limits.session_idle,
             ),
             connection_slots: Arc::new(Semaphore::new(limits.max_connections)),
+            dialed: dialed::DialedBlenders::new(config.dial),
+            conversations: chat::Conversations::default(),
+            chat: config.chat,
             limits,
         }))
     }
 
-    /// Binds the listening socket. Keep `address` on loopback: the gateway speaks plain
-    /// WebSocket, so anything wider needs a TLS-terminating proxy in front.
-    pub async fn bind(address: SocketAddr) -> Result<TcpListener, GatewayError> {
-        TcpListener::bind(address)
-            .await
-            .map_err(|source| GatewayError::Bind { address, source })
+    /// Binds the listening socket: TLS with `security`'s files, or plain WebSocket, which is
+    /// refused on an address other machines can reach unless `security` allows it.
+    pub async fn bind(
+        address: SocketAddr,
+        security: &ListenSecurity,
+    ) -> Result<Listener, GatewayError> {
+        Listener::bind(address, security).await
     }
 
     /// Accepts connections and reaps idle sessions until the future is dropped.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+    pub async fn serve(self: Arc<Self>, listener: Listener) {
         tokio::select! {
             () = self.sessions.reap_forever() => {}
             () = self.accept_forever(listener) => {}
@@ -166,9 +202,9 @@ impl Gateway {
         self.sessions.stop_all().await;
     }
 
-    async fn accept_forever(self: &Arc<Self>, listener: TcpListener) {
+    async fn accept_forever(self: &Arc<Self>, listener: Listener) {
         loop {
-            let (stream, peer) = match listener.accept().await {
+            let (stream, peer) = match listener.tcp.accept().await {
                 Ok(accepted) => accepted,
                 Err(err) => {
                     tracing::warn!("accepting a connection failed: {err}; still listening");
@@ -182,12 +218,56 @@ impl Gateway {
                 continue;
             };
             let gateway = Arc::clone(self);
+            let tls = listener.tls.clone();
             tokio::spawn(async move {
-                if let Err(err) = connection::serve_connection(&gateway, stream).await {
-                    tracing::debug!(%peer, "websocket connection ended: {err}");
+                if let Err(err) = gateway.serve_stream(stream, tls).await {
+                    tracing::debug!(%peer, "connection ended: {err}");
                 }
                 drop(slot);
             });
+        }
+    }
+
+    /// One connection: TLS when the server speaks it, the request head, then the door it
+    /// asked for, all of the opening within the handshake time.
+    async fn serve_stream(
+        self: &Arc<Self>,
+        stream: tokio::net::TcpStream,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Result<(), connection::ConnectionEnd> {
+        let limit = self.limits.handshake_timeout;
+        let max_blender_message = self.dialed.limits().max_message_bytes;
+        let opening = async {
+            let stream: Box<dyn http::Io> = match tls {
+                Some(acceptor) => Box::new(
+                    acceptor
+                        .accept(stream)
+                        .await
+                        .map_err(connection::ConnectionEnd::Tls)?,
+                ),
+                None => Box::new(stream),
+            };
+            let opened = http::open(stream, |door| match door {
+                http::Door::Blender => connection::websocket_config(max_blender_message),
+                http::Door::Gateway | http::Door::Chat => connection::small_messages(),
+            })
+            .await?;
+            Ok::<_, connection::ConnectionEnd>(opened)
+        };
+        let opened = timeout(limit, opening)
+            .await
+            .map_err(|_| connection::ConnectionEnd::HandshakeTimeout(limit))??;
+        match opened {
+            http::Opened::Answered => Ok(()),
+            http::Opened::WebSocket(http::Door::Gateway, socket) => {
+                connection::serve_connection(self, *socket).await
+            }
+            http::Opened::WebSocket(http::Door::Blender, socket) => {
+                dialed::serve_blender(self, *socket).await
+            }
+            http::Opened::WebSocket(http::Door::Chat, socket) => {
+                chat::serve_chat(self, *socket).await
+            }
         }
     }
 }

@@ -19,8 +19,8 @@ use tokio_tungstenite::tungstenite::Message;
 use viga_blender::{BlenderTransport, TransportError};
 use viga_protocol::bridge::BridgeCommand;
 use viga_serve::ws::{
-    Credentials, Gateway, GatewayConfig, GatewayLimits, SessionBlender, SessionFactory,
-    SessionStartError, StartedSession, UserName,
+    Credentials, DialLimits, Gateway, GatewayConfig, GatewayLimits, ListenSecurity, SessionBlender,
+    SessionFactory, SessionStartError, StartedSession, UserName,
 };
 use viga_skills::addons::AddonRegistry;
 use viga_testkit::websocket::{Socket, ask, connect};
@@ -111,10 +111,14 @@ async fn start(users: usize, limits: GatewayLimits) -> TestGateway {
         credentials,
         limits,
         files_root: files.path().join("files"),
+        dial: DialLimits::default(),
+        chat: None,
     };
     let sessions = Arc::new(FakeSessions::default());
     let gateway = Gateway::new(config, Arc::clone(&sessions) as Arc<dyn SessionFactory>).unwrap();
-    let listener = Gateway::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let listener = Gateway::bind("127.0.0.1:0".parse().unwrap(), &ListenSecurity::default())
+        .await
+        .unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(gateway.serve(listener));
     TestGateway {

@@ -214,24 +214,12 @@ fn folder_with_a_hijacker(dir: &Path) {
     std::fs::write(hijacker.join("addon_ai.json"), manifest.to_string()).unwrap();
 }
 
-/// Python that zips the `scene_stats` fixture and installs it as an extension, enabled: what
-/// a person does with Install from Disk.
+/// Python that installs the `scene_stats` fixture as an extension, enabled: what a person does
+/// with Install from Disk.
 fn install_scene_stats_extension(zip_folder: &Path) -> String {
     let source =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/addons/installable/scene_stats");
-    let zip = zip_folder.join("scene_stats.zip");
-    format!(
-        r#"
-import os, zipfile, bpy
-source, zip_path = {source:?}, {zip:?}
-with zipfile.ZipFile(zip_path, "w") as archive:
-    for name in sorted(os.listdir(source)):
-        if os.path.isfile(os.path.join(source, name)):
-            archive.write(os.path.join(source, name), name)
-result = bpy.ops.extensions.package_install_files(filepath=zip_path, repo="user_default", enable_on_install=True)
-assert result == {{"FINISHED"}}, result
-"#
-    )
+    viga_testkit::install_extension(&source, &zip_folder.join("scene_stats.zip"))
 }
 
 async fn tool_names(client: &RunningService<RoleClient, ListChangedWatcher>) -> Vec<String> {

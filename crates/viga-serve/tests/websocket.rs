@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use viga_blender::locate;
-use viga_serve::ws::{BlenderSessions, Credentials, Gateway, GatewayConfig, GatewayLimits};
+use viga_serve::ws::{
+    BlenderSessions, Credentials, DialLimits, Gateway, GatewayConfig, GatewayLimits, ListenSecurity,
+};
 use viga_testkit::websocket::{Socket, ask, connect};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
@@ -38,6 +40,8 @@ async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile:
             .unwrap(),
         limits,
         files_root: files.path().join("files"),
+        dial: DialLimits::default(),
+        chat: None,
     };
     let sessions = BlenderSessions {
         launcher: locate().unwrap(),
@@ -48,7 +52,9 @@ async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile:
         containment: None,
     };
     let gateway = Gateway::new(config, Arc::new(sessions)).unwrap();
-    let listener = Gateway::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let listener = Gateway::bind("127.0.0.1:0".parse().unwrap(), &ListenSecurity::default())
+        .await
+        .unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(gateway.serve(listener));
     (address, files)

@@ -17,6 +17,7 @@ mod requirements;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -190,21 +191,24 @@ impl AddonToolAdapter {
     ) -> Result<AddonCommandResult, ToolError> {
         let arguments = arguments_object(arguments);
         self.check_arguments(&arguments)?;
-        self.send(blender, arguments).await
+        self.send(blender, arguments, None).await
     }
 
     /// Sends arguments already checked ([`AddonToolAdapter::check_arguments`]) to Blender:
     /// for a caller that must tell a refusal (nothing reached Blender) from a failure in
-    /// Blender (which may have changed the scene).
+    /// Blender (which may have changed the scene). With `undo_step`, Blender makes the
+    /// command that one undo step in the same call, and takes back a command that fails.
     pub async fn send(
         &self,
         blender: &dyn BlenderTransport,
         arguments: Value,
+        undo_step: Option<String>,
     ) -> Result<AddonCommandResult, ToolError> {
         let command = BridgeCommand::AddonCommand {
             addon_id: self.addon_id.clone(),
             tool: self.tool.name.clone(),
             params: arguments,
+            undo_step,
         };
         let reply = blender.call(command, None).await?;
         serde_json::from_value(reply).map_err(|err| {
@@ -217,6 +221,16 @@ impl AddonToolAdapter {
         &self.tool.name
     }
 
+    /// The add-on it belongs to.
+    pub fn addon_id(&self) -> &str {
+        &self.addon_id
+    }
+
+    /// The tool as its manifest declares it.
+    pub fn manifest_tool(&self) -> &AddonTool {
+        &self.tool
+    }
+
     /// `arguments` with every path in them resolved in `folder` and nothing outside it
     /// ([`confine_path_arguments`]); a refusal says which value and why.
     pub fn confine_paths(
@@ -227,18 +241,76 @@ impl AddonToolAdapter {
         confine_path_arguments(&self.tool, arguments, folder).map_err(ToolError::Recoverable)
     }
 
-    /// Checks arguments before they reach Blender; the message names the path and rule.
+    /// Checks arguments before they reach Blender. A refusal names the path and rule broken,
+    /// the closest parameter to each name the tool does not take, and every parameter the
+    /// tool does take with its type, options and default, as the manifest says them: the
+    /// model corrects its call from that.
     pub fn check_arguments(&self, arguments: &Value) -> Result<(), ToolError> {
         let violations = self.compiled.violations(arguments);
         if violations.is_empty() {
             return Ok(());
         }
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
-        Err(ToolError::Recoverable(format!(
+        let mut message = format!(
             "invalid arguments for {}: {}",
             self.tool.name,
             listed.join("; ")
-        )))
+        );
+        for (unknown, known) in self.closest_parameters(arguments) {
+            let _ = write!(
+                message,
+                "\n{unknown:?} is not a parameter of {}",
+                self.tool.name
+            );
+            if let Some(known) = known {
+                let _ = write!(message, "; did you mean {known:?}?");
+            }
+        }
+        if self.tool.parameters.is_empty() {
+            let _ = write!(
+                message,
+                "\n{} takes no parameters: call it with {{}}.",
+                self.tool.name
+            );
+        } else {
+            let _ = write!(
+                message,
+                "\n{} takes exactly these parameters (names as written here):",
+                self.tool.name
+            );
+            for parameter in &self.tool.parameters {
+                let _ = write!(message, "\n- {}", prompt::describe_parameter(parameter));
+            }
+        }
+        Err(ToolError::Recoverable(message))
+    }
+
+    /// Each argument name the tool does not take, with the parameter it most likely meant
+    /// (a small edit away, or one name holding the other), if any.
+    fn closest_parameters(&self, arguments: &Value) -> Vec<(String, Option<String>)> {
+        let Some(given) = arguments.as_object() else {
+            return Vec::new();
+        };
+        given
+            .keys()
+            .filter(|name| !self.tool.parameters.iter().any(|p| &p.name == *name))
+            .map(|name| {
+                let closest = self
+                    .tool
+                    .parameters
+                    .iter()
+                    .filter(|p| !given.contains_key(&p.name))
+                    .map(|p| (edit_distance(name, &p.name), &p.name))
+                    .filter(|(distance, known)| {
+                        *distance <= 2.max(known.len() / 3)
+                            || known.contains(name.as_str())
+                            || name.contains(known.as_str())
+                    })
+                    .min_by_key(|(distance, _)| *distance)
+                    .map(|(_, known)| known.clone());
+                (name.clone(), closest)
+            })
+            .collect()
     }
 }
 
@@ -269,6 +341,21 @@ impl Tool for AddonToolAdapter {
             answer.scene.join("\n")
         )))
     }
+}
+
+/// The Levenshtein distance between two names, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 /// One registered add-on: its manifest and its tools, built once at registration.

@@ -15,7 +15,8 @@
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
 //!
-//! [`websocket`] is a client for the tests of the WebSocket gateway.
+//! [`websocket`] is a client for the tests of the WebSocket gateway. [`install_extension`]
+//! is the Blender program that installs an add-on folder the way a person does.
 
 pub mod websocket;
 
@@ -255,6 +256,24 @@ pub fn printed_run_folder(output: &Output) -> std::path::PathBuf {
         .find_map(|line| line.strip_prefix("run folder: "))
         .unwrap_or_else(|| panic!("no run folder in {stdout}"));
     std::path::PathBuf::from(line)
+}
+
+/// A Blender Python program that zips the add-on folder `source` into `zip` and installs it
+/// as an extension, enabled, through Blender's own machinery: what a person does with
+/// Preferences > Get Extensions > Install from Disk.
+pub fn install_extension(source: &std::path::Path, zip: &std::path::Path) -> String {
+    format!(
+        r#"
+import os, zipfile, bpy
+source, zip_path = {source:?}, {zip:?}
+with zipfile.ZipFile(zip_path, "w") as archive:
+    for name in sorted(os.listdir(source)):
+        if os.path.isfile(os.path.join(source, name)):
+            archive.write(os.path.join(source, name), name)
+result = bpy.ops.extensions.package_install_files(filepath=zip_path, repo="user_default", enable_on_install=True)
+assert result == {{"FINISHED"}}, result
+"#
+    )
 }
 
 #[cfg(test)]

@@ -54,6 +54,8 @@ const PIPE_SHIM: &str = "exec \"$@\" 3<&0 4>&1 0</dev/null 1>&2";
 
 #[derive(Debug, Clone)]
 pub(crate) struct BrowserLaunch {
+    /// A loopback site whose requests and WebSockets go through (see `WebConfig::site`).
+    pub site: Option<crate::page::Site>,
     pub chromium: PathBuf,
     pub scratch: PathBuf,
     pub readable: Vec<PathBuf>,
@@ -88,6 +90,25 @@ impl Browser {
             return Err(format!("could not clear Chromium's profile: {err}"));
         }
         let mut chromium_args: Vec<OsString> = FLAGS.iter().map(OsString::from).collect();
+        if let Some(site) = &launch.site {
+            // The site's address resolves, and its requests and WebSockets (which Fetch does
+            // not see) go to it directly; everything else still goes to the dead proxy.
+            let bypass = format!("--proxy-bypass-list=<-loopback>;{}", site.host_port());
+            let resolve = format!(
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {}",
+                site.host()
+            );
+            for flag in &mut chromium_args {
+                let Some(text) = flag.to_str() else {
+                    continue;
+                };
+                if text.starts_with("--proxy-bypass-list=") {
+                    *flag = OsString::from(&bypass);
+                } else if text.starts_with("--host-resolver-rules=") {
+                    *flag = OsString::from(&resolve);
+                }
+            }
+        }
         let mut user_data = OsString::from("--user-data-dir=");
         user_data.push(&profile);
         chromium_args.push(user_data);
@@ -133,7 +154,7 @@ impl Browser {
             return Err("Chromium's pipes could not be opened".to_owned());
         };
         let stderr = OutputTail::follow(stderr, launch.name.clone(), STDERR_LINES);
-        let interceptor = Arc::new(Interceptor::new());
+        let interceptor = Arc::new(Interceptor::new(launch.site.clone()));
         let cdp = Cdp::start(to_browser, from_browser, Arc::clone(&interceptor) as _);
         let mut browser = Self {
             child,

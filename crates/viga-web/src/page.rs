@@ -102,6 +102,61 @@ pub struct Matched<T> {
     pub elements: Vec<T>,
 }
 
+/// A site on this machine whose pages are visited rather than served from memory: its own
+/// requests (and WebSockets) go through, every other request is still refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Site {
+    /// `http://127.0.0.1:PORT` (or `https://`, or `[::1]`), without a slash at the end.
+    origin: String,
+}
+
+impl Site {
+    /// A loopback origin; anything else is refused, so a visited page can reach nothing
+    /// beyond this machine's own server.
+    pub(crate) fn parse(origin: &str) -> Result<Self, String> {
+        let origin = origin.trim_end_matches('/');
+        let rest = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .ok_or_else(|| format!("a site is http://127.0.0.1:PORT, not {origin:?}"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("a site names its port: {origin:?}"))?;
+        if !matches!(host, "127.0.0.1" | "[::1]") || port.parse::<u16>().is_err() {
+            return Err(format!(
+                "a site must be on loopback (127.0.0.1 or [::1]) with a port and no path, not {origin:?}"
+            ));
+        }
+        Ok(Self {
+            origin: origin.to_owned(),
+        })
+    }
+
+    /// `host:port`, as Chromium's proxy bypass list names it.
+    pub(crate) fn host_port(&self) -> &str {
+        self.origin
+            .split_once("://")
+            .map_or(self.origin.as_str(), |(_, rest)| rest)
+    }
+
+    /// The host alone (`127.0.0.1`, `[::1]`).
+    pub(crate) fn host(&self) -> &str {
+        self.host_port()
+            .rsplit_once(':')
+            .map_or(self.host_port(), |(host, _)| host)
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.origin, path.trim_start_matches('/'))
+    }
+
+    /// Whether `url` is on the site (ws:// and wss:// for its http and https).
+    fn holds(&self, url: &str) -> bool {
+        url.strip_prefix(&self.origin)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
+    }
+}
+
 /// The page being shown, as the interceptor serves and watches it.
 #[derive(Debug, Default)]
 pub(crate) struct Served {
@@ -124,19 +179,29 @@ pub(crate) struct Signals {
 pub(crate) struct Interceptor {
     pub served: Mutex<Served>,
     pub signals: tokio::sync::watch::Sender<Signals>,
+    site: Option<Site>,
 }
 
 impl Interceptor {
-    pub fn new() -> Self {
+    pub fn new(site: Option<Site>) -> Self {
         Self {
             served: Mutex::default(),
             signals: tokio::sync::watch::Sender::new(Signals::default()),
+            site,
         }
     }
 
     fn paused(&self, event: &Event, out: &Outgoing) {
         let request_id = event.params["requestId"].clone();
         let url = event.params["request"]["url"].as_str().unwrap_or_default();
+        if self.site.as_ref().is_some_and(|site| site.holds(url)) {
+            out.send(
+                "Fetch.continueRequest",
+                json!({"requestId": request_id}),
+                event.session.as_deref(),
+            );
+            return;
+        }
         let Ok(mut served) = self.served.lock() else {
             return;
         };
@@ -210,10 +275,14 @@ impl EventHandler for Interceptor {
                 event.session.as_deref(),
             ),
             // WebSockets are not intercepted by Fetch; they fail at the browser's dead proxy
-            // and are reported here.
+            // and are reported here (a site's own go through).
             "Network.webSocketCreated" => {
-                if let Ok(mut served) = self.served.lock() {
-                    let url = event.params["url"].as_str().unwrap_or_default();
+                let url = event.params["url"].as_str().unwrap_or_default();
+                let to_site = self.site.as_ref().is_some_and(|site| {
+                    let http = url.replacen("ws", "http", 1);
+                    site.holds(&http)
+                });
+                if !to_site && let Ok(mut served) = self.served.lock() {
                     served.report.refuse(url, "WebSocket");
                 }
             }

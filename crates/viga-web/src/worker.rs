@@ -16,7 +16,7 @@ use crate::browser::{Browser, BrowserLaunch};
 use crate::cdp::CdpError;
 use crate::page::{
     ElementBox, ElementStyle, LoadReport, Matched, PageReport, Screenshot, Served, Shot, Signals,
-    Viewport, boxes_script, styles_script,
+    Site, Viewport, boxes_script, styles_script,
 };
 
 /// The largest window, in CSS pixels a side.
@@ -64,6 +64,10 @@ pub struct WebConfig {
     /// The largest document accepted.
     pub max_html_bytes: usize,
     pub name: String,
+    /// A site on this machine (`http://127.0.0.1:PORT`) whose pages [`WebWorker::visit`]
+    /// opens: its own requests and WebSockets go through, for testing a front end served
+    /// here; every other request is still refused. Loopback only.
+    pub site: Option<String>,
 }
 
 impl WebConfig {
@@ -76,6 +80,7 @@ impl WebConfig {
             confinement: None,
             max_html_bytes: 8 * 1024 * 1024,
             name: "web".to_owned(),
+            site: None,
         }
     }
 
@@ -149,6 +154,7 @@ impl From<CdpError> for Failure {
 #[derive(Debug)]
 pub struct WebWorker {
     config: WebConfig,
+    site: Option<Site>,
     readable: Vec<PathBuf>,
     state: Mutex<State>,
     version: String,
@@ -172,7 +178,14 @@ impl WebWorker {
                 .map(PathBuf::from)
                 .filter(|folder| folder.is_dir()),
         );
+        let site = config
+            .site
+            .as_deref()
+            .map(Site::parse)
+            .transpose()
+            .map_err(WebError::BadRequest)?;
         let mut worker = Self {
+            site,
             config,
             root,
             readable,
@@ -234,11 +247,37 @@ impl WebWorker {
             )));
         }
         check_viewport(viewport)?;
-        let started = Instant::now();
         let page = self.pages.fetch_add(1, Ordering::Relaxed);
         // A site of its own per page: nothing one page stores (cookies, storage, cache) is
         // seen by the next.
         let url = format!("https://viga-page-{page}.invalid/");
+        self.navigate(url, Some(html), viewport, limit).await
+    }
+
+    /// Opens `path` of the worker's site ([`WebConfig::site`]) in a window of `viewport`
+    /// and waits for its load event: the page and its requests to the site are real, every
+    /// other request is refused and reported.
+    pub async fn visit(&self, path: &str, viewport: Viewport) -> Result<LoadReport, WebError> {
+        let Some(site) = &self.site else {
+            return Err(WebError::BadRequest(
+                "this worker has no site to visit: set WebConfig::site".to_owned(),
+            ));
+        };
+        check_viewport(viewport)?;
+        self.navigate(site.url(path), None, viewport, self.config.load_timeout)
+            .await
+    }
+
+    /// Navigates the tab to `url`, serving `html` there from memory when given, and waits
+    /// at most `limit` for its load event.
+    async fn navigate(
+        &self,
+        url: String,
+        html: Option<&str>,
+        viewport: Viewport,
+        limit: Duration,
+    ) -> Result<LoadReport, WebError> {
+        let started = Instant::now();
         let mut state = self.state.lock().await;
         let step = async {
             let tab = self.open_tab(&mut state, viewport).await?;
@@ -249,8 +288,8 @@ impl WebWorker {
             };
             if let Ok(mut served) = browser.interceptor.served.lock() {
                 *served = Served {
-                    url: url.clone(),
-                    html: std::sync::Arc::new(html.as_bytes().to_vec()),
+                    url: html.map(|_| url.clone()).unwrap_or_default(),
+                    html: std::sync::Arc::new(html.unwrap_or_default().as_bytes().to_vec()),
                     report: PageReport::default(),
                 };
             }
@@ -298,6 +337,78 @@ impl WebWorker {
             report,
             elapsed: started.elapsed(),
         })
+    }
+
+    /// The value of a JavaScript `expression` in the page's own world (its scripts'
+    /// variables are there), awaited when it is a promise; it must be JSON.
+    pub async fn evaluate(&self, expression: &str) -> Result<Value, WebError> {
+        let mut state = self.state.lock().await;
+        let (session, _) = loaded_tab(&state)?;
+        let step = async {
+            let browser = browser_of(&state)?;
+            evaluate(browser, &session, None, expression).await
+        };
+        let outcome = tokio::time::timeout(self.config.call_timeout, step).await;
+        self.settle(&mut state, "evaluate", self.config.call_timeout, outcome)
+            .await
+    }
+
+    /// Clicks the middle of the first element `selector` matches, as a mouse would
+    /// (scrolled into view first).
+    pub async fn click(&self, selector: &str) -> Result<(), WebError> {
+        check_selector(selector)?;
+        let mut state = self.state.lock().await;
+        let (session, _) = loaded_tab(&state)?;
+        let script = format!(
+            r#"(() => {{
+  const element = document.querySelector({selector});
+  if (!element) return null;
+  element.scrollIntoView({{block: "center", inline: "center"}});
+  const rect = element.getBoundingClientRect();
+  return {{x: rect.left + rect.width / 2, y: rect.top + rect.height / 2}};
+}})()"#,
+            selector = json!(selector)
+        );
+        let step = async {
+            let browser = browser_of(&state)?;
+            let point = evaluate(browser, &session, None, &script).await?;
+            let (Some(x), Some(y)) = (point["x"].as_f64(), point["y"].as_f64()) else {
+                return Err(Failure::Page(WebError::BadRequest(format!(
+                    "nothing on the page matches {selector:?}"
+                ))));
+            };
+            for kind in ["mousePressed", "mouseReleased"] {
+                let event =
+                    json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1});
+                browser
+                    .cdp
+                    .call("Input.dispatchMouseEvent", event, Some(&session))
+                    .await?;
+            }
+            Ok(())
+        };
+        let outcome = tokio::time::timeout(self.config.call_timeout, step).await;
+        self.settle(&mut state, "click", self.config.call_timeout, outcome)
+            .await
+    }
+
+    /// Types `text` into the element `selector` matches, as a keyboard would: the element
+    /// is clicked first, so it has the focus.
+    pub async fn type_into(&self, selector: &str, text: &str) -> Result<(), WebError> {
+        self.click(selector).await?;
+        let mut state = self.state.lock().await;
+        let (session, _) = loaded_tab(&state)?;
+        let step = async {
+            let browser = browser_of(&state)?;
+            browser
+                .cdp
+                .call("Input.insertText", json!({"text": text}), Some(&session))
+                .await?;
+            Ok(())
+        };
+        let outcome = tokio::time::timeout(self.config.call_timeout, step).await;
+        self.settle(&mut state, "type_into", self.config.call_timeout, outcome)
+            .await
     }
 
     /// A PNG of the page as it is now, after resizing or scrolling if asked.
@@ -594,6 +705,7 @@ impl WebWorker {
 
     fn launch(&self) -> BrowserLaunch {
         BrowserLaunch {
+            site: self.site.clone(),
             chromium: self.config.chromium.clone(),
             scratch: self.root.path().to_path_buf(),
             readable: self.readable.clone(),

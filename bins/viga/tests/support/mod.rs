@@ -1,13 +1,97 @@
 //! Helpers several of viga's end-to-end tests share (each test file includes this module; the
-//! helpers one file does not use are not dead, they are another file's).
+//! helpers one file does not use are not dead, they are another file's): blends, scripted
+//! turns, and a headless Blender with the viga extension installed as a person has it.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use viga_blender::addon::{HostOptions, RunningHost, ServerLogin, build_zip, start_host};
+use viga_blender::attach::{Connection, attach};
+use viga_blender::client::FramedClient;
+use viga_blender::locate;
 use viga_testkit::{BLENDER_TEST_LIMIT, status_within};
+
+const VIGA: &str = env!("CARGO_BIN_EXE_viga");
+
+/// A headless Blender with the viga extension installed from its zip, as a person would
+/// have it (a .blend open, add-ons of a folder loaded, dialled out to a server when asked);
+/// killed when dropped.
+pub struct Host {
+    pub child: Child,
+    pub connection: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// `server`: the server's URL, the user and their token.
+    pub fn start(blend: &Path, addons: Option<&Path>, server: Option<(&str, &str, &str)>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
+        let options = HostOptions {
+            user_dir: dir.path().join("blender-user"),
+            blend: Some(blend.to_path_buf()),
+            stats: None,
+            connection_dir: Some(dir.path().join("connections")),
+            addons: addons.map(Path::to_path_buf),
+            server: server.map(|(url, username, token)| ServerLogin {
+                url: url.to_owned(),
+                username: username.to_owned(),
+                token: token.to_owned(),
+                config_dir: dir.path().join("config"),
+                files: dir.path().join("server-files"),
+            }),
+        };
+        let RunningHost { child, connection } =
+            start_host(&locate().unwrap(), &zip, &options, 3 * BLENDER_TEST_LIMIT).unwrap();
+        Self {
+            child,
+            connection,
+            dir,
+        }
+    }
+
+    /// Its bridge, as `viga --attach` reaches it.
+    pub async fn client(&self) -> FramedClient {
+        let connection = Connection::read(&self.connection).unwrap();
+        attach(&connection, Duration::from_secs(60)).await.unwrap()
+    }
+
+    pub fn connection_dir(&self) -> PathBuf {
+        self.dir.path().join("connections")
+    }
+
+    /// The folder the server's add-on commands may name (when it dialled out).
+    pub fn server_files(&self) -> PathBuf {
+        self.dir.path().join("server-files")
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn workspace_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+/// A person's .blend: a table at the origin and a lamp off to its right.
+pub fn table_and_lamp_blend(dir: &Path) -> PathBuf {
+    blend_with(
+        dir,
+        "room.blend",
+        "bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
+         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = 'Lamp'\n",
+    )
+}
 
 /// A scripted turn that answers `text` to a request meeting `expect`.
 pub fn turn(expect: Value, text: &str) -> Value {
@@ -29,8 +113,7 @@ pub fn blend_with(dir: &Path, name: &str, objects: &str) -> PathBuf {
          bpy.ops.wm.save_as_mainfile(filepath={:?})\n",
         path.display().to_string()
     );
-    let viga_blender::BlenderLauncher::PythonModule { python } = viga_blender::locate().unwrap()
-    else {
+    let viga_blender::BlenderLauncher::PythonModule { python } = locate().unwrap() else {
         panic!("this test needs the bpy module (cargo xtask setup)")
     };
     let status = status_within(

@@ -3,35 +3,36 @@
 //! operators run through `bpy.ops.viga.*`). The package is taken from the built zip, so what
 //! is checked is what ships.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use viga_blender::BlenderLauncher;
 use viga_blender::addon::{EXTENSION_ID, build_zip};
 use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
 
-#[test]
-fn panels_and_operators_work_in_blender() {
-    let BlenderLauncher::PythonModule { python } = super::blender() else {
-        panic!("the panel checks need the bpy module (cargo xtask setup)");
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let zip = build_zip(dir.path(), None).unwrap();
-    let package = dir.path().join("package").join(EXTENSION_ID);
+/// The extension's package as it ships: the built zip, extracted into `dir/package/`.
+fn shipped_package(dir: &Path) -> PathBuf {
+    let zip = build_zip(dir, None).unwrap();
+    let package = dir.join("package").join(EXTENSION_ID);
     std::fs::create_dir_all(&package).unwrap();
     zip::ZipArchive::new(std::fs::File::open(&zip).unwrap())
         .unwrap()
         .extract(&package)
         .unwrap();
-    let checks = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("addon/tests/ui_checks.py");
-    let output = output_within(
-        Command::new(python)
-            .arg(&checks)
-            .arg("--")
-            .arg("--package-dir")
-            .arg(dir.path().join("package"))
-            .env("VIGA_CONNECTION_DIR", dir.path().join("connections")),
-        BLENDER_TEST_LIMIT,
-    );
+    dir.join("package")
+}
+
+fn bpy_python() -> PathBuf {
+    let BlenderLauncher::PythonModule { python } = super::blender() else {
+        panic!("the add-on checks need the bpy module (cargo xtask setup)");
+    };
+    python
+}
+
+/// Runs one of the add-on's check scripts and asserts its summary line: nothing failed and
+/// at least `least` checks ran.
+fn run_checks(command: &mut Command, least: u32) {
+    let output = output_within(command, BLENDER_TEST_LIMIT);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let summary = stdout.lines().last().unwrap_or_default();
     assert!(
@@ -40,5 +41,55 @@ fn panels_and_operators_work_in_blender() {
         String::from_utf8_lossy(&output.stderr)
     );
     let passed: u32 = summary.split(' ').next().unwrap().parse().unwrap();
-    assert!(passed >= 20, "only {passed} checks ran: {summary}");
+    assert!(passed >= least, "only {passed} checks ran: {summary}");
+}
+
+fn checks_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("addon/tests")
+        .join(name)
+}
+
+#[test]
+fn panels_and_operators_work_in_blender() {
+    let python = bpy_python();
+    let dir = tempfile::tempdir().unwrap();
+    let package = shipped_package(dir.path());
+    run_checks(
+        Command::new(python)
+            .arg(checks_script("ui_checks.py"))
+            .arg("--")
+            .arg("--package-dir")
+            .arg(package)
+            .env("VIGA_CONNECTION_DIR", dir.path().join("connections")),
+        20,
+    );
+}
+
+/// The add-on's WebSocket client against a server that sends, frame by frame, what real
+/// servers rarely do; and its rule for the files a server may name.
+#[test]
+fn the_dial_out_websocket_client_holds_against_a_hostile_server() {
+    run_checks(
+        Command::new(bpy_python()).arg(checks_script("websocket_checks.py")),
+        9,
+    );
+}
+
+/// The dial-out in real Blender, against a server that asks for what a viga server may not.
+#[test]
+fn a_dialled_out_blender_answers_what_a_server_may_ask_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let package = shipped_package(dir.path());
+    run_checks(
+        Command::new(bpy_python())
+            .arg(checks_script("dialout_checks.py"))
+            .arg("--")
+            .arg("--package-dir")
+            .arg(package)
+            .env("VIGA_CONNECTION_DIR", dir.path().join("connections"))
+            .env("VIGA_CONFIG_DIR", dir.path().join("config"))
+            .env("BLENDER_USER_RESOURCES", dir.path().join("blender-user")),
+        4,
+    );
 }

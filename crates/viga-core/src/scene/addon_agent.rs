@@ -49,6 +49,7 @@ use viga_skills::scene::summarize;
 use crate::conversation::EarlierTurn;
 use crate::folder::{ARGS_FILE, EVENTS_FILE, RunFolder};
 use crate::prompts::fill;
+use crate::written_calls::with_tool_call_from_text;
 use crate::{CoreError, Prompts, ProviderTranslator, RunHandle, RunLink, slug};
 
 use self::tools::{CallOutcome, ToolBelt};
@@ -92,6 +93,28 @@ pub struct AgentConfig {
     /// model is reminded of them before the request ([`turns_after`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conversation: Vec<EarlierTurn>,
+    /// After each step whose add-on commands ran, render one look at the whole scene
+    /// (`renders/<step>/`, announced as `RenderProduced`), so a front end can show it.
+    #[serde(default)]
+    pub look_after_commands: bool,
+    /// Show that look to the model with the step's results (a model that reads images).
+    #[serde(default)]
+    pub model_sees: bool,
+    /// Who confines the path arguments of add-on commands.
+    #[serde(default)]
+    pub paths: PathArguments,
+}
+
+/// Who keeps add-on commands' path arguments in one folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathArguments {
+    /// viga: resolved in the run's `results/` folder, refused when they lead out.
+    #[default]
+    Results,
+    /// The Blender the commands run in: a person's Blender dialled in to a server, whose
+    /// files are not on the server's machine, confines them to a folder its person chose.
+    Blender,
 }
 
 impl AgentConfig {
@@ -116,6 +139,9 @@ impl AgentConfig {
             model: String::new(),
             max_tokens: 4096,
             conversation: Vec::new(),
+            look_after_commands: false,
+            model_sees: false,
+            paths: PathArguments::Results,
         }
     }
 
@@ -178,6 +204,15 @@ pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
         )));
     }
     let config = read_config(previous)?;
+    let mut turns = config.conversation.clone();
+    turns.push(remembered_turn(previous, &config)?);
+    Ok(crate::conversation::newest(turns))
+}
+
+/// How the finished agent run in `folder` (whose settings are `config`) is remembered by the
+/// next request of its conversation: its request, its answer and the commands it ran.
+pub fn remembered_turn(folder: &Path, config: &AgentConfig) -> Result<EarlierTurn, CoreError> {
+    let previous = folder;
     let transcript = read_transcript(previous)?.unwrap_or_default();
     let log = viga_memory::read_run_log(&previous.join(EVENTS_FILE))?;
     let ended = crate::conversation::ended_word(&log.events);
@@ -198,17 +233,15 @@ pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
     if !commands.is_empty() {
         result.push_str(&format!("; commands: {}", commands.join(", ")));
     }
-    let mut turns = config.conversation;
-    turns.push(EarlierTurn {
-        request: config.task,
+    Ok(EarlierTurn {
+        request: config.task.clone(),
         plan: None,
         result: Some(result),
         accepted: ended == "accepted",
         verdict: Vec::new(),
         ended: ended.to_owned(),
         run: previous.to_path_buf(),
-    });
-    Ok(crate::conversation::newest(turns))
+    })
 }
 
 /// An agent run's settings, from its folder.
@@ -290,8 +323,13 @@ pub async fn start(
             return Err(err);
         }
     };
-    let results = ConfinedFolder::new(&results, "the run's results folder")
-        .map_err(|err| CoreError::io(&results, err))?;
+    let results = match config.paths {
+        PathArguments::Results => Some(
+            ConfinedFolder::new(&results, "the run's results folder")
+                .map_err(|err| CoreError::io(&results, err))?,
+        ),
+        PathArguments::Blender => None,
+    };
     let translator: Arc<dyn InstructionTranslator> = Arc::new(ProviderTranslator::new(
         Arc::clone(&provider),
         Prompts::default().investigate,
@@ -489,14 +527,45 @@ impl AgentRun {
             }
             self.follow_addon_changes().await?;
             let response = self.ask(step, &messages).await?;
+            // A call written as text is a call (an offered tool's or not): an answer that is
+            // only a tool call never ends the conversation.
+            let belt = &self.belt;
+            let response = with_tool_call_from_text(response, |name| belt.offers(name), step, 0);
             if response.tool_calls.is_empty() {
                 return Ok(Ending::Answered(response.text.trim().to_owned()));
             }
-            let (assistant, results) = self.use_tools(step, &response).await?;
+            let (assistant, mut results, commanded) = self.use_tools(step, &response).await?;
+            if commanded && self.config.look_after_commands {
+                results.extend(self.look_after_step(step).await?);
+            }
             messages.push(ChatMessage::assistant(assistant));
             messages.push(ChatMessage::user(results));
         }
         Ok(Ending::OutOfSteps)
+    }
+
+    /// One look at the scene after a step's commands, kept and announced; the model is shown
+    /// it when it reads images. A look that cannot be made is a warning.
+    async fn look_after_step(&mut self, step: u32) -> Result<Vec<ContentPart>, CoreError> {
+        self.belt.keep_renders_in(self.folder.renders_dir(step)?);
+        let render = match self.belt.look_at_scene().await? {
+            Ok(render) => render,
+            Err(why) => {
+                self.warn(&format!("no look at the scene after step {step}: {why}"));
+                return Ok(Vec::new());
+            }
+        };
+        self.save_renders(step, std::slice::from_ref(&render))?;
+        if !self.config.model_sees {
+            return Ok(Vec::new());
+        }
+        Ok(vec![
+            ContentPart::text(format!("The scene after step {step}:")),
+            ContentPart::Image {
+                image: render.output.image,
+                label: Some(format!("the scene after step {step}")),
+            },
+        ])
     }
 
     /// Asks Blender which add-ons it has now: one enabled or disabled since the last turn
@@ -523,7 +592,7 @@ impl AgentRun {
             Arc::clone(&self.blender),
             self.config.render,
             Arc::clone(&self.translator),
-            self.belt.results().clone(),
+            self.belt.results().cloned(),
         )
         .map_err(CoreError::Config)?;
         self.system = fill(SYSTEM_PROMPT, &[("addons", self.addons.prompt_section())]);
@@ -584,12 +653,12 @@ impl AgentRun {
     }
 
     /// Runs one step's tool calls in order: the assistant's turn as the conversation keeps
-    /// it, and one result per call for the next message.
+    /// it, one result per call for the next message, and whether an add-on command ran.
     async fn use_tools(
         &mut self,
         step: u32,
         response: &ModelResponse,
-    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>), CoreError> {
+    ) -> Result<(Vec<ContentPart>, Vec<ContentPart>, bool), CoreError> {
         let mut assistant = Vec::new();
         if !response.text.trim().is_empty() {
             assistant.push(ContentPart::text(response.text.clone()));
@@ -600,17 +669,21 @@ impl AgentRun {
             calls: Vec::new(),
         });
         let mut results = Vec::new();
+        let mut commanded = false;
         for call in &response.tool_calls {
             if self.link.is_cancelled() {
                 return Err(CoreError::Cancelled);
             }
             assistant.push(ContentPart::ToolCall(call.clone()));
             let (record, result) = self.run_call(step, call).await?;
+            commanded |= record.undo_step.is_some();
             self.emit(RunEvent::ToolInvoked {
                 index: step,
                 tool: record.tool.clone(),
                 ok: record.ok,
                 summary: summary(&record),
+                arguments: Some(record.arguments.clone()),
+                result: Some(told_to_model(&record)),
             })?;
             if let Some(current) = self.transcript.steps.last_mut() {
                 current.calls.push(record);
@@ -618,7 +691,7 @@ impl AgentRun {
             self.write_transcript()?;
             results.push(ContentPart::ToolResult(result));
         }
-        Ok((assistant, results))
+        Ok((assistant, results, commanded))
     }
 
     /// One tool call: its record for the transcript and its result for the model.
@@ -716,6 +789,16 @@ impl AgentRun {
         let _ = self.emit(RunEvent::Warning {
             message: message.to_owned(),
         });
+    }
+}
+
+/// What the model was told about a call, as data: an add-on command's result with the scene
+/// after it, or the text of a scene tool's answer or of a refusal.
+fn told_to_model(record: &CommandRecord) -> Value {
+    if record.undo_step.is_some() {
+        serde_json::json!({"result": record.result, "scene": record.scene})
+    } else {
+        record.result.clone()
     }
 }
 

@@ -455,3 +455,84 @@ async fn an_add_on_that_arrives_mid_run_is_offered_on_the_next_turn_and_a_clash_
     })
     .await;
 }
+
+/// The reported case: a small model on a llama.cpp server wrote its call as JSON in a fenced
+/// block, with a wrong parameter name (`object_name` for `object1_name`). It is read as a
+/// call, not taken for the final answer; the refusal names the parameter it meant and lists
+/// the manifest's exact names, types and options; the model corrects its call, again as text.
+#[tokio::test]
+async fn a_call_written_as_text_with_a_wrong_parameter_name_is_corrected_not_taken_as_the_answer() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let written = |arguments: Value| {
+            format!(
+                "I will place the lamp.\n```json\n{}\n```",
+                json!({"name": "place_object_relative", "arguments": arguments})
+            )
+        };
+        let wrong = written(json!({"object_name": "Lamp", "object2_name": "Table", "side": "left"}));
+        let right = written(json!({"object1_name": "Lamp", "object2_name": "Table", "side": "left"}));
+        let script = provider(vec![
+            answer(json!({}), &wrong),
+            answer(
+                json!({"last_message_contains": "\"object_name\" is not a parameter of place_object_relative; did you mean \"object1_name\"?"}),
+                &right,
+            ),
+            answer(
+                json!({"last_message_contains": "\"object\":\"Lamp\""}),
+                "The lamp is left of the table.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = start_agent(config(6), script, blender.clone(), output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(
+            (&outcome.stop, outcome.steps, outcome.answer.as_deref()),
+            (
+                &StopReason::Accepted,
+                3,
+                Some("The lamp is left of the table.")
+            ),
+            "{events:?}"
+        );
+        let refusal = transcript(&outcome).steps[0].calls[0].result.clone();
+        let refusal = refusal.as_str().unwrap();
+        for exact in [
+            "object1_name (object_name, required)",
+            "side (enum, required, one of: left, right, front, back, top, bottom)",
+            "distance (float, optional, default 0.0)",
+        ] {
+            assert!(refusal.contains(exact), "{exact} in {refusal}");
+        }
+        assert!((location_of(blender.as_ref(), "Lamp").await[0] + 0.7).abs() < 1e-3);
+    })
+    .await;
+}
+
+/// A call written as text to a tool that does not exist is told so, with the tools that do.
+#[tokio::test]
+async fn a_call_written_as_text_to_a_missing_tool_is_told_which_tools_exist() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let script = provider(vec![
+            answer(
+                json!({}),
+                "```json\n{\"name\": \"move_object\", \"arguments\": {\"name\": \"Lamp\"}}\n```",
+            ),
+            answer(
+                json!({"last_message_contains": "there is no tool named \"move_object\"; available tools:"}),
+                "I cannot move it with these tools.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = start_agent(config(4), script, blender, output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(outcome.stop, StopReason::Accepted, "{events:?}");
+        assert_eq!(tools_invoked(&events), [("move_object".to_owned(), false)]);
+    })
+    .await;
+}

@@ -391,3 +391,48 @@ async fn an_openai_request_offers_the_generator_its_tools() {
     let body = exchange.await.unwrap();
     insta::assert_json_snapshot!("openai_generator_tools", body["tools"]);
 }
+
+/// The reported case: with generator tools on, a small model wrote a call to a tool that does
+/// not exist (`start_process`) as fenced JSON, turn after turn, and was only reminded to run a
+/// program. It is told that no such tool exists and which ones do; so is the verifier when it
+/// does the same.
+#[tokio::test]
+async fn a_call_to_a_tool_that_does_not_exist_is_told_so_with_the_tools_that_do() {
+    let written =
+        |name: &str| format!("```json\n{{\"name\": \"{name}\", \"arguments\": {{}}}}\n```");
+    let told = |name: &str, first_tools: &str| json!({"last_message_contains": format!("there is no tool named \"{name}\"; the tools you have are: {first_tools}")});
+    let finished = run(
+        with_tools(1),
+        vec![
+            json!({"response": {"text": written("start_process"), "finish_reason": "stop"}}),
+            json!({"expect": told("start_process", "end_process, execute_code"), "response": {"text": written("start_process"), "finish_reason": "stop"}}),
+            tools_turn(told("start_process", "end_process, execute_code"), &[("execute_code", json!({"code": GOOD_CODE}))]),
+            tools_turn(
+                json!({"last_message_contains": "The program ran without errors"}),
+                &[("end_process", json!({"reason": "done"}))],
+            ),
+            json!({"expect": {"system_contains": "You are the verifier"},
+                   "response": {"text": written("zoom_in"), "finish_reason": "stop"}}),
+            {
+                let mut accept = verdict(true);
+                accept["expect"] = told("zoom_in", "end_process, get_scene_info, initialize_viewpoint");
+                accept
+            },
+        ],
+    )
+    .await;
+    assert_eq!(finished.stop, StopReason::Accepted, "{:?}", finished.events);
+    assert_eq!(
+        calls(&finished.records[0]),
+        [
+            ("start_process", false),
+            ("start_process", false),
+            ("execute_code", true),
+            ("end_process", true)
+        ]
+    );
+    assert!(finished.events.iter().any(|event| matches!(
+        event,
+        RunEvent::ToolInvoked { tool, ok: false, .. } if tool == "zoom_in"
+    )));
+}

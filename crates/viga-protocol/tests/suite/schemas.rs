@@ -7,6 +7,7 @@ use viga_protocol::iteration::IterationRecord;
 use viga_protocol::manifest::AddonManifest;
 use viga_protocol::message::{ChatMessage, ToolChoice, ToolSpec};
 use viga_protocol::schema_of;
+use viga_protocol::server::{ChatIn, ChatOut, FromBlender, ToBlender};
 use viga_protocol::stream::StreamRecord;
 
 macro_rules! snapshot_schemas {
@@ -33,6 +34,10 @@ snapshot_schemas! {
     bridge_request => BridgeRequest,
     bridge_reply => BridgeReply,
     stream_record => StreamRecord,
+    from_blender => FromBlender,
+    to_blender => ToBlender,
+    chat_in => ChatIn,
+    chat_out => ChatOut,
 }
 
 #[test]

@@ -1,23 +1,23 @@
-//! One client connection: the WebSocket handshake, then messages in and replies out, each
+//! One client connection of the gateway's own door (`/`): messages in and replies out, each
 //! step with a deadline so a silent or slow client cannot hold a connection slot forever.
 
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
-use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::Gateway;
+use super::http::Socket;
 use super::messages::respond;
 use super::sessions::Lease;
 
-/// Largest message the gateway reads; add-on commands are small. Frames are held to the
-/// same size, so no single frame buffers more than one message may.
+/// Largest message the gateway's door and the chat door read; add-on commands and requests
+/// are small. Frames are held to the same size, so no single frame buffers more than one
+/// message may.
 const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
 /// The read buffer each connection allocates up front (tungstenite's default is 128 KiB):
@@ -31,31 +31,37 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 pub(super) enum ConnectionEnd {
     #[error("no WebSocket handshake within {0:?}")]
     HandshakeTimeout(Duration),
+    #[error("the TLS handshake failed: {0}")]
+    Tls(std::io::Error),
+    #[error(transparent)]
+    Head(#[from] super::http::HeadError),
     #[error(transparent)]
     WebSocket(#[from] tungstenite::Error),
     #[error("the client took no reply within {0:?}")]
     SendTimeout(Duration),
 }
 
-fn websocket_config() -> WebSocketConfig {
+/// A door's WebSocket limits: messages and frames of at most `max_message_bytes`.
+pub(super) fn websocket_config(max_message_bytes: usize) -> WebSocketConfig {
     WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE_BYTES))
-        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        .max_message_size(Some(max_message_bytes))
+        .max_frame_size(Some(max_message_bytes))
         .read_buffer_size(READ_BUFFER_BYTES)
 }
 
-/// Serves one connection until the client closes it or a deadline passes: the handshake,
-/// the hello (a connection that has not said hello in time is closed), and then the time
-/// since the client's last message.
+/// The limits of the gateway's door and the chat door.
+pub(super) fn small_messages() -> WebSocketConfig {
+    websocket_config(MAX_MESSAGE_BYTES)
+}
+
+/// Serves one connection until the client closes it or a deadline passes: the hello (a
+/// connection that has not said hello in time is closed), and then the time since the
+/// client's last message.
 pub(super) async fn serve_connection(
     gateway: &Gateway,
-    stream: TcpStream,
+    mut socket: Socket,
 ) -> Result<(), ConnectionEnd> {
     let limits = &gateway.limits;
-    let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(websocket_config()));
-    let mut socket = timeout(limits.handshake_timeout, handshake)
-        .await
-        .map_err(|_| ConnectionEnd::HandshakeTimeout(limits.handshake_timeout))??;
     let hello_deadline = Instant::now() + limits.hello_timeout;
     let mut idle_deadline = Instant::now() + limits.connection_idle;
     let mut greeted: Option<Lease> = None;
@@ -95,7 +101,7 @@ pub(super) async fn serve_connection(
 }
 
 /// Tells the client why the connection ends, if it is still reading.
-async fn close(socket: &mut WebSocketStream<TcpStream>, reason: String) {
+async fn close(socket: &mut Socket, reason: String) {
     let frame = CloseFrame {
         code: CloseCode::Policy,
         reason: reason.into(),

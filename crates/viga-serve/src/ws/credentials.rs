@@ -261,23 +261,29 @@ impl Credentials {
     }
 }
 
-#[cfg(unix)]
 fn refuse_shared_file(path: &Path, metadata: &std::fs::Metadata) -> Result<(), CredentialsError> {
-    use std::os::unix::fs::MetadataExt as _;
-    let mode = metadata.mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(CredentialsError::NotPrivate {
+    match shared_mode(metadata) {
+        Some(mode) => Err(CredentialsError::NotPrivate {
             path: path.to_owned(),
             mode,
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The file's permission bits when users other than its owner may use it (a secret file
+/// must be its owner's alone), else `None`.
+#[cfg(unix)]
+pub(crate) fn shared_mode(metadata: &std::fs::Metadata) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mode = metadata.mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
 }
 
 #[cfg(not(unix))]
-fn refuse_shared_file(_path: &Path, _metadata: &std::fs::Metadata) -> Result<(), CredentialsError> {
+pub(crate) fn shared_mode(_metadata: &std::fs::Metadata) -> Option<u32> {
     // Elsewhere a file's readers are set by ACLs, which this check cannot read.
-    Ok(())
+    None
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ const SCENE_OBJECTS: u32 = 200;
 
 /// One answer for an unknown user and for a wrong token, so a client learns nothing about
 /// which user names exist.
-const REFUSED_HELLO: &str = "unknown user or wrong token";
+pub(super) const REFUSED_HELLO: &str = "unknown user or wrong token";
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -66,7 +66,7 @@ pub(super) fn respond(message_id: Option<&str>, outcome: Result<Value, String>) 
 }
 
 /// Ids are remembered to refuse replays, so they are bounded like the window that keeps them.
-fn check_message_id(message_id: &str) -> Result<(), String> {
+pub(super) fn check_message_id(message_id: &str) -> Result<(), String> {
     if message_id.trim().is_empty() {
         return Err("every message needs a non-empty message_id".to_owned());
     }

@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use serde_json::Value;
 use tokio::sync::OnceCell;
 use viga_blender::{
     Access, BlenderCommands as _, BlenderLauncher, BlenderTransport, Containment, TransportError,
     Worker, WorkerConfig,
 };
-use viga_protocol::bridge::SceneReset;
+use viga_protocol::bridge::{BridgeCommand, SceneReset};
 use viga_skills::ToolError;
 use viga_skills::addons::{AddonRegistry, discover};
 
@@ -201,6 +202,17 @@ impl Sessions {
         })
     }
 
+    /// Where every user's folder is (absolute, without links).
+    pub(crate) fn files_root(&self) -> &Path {
+        &self.files_root
+    }
+
+    /// The add-ons of `user`'s session, once its Blender has started.
+    pub(crate) fn started_addons(&self, user: &UserName) -> Option<AddonRegistry> {
+        let slot = Arc::clone(&self.table().get(user)?.slot);
+        slot.session.get().map(|session| session.addons.clone())
+    }
+
     /// The table is only ever held for a few map operations, never across an await, so a
     /// panic elsewhere cannot leave it half-changed: a poisoned lock is taken over.
     fn table(&self) -> MutexGuard<'_, HashMap<UserName, Occupancy>> {
@@ -339,5 +351,37 @@ impl Drop for Lease {
             held.connections = held.connections.saturating_sub(1);
             held.last_active = Instant::now();
         }
+    }
+}
+
+/// A user's server Blender as a transport the agent can hold: it keeps the session leased
+/// (so it is not reaped while a request runs) and starts its Blender on the first call.
+pub(crate) struct LeasedBlender {
+    lease: Lease,
+}
+
+impl LeasedBlender {
+    pub(crate) fn new(lease: Lease) -> Self {
+        Self { lease }
+    }
+}
+
+#[async_trait]
+impl BlenderTransport for LeasedBlender {
+    async fn call(
+        &self,
+        command: BridgeCommand,
+        timeout: Option<Duration>,
+    ) -> Result<Value, TransportError> {
+        let session = self
+            .lease
+            .session()
+            .await
+            .map_err(|err| TransportError::Start(err.to_string()))?;
+        session.blender().call(command, timeout).await
+    }
+
+    fn describe(&self) -> String {
+        format!("{}'s Blender on the server", self.lease.user())
     }
 }

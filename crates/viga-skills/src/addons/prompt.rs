@@ -81,7 +81,7 @@ fn parameter_names(tool: &AddonTool, required: bool) -> String {
 }
 
 /// `side (enum, required, one of: left, right): Which side of object2`.
-fn describe_parameter(parameter: &ToolParameter) -> String {
+pub(super) fn describe_parameter(parameter: &ToolParameter) -> String {
     let mut facts = vec![type_name(parameter.kind).to_owned()];
     facts.push(
         if parameter.required {

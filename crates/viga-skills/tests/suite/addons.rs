@@ -343,6 +343,7 @@ async fn both_example_addons_work_on_real_blender() {
                     addon_id: "nope".into(),
                     tool: "x".into(),
                     params: json!({}),
+                    undo_step: None,
                 },
                 None,
             )
@@ -531,6 +532,7 @@ async fn addons_installed_through_blenders_own_machinery_are_found() {
                     addon_id: "scene_stats".into(),
                     tool: "count_scene_objects".into(),
                     params: json!({}),
+                    undo_step: None,
                 },
                 None,
             )

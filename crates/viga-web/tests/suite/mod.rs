@@ -1,6 +1,7 @@
 mod hostile;
 mod network;
 mod pages;
+mod site;
 
 use std::time::Duration;
 

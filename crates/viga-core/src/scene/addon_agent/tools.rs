@@ -1,7 +1,8 @@
 //! The agent's tools and what each call does to the scene.
 //!
-//! Add-on tools change the scene: one that runs becomes one undo step; one that fails in
-//! Blender is taken back at once. Scene tools only read or look (`get_scene_info`, and the
+//! Add-on tools change the scene: one that runs becomes one undo step, which Blender records
+//! in the same call as the command (so nothing, not even a lost connection, comes between
+//! them); one that fails in Blender is taken back there at once. Scene tools only read or look (`get_scene_info`, and the
 //! verifier's `initialize_viewpoint`, `set_camera` and `investigate`); a look leaves an
 //! inspection camera and changed render settings behind, so it is taken back too. Raw Python
 //! (`execute_code`) is not offered: the agent acts through what the add-ons declare.
@@ -14,10 +15,13 @@ use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_protocol::bridge::{AddonCommandResult, RenderSpec, SceneReset};
 use viga_protocol::message::{ToolCall, ToolSpec};
 use viga_skills::addons::{AddonRegistry, AddonToolAdapter, ConfinedFolder, arguments_object};
+use viga_skills::camera::CanonicalView;
 use viga_skills::context::InstructionTranslator;
 use viga_skills::generator::generator_tools;
 use viga_skills::verifier::verifier_tools;
-use viga_skills::{RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use viga_skills::{
+    CapturedRender, RenderSettings, ToolContext, ToolError, ToolOutput, ToolRegistry,
+};
 
 use crate::CoreError;
 use crate::attached::undo_name;
@@ -59,8 +63,10 @@ pub(super) struct ToolBelt {
     addon_tools: BTreeMap<String, Arc<AddonToolAdapter>>,
     context: ToolContext,
     blender: Arc<dyn BlenderTransport>,
-    /// Where add-on commands' paths are resolved, and nowhere else.
-    results: ConfinedFolder,
+    /// Where add-on commands' paths are resolved, and nowhere else; `None` when Blender
+    /// confines them itself (a person's Blender dialled in to a server, whose files are
+    /// not this machine's).
+    results: Option<ConfinedFolder>,
 }
 
 impl std::fmt::Debug for ToolBelt {
@@ -79,7 +85,7 @@ impl ToolBelt {
         blender: Arc<dyn BlenderTransport>,
         render: RenderSpec,
         translator: Arc<dyn InstructionTranslator>,
-        results: ConfinedFolder,
+        results: Option<ConfinedFolder>,
     ) -> Result<Self, String> {
         let addon_tools = addons
             .adapters()
@@ -105,9 +111,14 @@ impl ToolBelt {
         })
     }
 
-    /// Where add-on commands' paths are resolved.
-    pub(super) fn results(&self) -> &ConfinedFolder {
-        &self.results
+    /// Where add-on commands' paths are resolved, when viga resolves them.
+    pub(super) fn results(&self) -> Option<&ConfinedFolder> {
+        self.results.as_ref()
+    }
+
+    /// Whether `name` is a tool the model is offered.
+    pub(super) fn offers(&self, name: &str) -> bool {
+        self.tools.get(name).is_some()
     }
 
     pub(super) fn specs(&self) -> Vec<ToolSpec> {
@@ -158,38 +169,53 @@ impl ToolBelt {
         }
     }
 
-    /// An add-on command: its paths confined to the results folder and its arguments checked
-    /// against the manifest's schema, then sent, then one undo step for what it did (or,
-    /// failed in Blender, taken back at once).
+    /// An add-on command: its arguments checked against the manifest's schema (and its
+    /// paths confined to the results folder, where viga confines them), then sent as one
+    /// undo step, which Blender records with the command, or takes back when it fails.
     async fn command(
         &self,
         adapter: &AddonToolAdapter,
         call: &ToolCall,
     ) -> Result<CallOutcome, CoreError> {
-        let arguments =
-            match adapter.confine_paths(arguments_object(call.arguments.clone()), &self.results) {
-                Ok(arguments) => arguments,
-                Err(refused) => return Ok(CallOutcome::Refused(refused.to_string())),
-            };
+        let mut arguments = arguments_object(call.arguments.clone());
         if let Err(refused) = adapter.check_arguments(&arguments) {
             return Ok(CallOutcome::Refused(refused.to_string()));
         }
-        match adapter.send(self.blender.as_ref(), arguments).await {
-            Ok(reply) => {
-                let undo_step = undo_name(&call.name);
-                self.blender
-                    .undo_push(&undo_step)
-                    .await
-                    .map_err(|err| undo_failed("make the command one undo step", err))?;
-                Ok(CallOutcome::Commanded { reply, undo_step })
-            }
-            Err(ToolError::Recoverable(message)) => {
-                self.take_back(&format!("{} (failed)", undo_name(&call.name)))
-                    .await?;
-                Ok(CallOutcome::Refused(format!(
-                    "{message}\nWhatever the command changed was undone: the scene is as it was before it."
-                )))
-            }
+        if let Some(results) = &self.results {
+            arguments = match adapter.confine_paths(arguments, results) {
+                Ok(arguments) => arguments,
+                Err(refused) => return Ok(CallOutcome::Refused(refused.to_string())),
+            };
+        }
+        let undo_step = undo_name(&call.name);
+        match adapter
+            .send(self.blender.as_ref(), arguments, Some(undo_step.clone()))
+            .await
+        {
+            Ok(reply) => Ok(CallOutcome::Commanded { reply, undo_step }),
+            Err(ToolError::Recoverable(message)) => Ok(CallOutcome::Refused(format!(
+                "{message}\nWhatever the command changed was undone: the scene is as it was before it."
+            ))),
+            Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
+        }
+    }
+
+    /// One look at the whole scene from the iso view, at the run's render settings, taken
+    /// back afterwards like every look; `Ok(Err(why))` when there is nothing to frame or
+    /// Blender could not render it.
+    pub(super) async fn look_at_scene(&self) -> Result<Result<CapturedRender, String>, CoreError> {
+        let iso = CanonicalView::Iso;
+        let rendered = self
+            .context
+            .render_framed_views(&[(iso.name(), iso.direction())], Vec::new(), None)
+            .await;
+        self.take_back(LOOK_STEP).await?;
+        match rendered {
+            Ok(mut views) => Ok(views
+                .pop()
+                .map(|(_, render)| render)
+                .ok_or_else(|| "Blender rendered no view".to_owned())),
+            Err(ToolError::Recoverable(message)) => Ok(Err(message)),
             Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
         }
     }
