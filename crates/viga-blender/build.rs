@@ -10,20 +10,31 @@ fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     let manifest_dir = Path::new(&manifest_dir);
     let out_dir = std::env::var("OUT_DIR").unwrap_or_default();
-    embed(
-        &manifest_dir.join("addon"),
-        "",
-        "ADDON_FILES",
-        "The extension's own files, by name, from `addon/`.",
-        &Path::new(&out_dir).join("addon_files.rs"),
-    );
-    embed(
-        &manifest_dir.join("python/viga_bridge"),
-        "viga_bridge/",
-        "BRIDGE_FILES",
-        "The bridge package's files, by path inside the folder that holds the package.",
-        &Path::new(&out_dir).join("bridge_files.rs"),
-    );
+    let embedded = [
+        (
+            "addon",
+            "",
+            "ADDON_FILES",
+            "The extension's own files, by name, from `addon/`.",
+            "addon_files.rs",
+        ),
+        (
+            "python/viga_bridge",
+            "viga_bridge/",
+            "BRIDGE_FILES",
+            "The bridge package's files, by path inside the folder that holds the package.",
+            "bridge_files.rs",
+        ),
+    ];
+    for (folder, prefix, name, doc, out) in embedded {
+        embed(
+            &manifest_dir.join(folder),
+            prefix,
+            name,
+            doc,
+            &Path::new(&out_dir).join(out),
+        );
+    }
 }
 
 /// Writes to `out` a constant `name` listing every `.py` and `.toml` file of `folder` (not
