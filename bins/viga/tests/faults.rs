@@ -4,12 +4,11 @@
 //! are a few lines of HTTP on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use viga_testkit::http::{Reply, Request, TestServer};
 use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
 
 const GOOD_CODE: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
@@ -142,48 +141,20 @@ fn answer_for(model: &str) -> (u16, &'static str) {
     }
 }
 
-/// Serves [`answer_for`] on a loopback port until the process ends; returns the base URL.
-fn model_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            answer(stream);
-        }
-    });
-    url
-}
-
-fn answer(mut stream: TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap();
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).unwrap();
-    let request: Value = serde_json::from_slice(&body).unwrap();
-    let (status, reply) = answer_for(request["model"].as_str().unwrap_or_default());
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-        reply.len()
-    );
+/// Serves [`answer_for`] on a loopback port until it is dropped; its base URL is `…/v1`.
+fn model_server() -> TestServer {
+    TestServer::start(|request: &Request| {
+        let (status, reply) = answer_for(request.json()["model"].as_str().unwrap_or_default());
+        Reply::json(status, reply)
+    })
+    .unwrap()
 }
 
 #[test]
 fn each_kind_of_failure_has_its_own_exit_code_and_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
-    let url = model_server();
+    let server = model_server();
+    let url = format!("{}/v1", server.base());
     let config = |model: &str| {
         let path = dir.path().join(format!("{model}.json"));
         let settings = json!({"kind": "openai_compatible", "model": model, "base_url": url,

@@ -1,6 +1,6 @@
 //! The viga Blender extension (Blender 4.2 and newer): the package in `addon/` (manifest,
-//! panel, operators, the runner of viga processes) plus this crate's bridge as
-//! `viga_bridge.py`, zipped so that Preferences > Get Extensions > Install from Disk and
+//! panel, operators, the runner of viga processes) plus this crate's bridge as its
+//! subpackage `viga_bridge/`, zipped so that Preferences > Get Extensions > Install from Disk and
 //! `blender --command extension install-file` accept it.
 
 use std::io::Write as _;
@@ -8,15 +8,13 @@ use std::path::{Path, PathBuf};
 
 use zip::write::SimpleFileOptions;
 
-use crate::bridge::{BRIDGE_SOURCE, write_embedded_script};
+use crate::bridge::{BRIDGE_FILES, write_embedded_script};
 use crate::locate::BlenderLauncher;
 
 include!(concat!(env!("OUT_DIR"), "/addon_files.rs"));
 
 /// The extension's id: Blender imports it as `bl_ext.<repository>.viga_blender`.
 pub const EXTENSION_ID: &str = "viga_blender";
-/// The bridge's name inside the package.
-pub const BRIDGE_FILE: &str = "viga_bridge.py";
 /// Names the viga executable that built the zip: the add-on's default for starting runs.
 pub const VIGA_PATH_FILE: &str = "viga_path.txt";
 
@@ -198,14 +196,18 @@ pub fn zip_name() -> String {
     format!("{EXTENSION_ID}-{}.zip", env!("CARGO_PKG_VERSION"))
 }
 
-/// Every file of the package, by name: `addon/`, the bridge, and (when given) the path of
-/// the viga executable the add-on should start.
+/// Every file of the package, by path: `addon/`, the bridge package, and (when given) the
+/// path of the viga executable the add-on should start.
 pub fn package_files(viga_executable: Option<&Path>) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = ADDON_FILES
         .iter()
         .map(|(name, text)| ((*name).to_owned(), text.as_bytes().to_vec()))
         .collect();
-    files.push((BRIDGE_FILE.to_owned(), BRIDGE_SOURCE.as_bytes().to_vec()));
+    files.extend(
+        BRIDGE_FILES
+            .iter()
+            .map(|(path, text)| ((*path).to_owned(), text.as_bytes().to_vec())),
+    );
     if let Some(path) = viga_executable {
         files.push((
             VIGA_PATH_FILE.to_owned(),
@@ -260,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn the_zip_holds_the_package_and_the_bridge_as_it_is() {
+    fn the_zip_holds_the_package_and_the_whole_bridge_package_as_it_is() {
         let dir = tempfile::tempdir().unwrap();
         let path = build_zip(dir.path(), Some(Path::new("/opt/viga/bin/viga"))).unwrap();
         assert_eq!(path.file_name().unwrap().to_str().unwrap(), zip_name());
@@ -272,16 +274,23 @@ mod tests {
         for needed in [
             "__init__.py",
             "blender_manifest.toml",
-            BRIDGE_FILE,
+            "viga_bridge/__init__.py",
+            "viga_bridge/serving.py",
             VIGA_PATH_FILE,
         ] {
             assert!(names.iter().any(|n| n == needed), "{needed} in {names:?}");
         }
         assert!(!names.iter().any(|n| n.contains("tests")), "{names:?}");
-        let mut bridge = String::new();
-        std::io::Read::read_to_string(&mut archive.by_name(BRIDGE_FILE).unwrap(), &mut bridge)
-            .unwrap();
-        assert_eq!(bridge, BRIDGE_SOURCE);
+        assert!(
+            BRIDGE_FILES.len() > 10,
+            "the whole package: {BRIDGE_FILES:?}"
+        );
+        for (path, text) in BRIDGE_FILES {
+            let mut bridge = String::new();
+            std::io::Read::read_to_string(&mut archive.by_name(path).unwrap(), &mut bridge)
+                .unwrap();
+            assert_eq!(bridge, *text, "{path} as it is");
+        }
         assert!(!dir.path().join(format!("{}.partial", zip_name())).exists());
     }
 }

@@ -1,10 +1,16 @@
 //! The Python bridge, embedded in the binary and written out when a worker starts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// The bridge's source: a Python file that runs inside Blender (as `bpy`, as
-/// `blender -b -P`, or as an add-on).
-pub const BRIDGE_SOURCE: &str = include_str!("../python/viga_bridge.py");
+// `BRIDGE_FILES`: the bridge's Python package (`python/viga_bridge/`), which runs inside
+// Blender as `bpy`, under `blender -b -P`, or as a package of the extension.
+include!(concat!(env!("OUT_DIR"), "/bridge_files.rs"));
+
+/// The script a headless Blender runs: it loads the package beside it and serves.
+const BRIDGE_LAUNCHER: (&str, &str) = (
+    "run_viga_bridge.py",
+    include_str!("../python/run_viga_bridge.py"),
+);
 
 /// How the bridge serves inside Blender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,10 +32,17 @@ impl BridgeMode {
     }
 }
 
-/// Writes the bridge to a temporary folder named after its content (so different viga
-/// builds never share a stale copy) and returns its path.
+/// Writes the bridge package and its launcher to a temporary folder named after their
+/// content (so different viga builds never share a stale copy) and returns the launcher's
+/// path.
 pub fn write_bridge_script() -> std::io::Result<PathBuf> {
-    write_embedded_script("viga-bridge", "viga_bridge.py", BRIDGE_SOURCE)
+    // The launcher last: a worker starts only after its own call has checked every file.
+    let files: Vec<(&str, &str)> = BRIDGE_FILES
+        .iter()
+        .copied()
+        .chain([BRIDGE_LAUNCHER])
+        .collect();
+    Ok(write_embedded_files("viga-bridge", &files)?.join(BRIDGE_LAUNCHER.0))
 }
 
 /// Writes `source` as `file_name` into a folder named `prefix` plus a hash of the content,
@@ -40,27 +53,48 @@ pub fn write_embedded_script(
     file_name: &str,
     source: &str,
 ) -> std::io::Result<PathBuf> {
-    let dir = crate::private_dir::private_temp_dir()?
-        .join(format!("{prefix}-{:016x}", fnv1a(source.as_bytes())));
-    let path = dir.join(file_name);
-    if std::fs::read(&path).is_ok_and(|existing| existing == source.as_bytes()) {
-        return Ok(path);
+    Ok(write_embedded_files(prefix, &[(file_name, source)])?.join(file_name))
+}
+
+/// Writes `files` (path inside the folder, contents) into a folder named `prefix` plus a hash
+/// of their names and contents, inside this user's private temporary folder, each unless an
+/// identical copy is there already, and returns the folder.
+fn write_embedded_files(prefix: &str, files: &[(&str, &str)]) -> std::io::Result<PathBuf> {
+    let hash = files.iter().fold(FNV_OFFSET, |hash, (name, source)| {
+        // A NUL after each name: no name and contents run into another pair's.
+        let named = fnv1a(fnv1a(hash, name.as_bytes()), b"\0");
+        fnv1a(named, source.as_bytes())
+    });
+    let dir = crate::private_dir::private_temp_dir()?.join(format!("{prefix}-{hash:016x}"));
+    for (name, source) in files {
+        write_unless_there(&dir.join(name), source)?;
     }
-    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn write_unless_there(path: &Path, source: &str) -> std::io::Result<()> {
+    if std::fs::read(path).is_ok_and(|existing| existing == source.as_bytes()) {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(path);
+    std::fs::create_dir_all(dir)?;
     // Written under a name unique to this call, then renamed: workers starting at once, in
     // one process or several, never read a half-written file (a name unique per process
     // only let two threads write the same file while one renamed it).
+    let file_name = path.file_name().unwrap_or_default();
     let mut partial = tempfile::Builder::new()
         .prefix(file_name)
         .suffix(".partial")
-        .tempfile_in(&dir)?;
+        .tempfile_in(dir)?;
     std::io::Write::write_all(&mut partial, source.as_bytes())?;
-    partial.persist(&path).map_err(|err| err.error)?;
-    Ok(path)
+    partial.persist(path).map_err(|err| err.error)?;
+    Ok(())
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }

@@ -16,46 +16,29 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use viga_blender::{BlenderTransport, TransportError};
-use viga_protocol::bridge::BridgeCommand;
+use viga_blender::BlenderTransport;
 use viga_serve::ws::{
     Credentials, DialLimits, Gateway, GatewayConfig, GatewayLimits, ListenSecurity, SessionBlender,
     SessionFactory, SessionStartError, StartedSession, UserName,
 };
 use viga_skills::addons::AddonRegistry;
+use viga_testkit::blender::{FakeBlender, Fault};
 use viga_testkit::websocket::{Socket, ask, connect};
 use viga_testkit::within;
 
 /// Every test here finishes in seconds; this bounds a hung one.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
 
-/// A session's Blender that runs nothing; it counts how often it was stopped.
-struct FakeBlender {
+/// A session's Blender that never starts; it counts how often it was stopped.
+struct FakeSession {
+    blender: FakeBlender,
     stops: Arc<AtomicUsize>,
 }
 
 #[async_trait]
-impl BlenderTransport for FakeBlender {
-    async fn call(
-        &self,
-        command: BridgeCommand,
-        _timeout: Option<Duration>,
-    ) -> Result<Value, TransportError> {
-        Err(TransportError::Start(format!(
-            "a fake Blender runs nothing (asked for {})",
-            command.name()
-        )))
-    }
-
-    fn describe(&self) -> String {
-        "fake Blender".to_owned()
-    }
-}
-
-#[async_trait]
-impl SessionBlender for FakeBlender {
+impl SessionBlender for FakeSession {
     fn transport(&self) -> &dyn BlenderTransport {
-        self
+        &self.blender
     }
 
     async fn stop(self: Box<Self>) {
@@ -79,7 +62,8 @@ impl SessionFactory for FakeSessions {
     ) -> Result<StartedSession, SessionStartError> {
         self.starts.fetch_add(1, Ordering::SeqCst);
         Ok(StartedSession {
-            blender: Box::new(FakeBlender {
+            blender: Box::new(FakeSession {
+                blender: FakeBlender::new().failing_every_call(Fault::RestartFails),
                 stops: Arc::clone(&self.stops),
             }),
             addons: AddonRegistry::new(),

@@ -1,11 +1,17 @@
-//! A loopback HTTP/1.1 server for tests that stand in for a web service (Meshy, a
-//! reconstruction service): every request is recorded and answered by the test's handler,
-//! which can delay its answer, redirect, or send a body that never ends. It runs on a thread
-//! of its own with its own runtime, so a test may block on a `viga` process meanwhile, and it
-//! stops when dropped. Tests never reach a live service.
+//! A loopback HTTP/1.1 server for tests that stand in for a web service (a model API, Meshy,
+//! a reconstruction service): every request is recorded and answered by the test's handler
+//! or with the next of a list of replies. An answer can be delayed, redirect, or come as a
+//! chunked body the test writes step by step, below the HTTP message: an event stream in
+//! pieces that straddle lines, a pause, a body cut off mid-stream, a stream that stops
+//! sending but stays open, or one that never ends. It runs on a thread of its own with its
+//! own runtime, so a test may block on a `viga` process meanwhile, and it stops when
+//! dropped. Tests never reach a live service.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use serde_json::Value;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -37,6 +43,35 @@ impl Request {
     pub fn path(&self) -> &str {
         self.target.split('?').next().unwrap_or_default()
     }
+
+    /// The body as JSON; panics, failing the test, when it is not.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|err| {
+            panic!(
+                "the body of {} {} is not JSON ({err}): {}",
+                self.method,
+                self.target,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// One piece of a chunked body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Send(Vec<u8>),
+    Pause(Duration),
+    /// Stop sending but keep the connection open until the client gives up (30 s at most).
+    Hang,
+    /// Close the connection without finishing the body.
+    Cut,
+    /// Send these bytes again and again, `pause` apart, until the client stops reading (or
+    /// a minute has passed, so that no test leaves a task sending forever).
+    Repeat {
+        bytes: Vec<u8>,
+        pause: Duration,
+    },
 }
 
 /// What the server sends back.
@@ -45,6 +80,8 @@ pub enum Body {
     Bytes(Vec<u8>),
     /// Zeros until the client hangs up, under a `Content-Length` of a terabyte.
     Endless,
+    /// `Transfer-Encoding: chunked`, written step by step.
+    Chunked(Vec<Step>),
 }
 
 /// An answer.
@@ -85,6 +122,34 @@ impl Reply {
         Self {
             body: Body::Endless,
             ..Self::bytes(200, Vec::new())
+        }
+    }
+
+    /// An event stream sent in chunks of `chunk` bytes, so that events and even lines
+    /// straddle chunk boundaries.
+    pub fn sse(text: &str, chunk: usize) -> Self {
+        let steps = text
+            .as_bytes()
+            .chunks(chunk.max(1))
+            .map(|piece| Step::Send(piece.to_vec()))
+            .collect();
+        Self::sse_steps(steps)
+    }
+
+    /// An event stream written as `steps`.
+    pub fn sse_steps(steps: Vec<Step>) -> Self {
+        Self::chunked(200, steps).with_header("Content-Type", "text/event-stream")
+    }
+
+    /// A JSON body without a length, written as `steps` (it may never end).
+    pub fn json_steps(status: u16, steps: Vec<Step>) -> Self {
+        Self::chunked(status, steps).with_header("Content-Type", "application/json")
+    }
+
+    fn chunked(status: u16, steps: Vec<Step>) -> Self {
+        Self {
+            body: Body::Chunked(steps),
+            ..Self::bytes(status, Vec::new())
         }
     }
 
@@ -151,6 +216,20 @@ impl TestServer {
         })
     }
 
+    /// Starts a server that answers the requests with `replies`, in order; the last one
+    /// answers every request after it. Panics, failing the test, without a reply.
+    pub fn scripted(replies: Vec<Reply>) -> std::io::Result<Self> {
+        assert!(
+            !replies.is_empty(),
+            "a scripted test server needs at least one reply"
+        );
+        let answered = AtomicUsize::new(0);
+        Self::start(move |_: &Request| {
+            let number = answered.fetch_add(1, Ordering::SeqCst);
+            replies[number.min(replies.len() - 1)].clone()
+        })
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn base(&self) -> &str {
         &self.base
@@ -159,6 +238,23 @@ impl TestServer {
     /// Every request so far, in order.
     pub fn requests(&self) -> Vec<Request> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// How many requests there were so far.
+    pub fn count(&self) -> usize {
+        self.requests.lock().map(|r| r.len()).unwrap_or_default()
+    }
+
+    /// The one request the server got; panics, failing the test, when it got another number.
+    pub fn only_request(&self) -> Request {
+        let mut requests = self.requests();
+        assert_eq!(
+            requests.len(),
+            1,
+            "expected exactly one request, got {:?}",
+            self.lines()
+        );
+        requests.remove(0)
     }
 
     /// `METHOD target` of every request so far.
@@ -215,9 +311,8 @@ async fn accept(
 
 /// Reads one HTTP/1.1 request (its head up to 64 KiB, its `Content-Length` body up to
 /// 64 MiB) from `stream`; `None` when the client hangs up first or sends no request.
-/// `base` goes into the request as the server's address. For servers of their own that
-/// tests need (streaming, cut-off bodies) as much as for [`TestServer`].
-pub async fn read_request(stream: &mut TcpStream, base: &str) -> Option<Request> {
+/// `base` goes into the request as the server's address.
+async fn read_request(stream: &mut TcpStream, base: &str) -> Option<Request> {
     let mut bytes = Vec::new();
     let mut buffer = [0u8; 8192];
     let head_end = loop {
@@ -265,16 +360,16 @@ pub async fn read_request(stream: &mut TcpStream, base: &str) -> Option<Request>
     })
 }
 
+/// Writes `reply`; `Connection: close` keeps the client from reusing a connection that the
+/// next reply may treat differently.
 async fn answer(mut stream: TcpStream, reply: Reply) -> std::io::Result<()> {
     tokio::time::sleep(reply.delay).await;
-    let length = match &reply.body {
-        Body::Bytes(bytes) => bytes.len() as u64,
-        Body::Endless => 1 << 40,
-    };
-    let mut head = format!(
-        "HTTP/1.1 {} Test\r\nContent-Length: {length}\r\nConnection: close\r\n",
-        reply.status
-    );
+    let mut head = format!("HTTP/1.1 {} Test\r\nConnection: close\r\n", reply.status);
+    match &reply.body {
+        Body::Bytes(bytes) => head.push_str(&format!("Content-Length: {}\r\n", bytes.len())),
+        Body::Endless => head.push_str(&format!("Content-Length: {}\r\n", 1_u64 << 40)),
+        Body::Chunked(_) => head.push_str("Transfer-Encoding: chunked\r\n"),
+    }
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -288,6 +383,47 @@ async fn answer(mut stream: TcpStream, reply: Reply) -> std::io::Result<()> {
                 stream.write_all(&zeros).await?;
             }
         }
+        Body::Chunked(steps) => {
+            if !write_steps(&mut stream, steps).await? {
+                // Cut off or given up on: no last chunk, no orderly close.
+                return Ok(());
+            }
+            stream.write_all(b"0\r\n\r\n").await?;
+        }
     }
     stream.shutdown().await
+}
+
+/// Writes `steps` as chunks; false when a step ended the body unfinished.
+async fn write_steps(stream: &mut TcpStream, steps: Vec<Step>) -> std::io::Result<bool> {
+    for step in steps {
+        match step {
+            Step::Send(bytes) => send_chunk(stream, &bytes).await?,
+            Step::Pause(duration) => tokio::time::sleep(duration).await,
+            Step::Repeat { bytes, pause } => {
+                let until = tokio::time::Instant::now() + Duration::from_secs(60);
+                while tokio::time::Instant::now() < until {
+                    send_chunk(stream, &bytes).await?;
+                    tokio::time::sleep(pause).await;
+                }
+                return Ok(false);
+            }
+            Step::Hang => {
+                // Bounded, so a client that never gives up cannot keep the task alive.
+                let mut sink = [0u8; 64];
+                let _ = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut sink)).await;
+                return Ok(false);
+            }
+            Step::Cut => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+async fn send_chunk(stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let mut frame = format!("{:x}\r\n", bytes.len()).into_bytes();
+    frame.extend_from_slice(bytes);
+    frame.extend_from_slice(b"\r\n");
+    stream.write_all(&frame).await?;
+    stream.flush().await
 }

@@ -15,11 +15,15 @@
 //! A dev-dependency only: nothing here belongs in a library or the product. Unix only, like
 //! the tests it serves: a watchdog kills with `kill -KILL`.
 //!
+//! Unit tests of the layers above the transport (the loop, the add-on registry, the gateway)
+//! talk to a [`blender::FakeBlender`]; everything that touches a scene uses real Blender.
+//!
 //! [`websocket`] is a client for the tests of the WebSocket gateway. [`install_extension`]
 //! is the Blender program that installs an add-on folder the way a person does.
 
 pub mod websocket;
 
+pub mod blender;
 pub mod http;
 pub mod mesh;
 pub mod openai;

@@ -60,7 +60,7 @@ async fn exceptions_come_back_with_type_traceback_and_line() {
             error.traceback
         );
         assert!(
-            !error.traceback.contains("viga_bridge.py"),
+            !error.traceback.contains("viga_bridge"),
             "bridge frames hidden: {}",
             error.traceback
         );

@@ -15,8 +15,8 @@ use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord};
 use viga_provider::ScriptedProvider;
 use viga_testkit::within;
 
-use super::fake_blender::{FakeBlender, Fault, REFUSAL, START_FAILURE};
 use viga_core::scene::SceneSettings;
+use viga_testkit::blender::{FakeBlender, Fault, REFUSAL, START_FAILURE};
 
 use super::{GOOD_CODE, code, config, provider, scene, scene_settings, scene_with, text, verdict};
 

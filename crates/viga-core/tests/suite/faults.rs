@@ -2,7 +2,6 @@
 //! once, and a model that finds a request too long; the run completes as scripted. Only a
 //! restart that fails twice in a row stops it. Real Blender throughout.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +18,7 @@ use viga_protocol::event::{FailureKind, ModelRole, RunEvent, StopReason};
 use viga_protocol::iteration::FailureClass;
 use viga_protocol::message::ContentPart;
 use viga_provider::{ModelRequest, ModelResponse, Provider, ProviderError};
+use viga_testkit::blender::FaultPlan;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 use super::{config, provider, scene, scene_with, text, verdict};
@@ -46,8 +46,7 @@ enum Fault {
 /// command (counting every call that goes through, the loop's re-runs included).
 struct Saboteur {
     worker: Arc<Worker>,
-    faults: Vec<(&'static str, usize, Fault)>,
-    calls: Mutex<HashMap<&'static str, usize>>,
+    plan: FaultPlan<Fault>,
     /// While this file exists, Blender exits as soon as it is started (see `breakable`).
     broken_flag: PathBuf,
     break_once: Mutex<bool>,
@@ -58,8 +57,7 @@ impl Saboteur {
     fn new(worker: Arc<Worker>, broken_flag: PathBuf) -> Self {
         Self {
             worker,
-            faults: Vec::new(),
-            calls: Mutex::new(HashMap::new()),
+            plan: FaultPlan::new(),
             broken_flag,
             break_once: Mutex::new(false),
             done: AtomicUsize::new(0),
@@ -67,7 +65,7 @@ impl Saboteur {
     }
 
     fn on(mut self, command: &'static str, nth: usize, fault: Fault) -> Self {
-        self.faults.push((command, nth, fault));
+        self.plan = self.plan.on(command, nth, fault);
         self
     }
 
@@ -95,22 +93,11 @@ impl BlenderTransport for Saboteur {
         command: BridgeCommand,
         timeout: Option<Duration>,
     ) -> Result<Value, TransportError> {
-        let name = command.name();
-        let nth = {
-            let mut calls = self.calls.lock().unwrap();
-            let count = calls.entry(name).or_default();
-            *count += 1;
-            *count
-        };
+        let fault = self.plan.next(command.name());
         if std::mem::take(&mut *self.break_once.lock().unwrap()) {
             // The failed restart happened during the sabotaged call: Blender starts again.
             std::fs::remove_file(&self.broken_flag).unwrap();
         }
-        let fault = self
-            .faults
-            .iter()
-            .find(|(command, at, _)| *command == name && *at == nth)
-            .map(|(_, _, fault)| *fault);
         if let Some(fault) = fault {
             if fault != Fault::Kill {
                 std::fs::write(&self.broken_flag, "").unwrap();

@@ -332,52 +332,12 @@ async fn get_better_assets_searches_the_runs_asset_folder() {
     assert_eq!(calls(&finished.records[0]), [("get_better_assets", true)]);
 }
 
-/// One HTTP exchange on a local port: the request body the provider sent, answered with a
-/// short Chat Completions reply.
-async fn one_exchange(listener: tokio::net::TcpListener) -> Value {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let (mut socket, _) = listener.accept().await.unwrap();
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let (head_end, length) = loop {
-        let read = socket.read(&mut chunk).await.unwrap();
-        assert!(read > 0, "the request ended early");
-        received.extend_from_slice(&chunk[..read]);
-        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&received[..end]).to_ascii_lowercase();
-            let length = head
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .map(|value| value.trim().parse::<usize>().unwrap())
-                .unwrap();
-            break (end + 4, length);
-        }
-    };
-    while received.len() < head_end + length {
-        let read = socket.read(&mut chunk).await.unwrap();
-        received.extend_from_slice(&chunk[..read]);
-    }
-    let reply = json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    })
-    .to_string();
-    let response = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-        reply.len()
-    );
-    socket.write_all(response.as_bytes()).await.unwrap();
-    serde_json::from_slice(&received[head_end..head_end + length]).unwrap()
-}
-
 #[tokio::test]
 async fn an_openai_request_offers_the_generator_its_tools() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = viga_testkit::openai::replay_server(vec![json!({"text": "ok"})]).unwrap();
     let mut settings =
         viga_provider::ProviderConfig::new(viga_provider::ProviderKind::OpenAi, "gpt-4o");
-    settings.base_url = Some(format!("http://{}/v1", listener.local_addr().unwrap()));
-    let exchange = tokio::spawn(one_exchange(listener));
+    settings.base_url = Some(format!("{}/v1", server.base()));
     let openai =
         viga_provider::build_provider_with_env(&settings, |_| Some("sk-test".to_owned())).unwrap();
     let mut request = viga_provider::ModelRequest::new(
@@ -388,7 +348,7 @@ async fn an_openai_request_offers_the_generator_its_tools() {
     );
     request.tools = viga_skills::generator::generator_tools().unwrap().specs();
     openai.complete(&request).await.unwrap();
-    let body = exchange.await.unwrap();
+    let body: Value = serde_json::from_slice(&server.requests()[0].body).unwrap();
     insta::assert_json_snapshot!("openai_generator_tools", body["tools"]);
 }
 

@@ -13,8 +13,8 @@ use viga_provider::{
 };
 use viga_testkit::within;
 
-use super::fake_blender::FakeBlender;
 use super::{GOOD_CODE, code, config, provider, scene, text, verdict};
+use viga_testkit::blender::FakeBlender;
 
 /// The scripted model, streaming each reply's text in pieces of at most `PIECE` characters.
 #[derive(Debug)]

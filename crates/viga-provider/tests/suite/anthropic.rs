@@ -1,24 +1,24 @@
 use serde_json::json;
 use viga_provider::{ErrorKind, FinishReason, ProviderKind, ResponseFormat, StreamEvent};
 
-use super::server::{Reply, TestServer};
 use super::support::{
     KEY, build, config, conversation, drain, fixture, hello, redact_images, text_of,
 };
+use viga_testkit::http::{Reply, TestServer};
 
 #[tokio::test]
 async fn the_request_with_images_and_tools_is_sent_as_messages() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         fixture("anthropic/complete_tool_use.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Anthropic, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Anthropic, server.base()));
     provider.complete(&conversation()).await.unwrap();
 
     let sent = server.only_request();
     assert_eq!(
-        (sent.method.as_str(), sent.path.as_str()),
+        (sent.method.as_str(), sent.target.as_str()),
         ("POST", "/v1/messages")
     );
     assert_eq!(sent.header("x-api-key"), Some(KEY));
@@ -31,12 +31,12 @@ async fn the_request_with_images_and_tools_is_sent_as_messages() {
 
 #[tokio::test]
 async fn a_tool_use_answer_is_parsed_with_cached_tokens_counted_as_input() {
-    let server = TestServer::start(vec![
+    let server = TestServer::scripted(vec![
         Reply::json(200, fixture("anthropic/complete_tool_use.json"))
-            .header("request-id", "req_018EeWyXxfu5pfWkrYcMdjWG"),
+            .with_header("request-id", "req_018EeWyXxfu5pfWkrYcMdjWG"),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::Anthropic, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Anthropic, server.base()));
     let response = provider.complete(&hello()).await.unwrap();
     assert_eq!(
         response.text,
@@ -61,12 +61,12 @@ async fn a_tool_use_answer_is_parsed_with_cached_tokens_counted_as_input() {
 
 #[tokio::test]
 async fn streamed_input_json_deltas_are_assembled_per_content_block() {
-    let server = TestServer::start(vec![Reply::sse(
+    let server = TestServer::scripted(vec![Reply::sse(
         &fixture("anthropic/stream_tool_use.sse"),
         11,
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Anthropic, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Anthropic, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(text_of(&events), "I'll add the cube now.");
@@ -99,12 +99,12 @@ async fn streamed_input_json_deltas_are_assembled_per_content_block() {
 
 #[tokio::test]
 async fn an_error_event_mid_stream_ends_the_stream_with_that_error() {
-    let server = TestServer::start(vec![Reply::sse(
+    let server = TestServer::scripted(vec![Reply::sse(
         &fixture("anthropic/stream_overloaded.sse"),
         64,
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Anthropic, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Anthropic, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert_eq!(text_of(&events), "Looking at");
     let error = error.unwrap();
@@ -114,12 +114,12 @@ async fn an_error_event_mid_stream_ends_the_stream_with_that_error() {
 
 #[tokio::test]
 async fn prompt_is_too_long_is_reported_as_context_too_long() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         400,
         fixture("anthropic/error_prompt_too_long.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Anthropic, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Anthropic, server.base()));
     let err = provider.complete(&hello()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ContextTooLong);
     assert!(err.to_string().contains("215004 tokens > 200000"), "{err}");
@@ -128,12 +128,12 @@ async fn prompt_is_too_long_is_reported_as_context_too_long() {
 
 #[tokio::test]
 async fn a_response_format_becomes_a_system_instruction() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         fixture("anthropic/complete_tool_use.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Anthropic, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Anthropic, server.base()));
     let mut request = hello();
     request.response_format = Some(ResponseFormat {
         name: "verdict".to_owned(),

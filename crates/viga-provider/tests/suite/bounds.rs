@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use viga_provider::{ErrorKind, ProviderError, ProviderKind};
 
-use super::server::{Reply, Step, TestServer};
 use super::support::{KEY, build, config, drain, fixture, hello};
+use viga_testkit::http::{Reply, Step, TestServer};
 
 #[tokio::test]
 async fn an_absurd_retry_after_ends_the_retries_without_overflowing() {
@@ -17,13 +17,13 @@ async fn an_absurd_retry_after_ends_the_retries_without_overflowing() {
             r#"{"error":{"message":"slow down","type":"requests"}}"#,
         )
     };
-    let server = TestServer::start(vec![
+    let server = TestServer::scripted(vec![
         // A short first wait, so the second is added to a wait already made.
-        rate_limited().header("retry-after-ms", "5"),
-        rate_limited().header("retry-after", "18446744073709551615"),
+        rate_limited().with_header("retry-after-ms", "5"),
+        rate_limited().with_header("retry-after", "18446744073709551615"),
     ])
-    .await;
-    let err = build(&config(ProviderKind::OpenAi, &server.url))
+    .unwrap();
+    let err = build(&config(ProviderKind::OpenAi, server.base()))
         .complete(&hello())
         .await
         .unwrap_err();
@@ -51,11 +51,13 @@ async fn a_redirect_to_another_host_is_refused_and_no_key_goes_there() {
         ProviderKind::Anthropic,
         ProviderKind::Gemini,
     ] {
-        let elsewhere = TestServer::start(vec![Reply::json(200, "{}")]).await;
-        let moved_to = elsewhere.url.replace("127.0.0.1", "localhost") + "/v1/elsewhere";
-        let server =
-            TestServer::start(vec![Reply::json(307, "").header("location", &moved_to)]).await;
-        let err = build(&config(kind, &server.url))
+        let elsewhere = TestServer::scripted(vec![Reply::json(200, "{}")]).unwrap();
+        let moved_to = elsewhere.base().replace("127.0.0.1", "localhost") + "/v1/elsewhere";
+        let server = TestServer::scripted(vec![
+            Reply::json(307, "").with_header("location", &moved_to),
+        ])
+        .unwrap();
+        let err = build(&config(kind, server.base()))
             .complete(&hello())
             .await
             .unwrap_err();
@@ -78,7 +80,7 @@ async fn a_redirect_to_another_host_is_refused_and_no_key_goes_there() {
 
 #[tokio::test]
 async fn a_body_that_never_ends_is_cut_off() {
-    let server = TestServer::start(vec![Reply::json_steps(
+    let server = TestServer::scripted(vec![Reply::json_steps(
         200,
         vec![
             Step::Send(b"{\"id\": \"chatcmpl-1\", \"choices\": [".to_vec()),
@@ -88,8 +90,8 @@ async fn a_body_that_never_ends_is_cut_off() {
             },
         ],
     )])
-    .await;
-    let err = build(&config(ProviderKind::OpenAi, &server.url))
+    .unwrap();
+    let err = build(&config(ProviderKind::OpenAi, server.base()))
         .complete(&hello())
         .await
         .unwrap_err();
@@ -108,7 +110,7 @@ async fn an_event_that_never_ends_is_cut_off() {
         .split_inclusive("\n\n")
         .take(2)
         .collect();
-    let server = TestServer::start(vec![Reply::sse_steps(vec![
+    let server = TestServer::scripted(vec![Reply::sse_steps(vec![
         Step::Send(first_event.into_bytes()),
         Step::Send(b"data: {\"choices\": [{\"delta\": {\"content\": \"".to_vec()),
         Step::Repeat {
@@ -116,8 +118,8 @@ async fn an_event_that_never_ends_is_cut_off() {
             pause: Duration::ZERO,
         },
     ])])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(!events.is_empty(), "the events before it still arrive");
     let error = error.unwrap();
@@ -130,12 +132,12 @@ async fn an_event_that_never_ends_is_cut_off() {
 
 #[tokio::test]
 async fn a_stream_that_trickles_forever_meets_its_overall_deadline() {
-    let server = TestServer::start(vec![Reply::sse_steps(vec![Step::Repeat {
+    let server = TestServer::scripted(vec![Reply::sse_steps(vec![Step::Repeat {
         bytes: b": still thinking\n\n".to_vec(),
         pause: Duration::from_millis(50),
     }])])
-    .await;
-    let mut config = config(ProviderKind::Gemini, &server.url);
+    .unwrap();
+    let mut config = config(ProviderKind::Gemini, server.base());
     config.timeouts.stream_total = Duration::from_millis(600);
     let provider = build(&config);
     let started = Instant::now();

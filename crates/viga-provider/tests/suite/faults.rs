@@ -4,22 +4,22 @@ use std::time::{Duration, Instant};
 
 use viga_provider::{ErrorKind, ProviderError, ProviderKind, RetryPolicy, StreamEvent};
 
-use super::server::{Reply, Step, TestServer};
 use super::support::{KEY, KEY_ENV, build, config, drain, fixture, hello, text_of};
+use viga_testkit::http::{Reply, Step, TestServer};
 
 fn rate_limited(retry_after_secs: &str) -> Reply {
     Reply::json(429, r#"{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}"#)
-        .header("retry-after", retry_after_secs)
+        .with_header("retry-after", retry_after_secs)
 }
 
 #[tokio::test]
 async fn a_429_then_200_waits_as_long_as_retry_after_says() {
-    let server = TestServer::start(vec![
+    let server = TestServer::scripted(vec![
         rate_limited("1"),
         Reply::json(200, fixture("openai/complete_text.json")),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let started = Instant::now();
     let response = provider.complete(&hello()).await.unwrap();
     // The policy's own backoff is a few milliseconds; only Retry-After explains a full second.
@@ -37,12 +37,12 @@ async fn a_429_then_200_waits_as_long_as_retry_after_says() {
 
 #[tokio::test]
 async fn a_retry_after_beyond_the_wait_budget_fails_at_once() {
-    let server = TestServer::start(vec![
+    let server = TestServer::scripted(vec![
         rate_limited("30"),
         Reply::json(200, fixture("openai/complete_text.json")),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let err = provider.complete(&hello()).await.unwrap_err();
     match &err {
         ProviderError::RateLimited { retry_after, .. } => {
@@ -56,12 +56,12 @@ async fn a_retry_after_beyond_the_wait_budget_fails_at_once() {
 
 #[tokio::test]
 async fn server_errors_are_retried_until_the_attempts_run_out() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         500,
         r#"{"error":{"message":"The server had an error","type":"server_error"}}"#,
     )])
-    .await;
-    let mut config = config(ProviderKind::Anthropic, &server.url);
+    .unwrap();
+    let mut config = config(ProviderKind::Anthropic, server.base());
     config.retry = RetryPolicy {
         max_attempts: 4,
         ..config.retry
@@ -77,12 +77,12 @@ async fn server_errors_are_retried_until_the_attempts_run_out() {
 
 #[tokio::test]
 async fn a_stream_that_fails_to_start_is_retried() {
-    let server = TestServer::start(vec![
+    let server = TestServer::scripted(vec![
         Reply::json(503, "upstream connect error"),
         Reply::sse(&fixture("openai/stream_text.sse"), 4096),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let response = provider
         .stream(&hello())
         .await
@@ -96,8 +96,8 @@ async fn a_stream_that_fails_to_start_is_retried() {
 
 #[tokio::test]
 async fn auth_errors_are_not_retried_and_say_which_variable_to_fix() {
-    let server = TestServer::start(vec![Reply::json(401, r#"{"error":{"message":"Incorrect API key provided: sk-test-***6789.","type":"invalid_request_error","code":"invalid_api_key"}}"#)]).await;
-    let err = build(&config(ProviderKind::OpenAi, &server.url))
+    let server = TestServer::scripted(vec![Reply::json(401, r#"{"error":{"message":"Incorrect API key provided: sk-test-***6789.","type":"invalid_request_error","code":"invalid_api_key"}}"#)]).unwrap();
+    let err = build(&config(ProviderKind::OpenAi, server.base()))
         .complete(&hello())
         .await
         .unwrap_err();
@@ -116,10 +116,7 @@ async fn auth_errors_are_not_retried_and_say_which_variable_to_fix() {
 
 #[tokio::test]
 async fn a_refused_connection_is_a_network_error_after_the_retries() {
-    // A port that was just free: nothing listens there any more.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let url = viga_testkit::http::closed_address().unwrap();
     let err = build(&config(ProviderKind::Gemini, &url))
         .complete(&hello())
         .await
@@ -140,8 +137,8 @@ async fn a_stream_cut_off_mid_body_ends_in_a_network_error_after_its_deltas() {
         .map(|event| Step::Send(event.as_bytes().to_vec()))
         .collect();
     steps.push(Step::Cut);
-    let server = TestServer::start(vec![Reply::sse_steps(steps)]).await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    let server = TestServer::scripted(vec![Reply::sse_steps(steps)]).unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert_eq!(text_of(&events), "Adding the cube and rendering.");
     assert!(
@@ -173,8 +170,8 @@ async fn a_stream_that_ends_cleanly_but_unfinished_is_an_error() {
                 .collect(),
         ),
     ] {
-        let server = TestServer::start(vec![Reply::sse(&body, 4096)]).await;
-        let provider = build(&config(kind, &server.url));
+        let server = TestServer::scripted(vec![Reply::sse(&body, 4096)]).unwrap();
+        let provider = build(&config(kind, server.base()));
         let (events, error) = drain(provider.as_ref(), &hello()).await;
         assert!(
             !text_of(&events).is_empty(),
@@ -192,12 +189,12 @@ async fn a_stream_that_ends_cleanly_but_unfinished_is_an_error() {
 
 #[tokio::test]
 async fn invalid_json_is_a_malformed_response_and_not_retried() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         "{\"id\": \"chatcmpl-1\", \"choices\": [",
     )])
-    .await;
-    let err = build(&config(ProviderKind::OpenAi, &server.url))
+    .unwrap();
+    let err = build(&config(ProviderKind::OpenAi, server.base()))
         .complete(&hello())
         .await
         .unwrap_err();
@@ -205,12 +202,12 @@ async fn invalid_json_is_a_malformed_response_and_not_retried() {
     assert!(err.to_string().contains("not the expected JSON"), "{err}");
     assert_eq!(server.count(), 1);
 
-    let server = TestServer::start(vec![Reply::sse(
+    let server = TestServer::scripted(vec![Reply::sse(
         &fixture("openai/stream_invalid_json.sse"),
         4096,
     )])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert_eq!(text_of(&events), "Hel");
     assert_eq!(error.unwrap().kind(), ErrorKind::MalformedResponse);
@@ -218,12 +215,12 @@ async fn invalid_json_is_a_malformed_response_and_not_retried() {
 
 #[tokio::test]
 async fn an_html_page_instead_of_json_says_to_check_base_url() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         "<html><body>Welcome to nginx</body></html>",
     )])
-    .await;
-    let err = build(&config(ProviderKind::Anthropic, &server.url))
+    .unwrap();
+    let err = build(&config(ProviderKind::Anthropic, server.base()))
         .complete(&hello())
         .await
         .unwrap_err();
@@ -241,12 +238,12 @@ async fn a_stream_that_goes_quiet_times_out() {
         .split_inclusive("\n\n")
         .take(3)
         .collect();
-    let server = TestServer::start(vec![Reply::sse_steps(vec![
+    let server = TestServer::scripted(vec![Reply::sse_steps(vec![
         Step::Send(first_event.into_bytes()),
         Step::Hang,
     ])])
-    .await;
-    let mut config = config(ProviderKind::Anthropic, &server.url);
+    .unwrap();
+    let mut config = config(ProviderKind::Anthropic, server.base());
     config.timeouts.stream_idle = Duration::from_millis(300);
     let provider = build(&config);
     let (events, error) = drain(provider.as_ref(), &hello()).await;
@@ -261,8 +258,8 @@ async fn a_stream_that_goes_quiet_times_out() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_times_out_the_whole_request() {
-    let server = TestServer::start(vec![Reply::sse_steps(vec![Step::Hang])]).await;
-    let mut config = config(ProviderKind::OpenAi, &server.url);
+    let server = TestServer::scripted(vec![Reply::sse_steps(vec![Step::Hang])]).unwrap();
+    let mut config = config(ProviderKind::OpenAi, server.base());
     config.timeouts.request = Duration::from_millis(300);
     config.retry.max_attempts = 2;
     let err = build(&config).complete(&hello()).await.unwrap_err();
@@ -278,8 +275,8 @@ async fn a_slow_but_steady_stream_is_not_idle() {
         steps.push(Step::Pause(Duration::from_millis(100)));
         steps.push(Step::Send(event.as_bytes().to_vec()));
     }
-    let server = TestServer::start(vec![Reply::sse_steps(steps)]).await;
-    let mut config = config(ProviderKind::OpenAi, &server.url);
+    let server = TestServer::scripted(vec![Reply::sse_steps(steps)]).unwrap();
+    let mut config = config(ProviderKind::OpenAi, server.base());
     config.timeouts.stream_idle = Duration::from_millis(400);
     let response = build(&config)
         .stream(&hello())

@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use viga_provider::config::ProviderKind;
 
-use super::server::{Reply, TestServer};
 use super::support::{build, config, drain, hello};
+use viga_testkit::http::{Reply, TestServer};
 
 /// A `data:` payload: JSON shaped like each provider's events, broken JSON, or noise.
 fn payload() -> impl Strategy<Value = String> {
@@ -63,8 +63,8 @@ proptest! {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let server = TestServer::start(vec![Reply::sse(&body, chunk)]).await;
-            let provider = build(&config(kind, &server.url));
+            let server = TestServer::scripted(vec![Reply::sse(&body, chunk)]).unwrap();
+            let provider = build(&config(kind, server.base()));
             let drained = tokio::time::timeout(
                 std::time::Duration::from_secs(20),
                 drain(provider.as_ref(), &hello()),

@@ -2,25 +2,28 @@ use serde_json::json;
 use viga_protocol::message::{ChatMessage, ContentPart, ToolResult};
 use viga_provider::{ErrorKind, FinishReason, ProviderKind, ResponseFormat, StreamEvent};
 
-use super::server::{Reply, TestServer};
 use super::support::{
     KEY, KEY_ENV, build, config, conversation, drain, fixture, hello, redact_images, text_of,
 };
+use viga_testkit::http::{Reply, TestServer};
 
 #[tokio::test]
 async fn the_request_with_images_and_tools_is_sent_as_generate_content() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         fixture("gemini/complete_function_call.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     provider.complete(&conversation()).await.unwrap();
 
     let sent = server.only_request();
-    assert_eq!(sent.path, "/v1beta/models/gemini-2.5-flash:generateContent");
+    assert_eq!(
+        sent.target,
+        "/v1beta/models/gemini-2.5-flash:generateContent"
+    );
     assert_eq!(sent.header("x-goog-api-key"), Some(KEY));
-    assert!(!sent.path.contains(KEY), "the key never goes in the URL");
+    assert!(!sent.target.contains(KEY), "the key never goes in the URL");
     let mut body = sent.json();
     assert_eq!(redact_images(&mut body), [(256, 128), (256, 256)]);
     insta::assert_json_snapshot!("gemini_request_with_images_and_tools", body);
@@ -28,12 +31,12 @@ async fn the_request_with_images_and_tools_is_sent_as_generate_content() {
 
 #[tokio::test]
 async fn a_function_call_keeps_its_thought_signature_for_the_next_request() {
-    let server = TestServer::start(vec![
+    let server = TestServer::scripted(vec![
         Reply::json(200, fixture("gemini/complete_function_call.json")),
         Reply::json(200, fixture("gemini/complete_function_call.json")),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     let response = provider.complete(&hello()).await.unwrap();
     assert_eq!(response.text, "I'll add the cube first.");
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
@@ -86,12 +89,12 @@ async fn a_function_call_keeps_its_thought_signature_for_the_next_request() {
 
 #[tokio::test]
 async fn a_stream_of_crlf_separated_chunks_gives_text_calls_and_usage() {
-    let server = TestServer::start(vec![Reply::sse(
+    let server = TestServer::scripted(vec![Reply::sse(
         &fixture("gemini/stream_text_and_call.sse"),
         13,
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(text_of(&events), "The render matches the target.");
@@ -109,19 +112,19 @@ async fn a_stream_of_crlf_separated_chunks_gives_text_calls_and_usage() {
     );
     assert_eq!(response.request_id.as_deref(), Some("strm-gem-1"));
     assert_eq!(
-        server.only_request().path,
+        server.only_request().target,
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     );
 }
 
 #[tokio::test]
 async fn an_invalid_key_is_an_auth_error_naming_the_variable() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         400,
         fixture("gemini/error_invalid_key.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     let err = provider.complete(&hello()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth);
     let message = err.to_string();
@@ -135,12 +138,12 @@ async fn an_invalid_key_is_an_auth_error_naming_the_variable() {
 
 #[tokio::test]
 async fn a_tool_result_without_its_call_is_refused_before_sending() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         fixture("gemini/complete_function_call.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     let mut request = hello();
     request
         .messages
@@ -160,12 +163,12 @@ async fn a_tool_result_without_its_call_is_refused_before_sending() {
 
 #[tokio::test]
 async fn a_response_format_asks_for_json_with_the_schema() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         fixture("gemini/complete_function_call.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     let mut request = hello();
     request.response_format = Some(ResponseFormat {
         name: "verdict".to_owned(),

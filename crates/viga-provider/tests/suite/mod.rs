@@ -6,6 +6,5 @@ mod fuzz_sse;
 mod gemini;
 mod openai;
 mod scripted;
-mod server;
 mod structured_output;
 mod support;

@@ -1,16 +1,16 @@
 use serde_json::json;
 use viga_provider::{ErrorKind, FinishReason, ProviderKind, ResponseFormat, StreamEvent};
 
-use super::server::{Reply, TestServer};
 use super::support::{
     KEY, build, config, conversation, drain, fixture, hello, redact_images, text_of,
 };
+use viga_testkit::http::{Reply, TestServer};
 
 #[tokio::test]
 async fn the_request_with_images_and_tools_is_sent_as_chat_completions() {
     let server =
-        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+        TestServer::scripted(vec![Reply::json(200, fixture("openai/complete_text.json"))]).unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let original = conversation();
     let request = original.clone();
     provider.complete(&request).await.unwrap();
@@ -18,7 +18,7 @@ async fn the_request_with_images_and_tools_is_sent_as_chat_completions() {
     assert_eq!(request, original, "the caller's request is untouched");
     let sent = server.only_request();
     assert_eq!(
-        (sent.method.as_str(), sent.path.as_str()),
+        (sent.method.as_str(), sent.target.as_str()),
         ("POST", "/v1/chat/completions")
     );
     assert_eq!(
@@ -33,11 +33,12 @@ async fn the_request_with_images_and_tools_is_sent_as_chat_completions() {
 
 #[tokio::test]
 async fn a_text_answer_carries_usage_finish_reason_and_request_id() {
-    let server = TestServer::start(vec![
-        Reply::json(200, fixture("openai/complete_text.json")).header("x-request-id", "req_abc123"),
+    let server = TestServer::scripted(vec![
+        Reply::json(200, fixture("openai/complete_text.json"))
+            .with_header("x-request-id", "req_abc123"),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let response = provider.complete(&hello()).await.unwrap();
     assert!(
         response.text.starts_with("```python\nimport bpy"),
@@ -58,12 +59,12 @@ async fn a_text_answer_carries_usage_finish_reason_and_request_id() {
 
 #[tokio::test]
 async fn tool_calls_in_a_whole_answer_are_parsed() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         200,
         fixture("openai/complete_tool_call.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let response = provider.complete(&hello()).await.unwrap();
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
     assert_eq!(response.text, "");
@@ -91,8 +92,8 @@ async fn tool_calls_in_a_whole_answer_are_parsed() {
 async fn a_streamed_tool_call_split_across_many_chunks_is_assembled() {
     // 7-byte chunks: events, lines and JSON strings all straddle chunk boundaries.
     let server =
-        TestServer::start(vec![Reply::sse(&fixture("openai/stream_tool_call.sse"), 7)]).await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+        TestServer::scripted(vec![Reply::sse(&fixture("openai/stream_tool_call.sse"), 7)]).unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(text_of(&events), "Adding the cube and rendering.");
@@ -129,11 +130,12 @@ async fn a_streamed_tool_call_split_across_many_chunks_is_assembled() {
 
 #[tokio::test]
 async fn streamed_text_arrives_as_deltas_then_completes() {
-    let server = TestServer::start(vec![
-        Reply::sse(&fixture("openai/stream_text.sse"), 4096).header("x-request-id", "req_stream_1"),
+    let server = TestServer::scripted(vec![
+        Reply::sse(&fixture("openai/stream_text.sse"), 4096)
+            .with_header("x-request-id", "req_stream_1"),
     ])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let (events, error) = drain(provider.as_ref(), &hello()).await;
     assert!(error.is_none(), "{error:?}");
     let deltas = events
@@ -153,8 +155,8 @@ async fn streamed_text_arrives_as_deltas_then_completes() {
 #[tokio::test]
 async fn a_compatible_server_gets_max_tokens_and_no_key_unless_one_is_named() {
     let server =
-        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
-    let mut keyless = config(ProviderKind::OpenAiCompatible, &server.url);
+        TestServer::scripted(vec![Reply::json(200, fixture("openai/complete_text.json"))]).unwrap();
+    let mut keyless = config(ProviderKind::OpenAiCompatible, server.base());
     keyless.api_key_env = None;
     let provider = build(&keyless);
     assert_eq!(
@@ -163,15 +165,15 @@ async fn a_compatible_server_gets_max_tokens_and_no_key_unless_one_is_named() {
     );
     provider.complete(&hello()).await.unwrap();
     let sent = server.only_request();
-    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.target, "/v1/chat/completions");
     assert_eq!(sent.header("authorization"), None);
     let body = sent.json();
     assert_eq!(body["max_tokens"], 4096);
     assert!(body.get("max_completion_tokens").is_none());
 
     let keyed =
-        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
-    build(&config(ProviderKind::OpenAiCompatible, &keyed.url))
+        TestServer::scripted(vec![Reply::json(200, fixture("openai/complete_text.json"))]).unwrap();
+    build(&config(ProviderKind::OpenAiCompatible, keyed.base()))
         .complete(&hello())
         .await
         .unwrap();
@@ -184,8 +186,8 @@ async fn a_compatible_server_gets_max_tokens_and_no_key_unless_one_is_named() {
 #[tokio::test]
 async fn a_response_format_is_sent_as_a_json_schema() {
     let server =
-        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+        TestServer::scripted(vec![Reply::json(200, fixture("openai/complete_text.json"))]).unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let mut request = hello();
     request.response_format = Some(ResponseFormat {
         name: "verdict".to_owned(),
@@ -203,12 +205,12 @@ async fn a_response_format_is_sent_as_a_json_schema() {
 
 #[tokio::test]
 async fn context_length_exceeded_is_reported_as_such_and_not_retried() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         400,
         fixture("openai/error_context_length.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let err = provider.complete(&hello()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ContextTooLong);
     assert!(

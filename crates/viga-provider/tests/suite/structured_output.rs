@@ -8,8 +8,8 @@ use viga_protocol::message::ChatMessage;
 use viga_protocol::{parse_json, schema_of};
 use viga_provider::{ErrorKind, ModelRequest, ProviderKind, ResponseFormat};
 
-use super::server::{Recorded, Reply, TestServer};
 use super::support::{build, config, fixture};
+use viga_testkit::http::{Reply, Request, TestServer};
 
 const SYSTEM: &str = "You build Geometry Nodes.";
 
@@ -49,7 +49,7 @@ fn has_boolean_schema(schema: &Value) -> bool {
 
 /// llama.cpp's `llama-server`: refuses a response schema with a boolean sub-schema, answers
 /// the rest with a step-protocol reply.
-fn llama_server(request: &Recorded) -> Reply {
+fn llama_server(request: &Request) -> Reply {
     let schema = &request.json()["response_format"]["json_schema"]["schema"];
     if has_boolean_schema(schema) {
         Reply::json(400, fixture("openai/error_unrecognized_schema.json"))
@@ -59,7 +59,7 @@ fn llama_server(request: &Recorded) -> Reply {
 }
 
 /// A server with no structured output at all (here worded as vLLM words it).
-fn refusing_any_response_format(request: &Recorded) -> Reply {
+fn refusing_any_response_format(request: &Request) -> Reply {
     let body = request.json();
     if body.get("response_format").is_some() {
         Reply::json(400, fixture("openai/error_schema_unsupported.json"))
@@ -80,8 +80,8 @@ async fn the_gn_schema_passes_a_server_that_refuses_boolean_schemas() {
         has_boolean_schema(&schema_of::<GnResponse>()),
         "the GN schema as derived is what llama.cpp refuses"
     );
-    let server = TestServer::answering(llama_server).await;
-    let provider = build(&config(ProviderKind::OpenAiCompatible, &server.url));
+    let server = TestServer::start(llama_server).unwrap();
+    let provider = build(&config(ProviderKind::OpenAiCompatible, server.base()));
     let response = provider.complete(&gn_request()).await.unwrap();
 
     assert!(!response.structured_output_fallback);
@@ -95,8 +95,8 @@ async fn the_gn_schema_passes_a_server_that_refuses_boolean_schemas() {
 
 #[tokio::test]
 async fn a_server_that_refuses_any_response_format_gets_the_schema_in_the_system_prompt() {
-    let server = TestServer::answering(refusing_any_response_format).await;
-    let provider = build(&config(ProviderKind::OpenAiCompatible, &server.url));
+    let server = TestServer::start(refusing_any_response_format).unwrap();
+    let provider = build(&config(ProviderKind::OpenAiCompatible, server.base()));
     let response = provider.complete(&gn_request()).await.unwrap();
 
     assert!(response.structured_output_fallback);
@@ -127,8 +127,8 @@ async fn a_server_that_refuses_any_response_format_gets_the_schema_in_the_system
 
 #[tokio::test]
 async fn a_stream_falls_back_the_same_way() {
-    let server = TestServer::answering(refusing_any_response_format).await;
-    let provider = build(&config(ProviderKind::OpenAiCompatible, &server.url));
+    let server = TestServer::start(refusing_any_response_format).unwrap();
+    let provider = build(&config(ProviderKind::OpenAiCompatible, server.base()));
     let response = provider
         .stream(&gn_request())
         .await
@@ -147,12 +147,12 @@ async fn a_stream_falls_back_the_same_way() {
 
 #[tokio::test]
 async fn a_request_refused_for_another_reason_is_not_sent_again() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         400,
         r#"{"error":{"message":"Invalid value for 'tool_choice'","type":"invalid_request_error"}}"#,
     )])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAiCompatible, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAiCompatible, server.base()));
     let err = provider.complete(&gn_request()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadRequest);
     assert_eq!(server.count(), 1);
@@ -160,12 +160,12 @@ async fn a_request_refused_for_another_reason_is_not_sent_again() {
 
 #[tokio::test]
 async fn the_fallback_is_not_remembered_when_the_plain_request_fails_too() {
-    let server = TestServer::start(vec![Reply::json(
+    let server = TestServer::scripted(vec![Reply::json(
         400,
         fixture("openai/error_unrecognized_schema.json"),
     )])
-    .await;
-    let provider = build(&config(ProviderKind::OpenAiCompatible, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::OpenAiCompatible, server.base()));
     let err = provider.complete(&gn_request()).await.unwrap_err();
     assert!(err.to_string().contains("Unrecognized schema"), "{err}");
     assert_eq!(server.count(), 2);
@@ -178,7 +178,7 @@ async fn the_fallback_is_not_remembered_when_the_plain_request_fails_too() {
 
 #[tokio::test]
 async fn gemini_falls_back_when_it_refuses_the_response_schema() {
-    let server = TestServer::answering(|request| {
+    let server = TestServer::start(|request| {
         if request.json()["generationConfig"]
             .get("responseJsonSchema")
             .is_some()
@@ -191,8 +191,8 @@ async fn gemini_falls_back_when_it_refuses_the_response_schema() {
             Reply::json(200, fixture("gemini/complete_function_call.json"))
         }
     })
-    .await;
-    let provider = build(&config(ProviderKind::Gemini, &server.url));
+    .unwrap();
+    let provider = build(&config(ProviderKind::Gemini, server.base()));
     let response = provider.complete(&gn_request()).await.unwrap();
     assert!(response.structured_output_fallback);
     let requests = server.requests();
@@ -213,8 +213,8 @@ async fn gemini_falls_back_when_it_refuses_the_response_schema() {
 
 /// The body each adapter sends for `gn_request()`, to a server that accepts it.
 async fn gn_request_body(kind: ProviderKind, reply: &str) -> Value {
-    let server = TestServer::start(vec![Reply::json(200, fixture(reply))]).await;
-    let provider = build(&config(kind, &server.url));
+    let server = TestServer::scripted(vec![Reply::json(200, fixture(reply))]).unwrap();
+    let provider = build(&config(kind, server.base()));
     let response = provider.complete(&gn_request()).await.unwrap();
     assert!(!response.structured_output_fallback);
     server.only_request().json()
@@ -234,8 +234,8 @@ async fn openai_gets_the_adapted_gn_schema_without_strict() {
 #[tokio::test]
 async fn openai_gets_strict_mode_when_the_schema_allows_it() {
     let server =
-        TestServer::start(vec![Reply::json(200, fixture("openai/complete_text.json"))]).await;
-    let provider = build(&config(ProviderKind::OpenAi, &server.url));
+        TestServer::scripted(vec![Reply::json(200, fixture("openai/complete_text.json"))]).unwrap();
+    let provider = build(&config(ProviderKind::OpenAi, server.base()));
     let mut request = gn_request();
     request.response_format = Some(ResponseFormat {
         name: "verdict".to_owned(),

@@ -2,69 +2,18 @@
 //! clashing tool names, unmet requirements, duplicate ids, and rediscovery that follows
 //! Blender and is cheap when nothing changed.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
-
-use async_trait::async_trait;
 use serde_json::{Value, json};
-use viga_blender::{BlenderTransport, TransportError};
-use viga_protocol::bridge::{BridgeCommand, FaultKind};
 use viga_skills::addons::{
     AddonError, AddonProblem, AddonRegistry, AddonSetChange, ProblemReason, discover,
 };
 use viga_skills::generator::generator_tools;
+use viga_testkit::blender::FakeBlender;
 
-/// A Blender whose `list_addons` answers what the test set; counts `scene_info` calls.
-struct ScriptedBridge {
-    listing: Mutex<Value>,
-    scene_info_calls: AtomicUsize,
-}
-
-impl ScriptedBridge {
-    fn new(listing: Value) -> Self {
-        Self {
-            listing: Mutex::new(listing),
-            scene_info_calls: AtomicUsize::new(0),
-        }
-    }
-
-    fn answer(&self, listing: Value) {
-        *self.listing.lock().unwrap() = listing;
-    }
-}
-
-#[async_trait]
-impl BlenderTransport for ScriptedBridge {
-    async fn call(
-        &self,
-        command: BridgeCommand,
-        _timeout: Option<Duration>,
-    ) -> Result<Value, TransportError> {
-        match command {
-            BridgeCommand::ListAddons { .. } => Ok(self.listing.lock().unwrap().clone()),
-            BridgeCommand::SceneInfo { .. } => {
-                self.scene_info_calls.fetch_add(1, Ordering::SeqCst);
-                Ok(json!({
-                    "blender_version": "4.2.3 LTS", "scene": "Scene", "unit_system": "METRIC",
-                    "frame_current": 1, "frame_start": 1, "frame_end": 250,
-                    "active_camera": null, "render_engine": "BLENDER_WORKBENCH",
-                    "total_objects": 0, "offset": 0, "next_offset": null,
-                    "objects": [], "materials": []
-                }))
-            }
-            other => Err(TransportError::Refused {
-                command: other.name(),
-                kind: FaultKind::UnknownCommand,
-                message: "not scripted".into(),
-                traceback: None,
-            }),
-        }
-    }
-
-    fn describe(&self) -> String {
-        "scripted bridge".into()
-    }
+/// A Blender whose `list_addons` answers `listing`, running Blender 4.2.3.
+fn scripted_bridge(listing: Value) -> FakeBlender {
+    let bridge = FakeBlender::new().blender_version("4.2.3 LTS");
+    bridge.answer("list_addons", listing);
+    bridge
 }
 
 fn manifest(id: &str, priority: i32, tools: &[&str]) -> Value {
@@ -104,7 +53,7 @@ fn scene_tool_names() -> Vec<String> {
 
 #[tokio::test]
 async fn clashing_tool_names_are_refused_naming_both_and_the_rest_still_work() {
-    let bridge = ScriptedBridge::new(listing(
+    let bridge = scripted_bridge(listing(
         "one",
         vec![
             entry(manifest("placer", 80, &["place", "measure"])),
@@ -209,7 +158,7 @@ async fn addons_that_cannot_run_are_unavailable_with_a_machine_readable_reason()
     needs_scipy["missing_dependencies"] = json!(["scipy>=1.0"]);
     let mut silent = entry(manifest("silent", 50, &["silent_tool"]));
     silent["has_handlers"] = json!(false);
-    let bridge = ScriptedBridge::new(listing(
+    let bridge = scripted_bridge(listing(
         "one",
         vec![
             entry(with_requirements(
@@ -291,13 +240,13 @@ async fn addons_that_cannot_run_are_unavailable_with_a_machine_readable_reason()
 async fn rediscovery_follows_blender_and_is_cheap_when_nothing_changed() {
     let placer = || entry(manifest("placer", 80, &["place"]));
     let painter = || entry(manifest("painter", 60, &["paint"]));
-    let bridge = ScriptedBridge::new(listing("first", vec![placer()]));
+    let bridge = scripted_bridge(listing("first", vec![placer()]));
     let mut registry = AddonRegistry::new();
     registry
         .register(viga_protocol::parse_value(manifest("by_hand", 50, &["hand_tool"])).unwrap())
         .unwrap();
     let refresh = async |registry: &mut AddonRegistry, answer: Value| {
-        bridge.answer(answer);
+        bridge.answer("list_addons", answer);
         registry.refresh(&bridge, None).await.unwrap()
     };
 
@@ -337,14 +286,14 @@ async fn rediscovery_follows_blender_and_is_cheap_when_nothing_changed() {
         "Blender still has it, so it comes back"
     );
     assert_eq!(registry.ids(), ["by_hand", "painter"]);
-    assert_eq!(bridge.scene_info_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(bridge.count("scene_info"), 0);
 }
 
 #[tokio::test]
 async fn an_older_bridge_is_asked_for_its_version_and_read_in_full() {
     let mut old = manifest("old", 50, &["old_tool"]);
     old["ai_integration"]["requirements"] = json!({"blender_version_min": "4.3"});
-    let bridge = ScriptedBridge::new(json!({
+    let bridge = scripted_bridge(json!({
         "addons": [{"path": "/addons/old/addon_ai.json", "manifest": old, "has_handlers": true},
                    entry(manifest("fine", 50, &["fine_tool"]))],
         "problems": ["broken: cannot be loaded: RuntimeError: boom"]
@@ -376,14 +325,14 @@ async fn an_older_bridge_is_asked_for_its_version_and_read_in_full() {
         registry.refresh(&bridge, None).await.unwrap(),
         AddonSetChange::Unchanged
     );
-    assert_eq!(bridge.scene_info_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(bridge.count("scene_info"), 2);
 }
 
 #[tokio::test]
 async fn invalid_manifests_and_duplicate_ids_are_reported_and_skipped() {
     let mut twin = entry(manifest("placer", 99, &["other_place"]));
     twin["path"] = json!("/elsewhere/placer/addon_ai.json");
-    let bridge = ScriptedBridge::new(listing(
+    let bridge = scripted_bridge(listing(
         "one",
         vec![
             entry(manifest("placer", 10, &["place"])),

@@ -3,12 +3,10 @@
 //! (`tests/fixtures/polyhaven/`), and real Blender importing through the snippets.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
 use viga_blender::{BlenderCommands as _, Worker, WorkerConfig, locate};
 use viga_protocol::bridge::SceneReset;
 use viga_skills::ToolError;
@@ -18,6 +16,7 @@ use viga_skills::assets::{
 };
 use viga_skills::polyhaven::{PolyHaven, PolyHavenConfig};
 use viga_skills::scene::summarize;
+use viga_testkit::http::{Reply, Request, TestServer, closed_address};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
 /// How long a test without Blender may take: everything here is local.
@@ -182,35 +181,42 @@ fn import_snippets_quote_any_path_as_one_python_string() {
 /// A local HTTP server replaying the recorded Poly Haven responses in
 /// `tests/fixtures/polyhaven/`, counting every request.
 struct Replay {
-    base: String,
-    requests: Arc<Mutex<Vec<String>>>,
+    server: TestServer,
     /// While set, every request is answered with HTTP 503.
     down: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl Replay {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
+    fn start() -> Self {
         let down = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(accept(
-            listener,
-            base.clone(),
-            requests.clone(),
-            down.clone(),
-        ));
-        Self {
-            base,
-            requests,
-            down,
-            task,
-        }
+        let outage = Arc::clone(&down);
+        let server = TestServer::start(move |request: &Request| {
+            if outage.load(Ordering::SeqCst) {
+                return Reply::bytes(503, "down for maintenance");
+            }
+            let (status, location, body) = route(&request.target, &request.base);
+            let reply = Reply::bytes(status, body);
+            match location {
+                Some(location) => reply.with_header("Location", &location),
+                None => reply,
+            }
+        })
+        .unwrap();
+        Self { server, down }
     }
 
+    /// The target of every request so far; each must have named viga as its user agent.
     fn requests(&self) -> Vec<String> {
-        self.requests.lock().unwrap().clone()
+        let requests = self.server.requests();
+        for request in &requests {
+            assert!(
+                request
+                    .header("user-agent")
+                    .is_some_and(|agent| agent.to_ascii_lowercase().starts_with("viga/")),
+                "Poly Haven's terms ask for a user agent naming viga: {request:?}"
+            );
+        }
+        requests.into_iter().map(|request| request.target).collect()
     }
 
     /// The requests since the first `since`.
@@ -226,7 +232,7 @@ impl Replay {
     /// A config for this server with a cache in `cache`; downloads only from the server.
     fn config(&self, cache: &Path) -> PolyHavenConfig {
         PolyHavenConfig {
-            api_url: self.base.clone(),
+            api_url: self.server.base().to_owned(),
             download_hosts: Vec::new(),
             cache_dir: Some(cache.to_path_buf()),
             ..PolyHavenConfig::default()
@@ -234,61 +240,9 @@ impl Replay {
     }
 
     /// Closes the server: its port refuses connections from now on.
-    async fn stop(self) {
-        self.task.abort();
-        let _ = self.task.await;
+    fn stop(self) {
+        drop(self.server);
     }
-}
-
-async fn accept(
-    listener: TcpListener,
-    base: String,
-    requests: Arc<Mutex<Vec<String>>>,
-    down: Arc<AtomicBool>,
-) {
-    while let Ok((stream, _)) = listener.accept().await {
-        let down = down.load(Ordering::SeqCst);
-        tokio::spawn(respond(stream, base.clone(), requests.clone(), down));
-    }
-}
-
-async fn respond(
-    mut stream: TcpStream,
-    base: String,
-    requests: Arc<Mutex<Vec<String>>>,
-    down: bool,
-) {
-    let mut head = Vec::new();
-    let mut buffer = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
-        match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buffer[..n]),
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
-    let target = head.split(' ').nth(1).unwrap_or_default().to_owned();
-    assert!(
-        head.to_ascii_lowercase().contains("user-agent: viga/"),
-        "Poly Haven's terms ask for a user agent naming viga: {head}"
-    );
-    requests.lock().unwrap().push(target.clone());
-    let (status, location, body) = if down {
-        (503, None, b"down for maintenance".to_vec())
-    } else {
-        route(&target, &base)
-    };
-    let mut response = format!(
-        "HTTP/1.1 {status} Replay\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if let Some(location) = location {
-        response.push_str(&format!("Location: {location}\r\n"));
-    }
-    response.push_str("\r\n");
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.write_all(&body).await;
-    let _ = stream.shutdown().await;
 }
 
 fn route(target: &str, base: &str) -> (u16, Option<String>, Vec<u8>) {
@@ -329,7 +283,7 @@ const CHAIR_FILES: [&str; 3] = [
 #[tokio::test]
 async fn poly_haven_downloads_a_model_once_and_then_serves_it_from_the_cache() {
     within(LIMIT, "the test", async {
-        let server = Replay::start().await;
+        let server = Replay::start();
         let cache = tempfile::tempdir().unwrap();
         let polyhaven = PolyHaven::new(server.config(cache.path())).unwrap();
         assert!(polyhaven.describe().contains("powered by Poly Haven"));
@@ -419,7 +373,7 @@ async fn poly_haven_downloads_a_model_once_and_then_serves_it_from_the_cache() {
 #[tokio::test]
 async fn poly_haven_serves_a_model_it_has_only_at_another_resolution_from_the_cache() {
     within(LIMIT, "the test", async {
-        let server = Replay::start().await;
+        let server = Replay::start();
         let cache = tempfile::tempdir().unwrap();
         let polyhaven = PolyHaven::new(server.config(cache.path())).unwrap();
         // Not offered at the default 1k: it comes at its smallest, 2k.
@@ -483,7 +437,7 @@ async fn poly_haven_serves_a_model_it_has_only_at_another_resolution_from_the_ca
 #[tokio::test]
 async fn poly_haven_asks_for_the_list_again_soon_after_an_outage() {
     within(LIMIT, "the test", async {
-        let server = Replay::start().await;
+        let server = Replay::start();
         let cache = tempfile::tempdir().unwrap();
         let hits = PolyHaven::new(server.config(cache.path()))
             .unwrap()
@@ -547,7 +501,7 @@ async fn poly_haven_asks_for_the_list_again_soon_after_an_outage() {
 #[tokio::test]
 async fn poly_haven_refuses_hostile_file_lists_before_downloading_anything() {
     within(LIMIT, "the test", async {
-        let server = Replay::start().await;
+        let server = Replay::start();
         let scratch = tempfile::tempdir().unwrap();
         let cache = scratch.path().join("a").join("cache");
         let polyhaven = PolyHaven::new(server.config(&cache)).unwrap();
@@ -602,7 +556,7 @@ async fn poly_haven_refuses_hostile_file_lists_before_downloading_anything() {
 #[tokio::test]
 async fn poly_haven_bounds_what_it_reads() {
     within(LIMIT, "the test", async {
-        let server = Replay::start().await;
+        let server = Replay::start();
         let cache = tempfile::tempdir().unwrap();
         let small_files = PolyHaven::new(PolyHavenConfig {
             max_file_bytes: 100,
@@ -636,13 +590,10 @@ async fn poly_haven_bounds_what_it_reads() {
 #[tokio::test]
 async fn poly_haven_offline_says_so_and_keeps_serving_the_cache() {
     within(LIMIT, "the test", async {
-        // A port nobody listens on.
-        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = closed.local_addr().unwrap();
-        drop(closed);
+        let address = closed_address().unwrap();
         let cache = tempfile::tempdir().unwrap();
         let offline = PolyHaven::new(PolyHavenConfig {
-            api_url: format!("http://{address}"),
+            api_url: address.clone(),
             download_hosts: Vec::new(),
             cache_dir: Some(cache.path().to_path_buf()),
             ..PolyHavenConfig::default()
@@ -650,20 +601,20 @@ async fn poly_haven_offline_says_so_and_keeps_serving_the_cache() {
         .unwrap();
         let err = offline.search("wooden chair", 1).await.unwrap_err();
         assert!(
-            matches!(&err, ToolError::Recoverable(m) if m.contains(&format!("Poly Haven cannot be reached at http://{address}"))
+            matches!(&err, ToolError::Recoverable(m) if m.contains(&format!("Poly Haven cannot be reached at {address}"))
                 && m.contains("Check the network connection")),
             "{err}"
         );
 
         // Downloaded while online; then the server goes away and the list is out of date.
-        let server = Replay::start().await;
+        let server = Replay::start();
         let online = PolyHaven::new(server.config(cache.path())).unwrap();
         let hits = online.search("wooden chair", 1).await.unwrap();
         let config = PolyHavenConfig {
             listing_max_age: Duration::ZERO,
             ..server.config(cache.path())
         };
-        server.stop().await;
+        server.stop();
         let later = PolyHaven::new(config).unwrap();
         assert_eq!(
             later.search("wooden chair", 1).await.unwrap(),
@@ -690,7 +641,7 @@ async fn open_asset_sources_merges_the_local_folder_and_poly_haven() {
             Err(ToolError::Fatal(_))
         ));
 
-        let server = Replay::start().await;
+        let server = Replay::start();
         let cache = tempfile::tempdir().unwrap();
         let both = open_asset_sources(Some(dir.path()), Some(server.config(cache.path())), None)
             .unwrap()
@@ -710,7 +661,7 @@ async fn open_asset_sources_merges_the_local_folder_and_poly_haven() {
             ],
             "merged by score; a tie keeps the local folder first"
         );
-        server.stop().await;
+        server.stop();
 
         // Poly Haven unreachable: the local folder still answers, and with nothing local the
         // reason is told.
@@ -778,7 +729,7 @@ async fn blender_imports_assets_through_the_snippets() {
 
         let local = LocalAssetFolder::open(&folder).unwrap();
         assert_eq!(local.len(), 3);
-        let server = Replay::start().await;
+        let server = Replay::start();
         let cache = tempfile::tempdir().unwrap();
         let polyhaven = PolyHaven::new(server.config(cache.path())).unwrap();
         let mut hits = Vec::new();
