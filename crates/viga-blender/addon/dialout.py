@@ -21,6 +21,7 @@
 # until the server answers or the person disconnects.
 
 import collections
+import ipaddress
 import json
 import os
 import queue
@@ -32,7 +33,7 @@ import uuid
 import bpy
 from bpy.props import StringProperty
 
-from . import server_files, server_login, viga_bridge, websocket_client
+from . import command_checks, server_files, server_login, viga_bridge, websocket_client
 
 PING_INTERVAL_S = 15.0
 SILENCE_LIMIT_S = 45.0
@@ -337,6 +338,9 @@ class Session:
         manifest = self.manifests.get(addon_id)
         if manifest is None:
             return _refusal("add-on %r is not enabled in this Blender (or not listed yet)" % addon_id)
+        refused = command_checks.refusal(manifest, addon_id, command, params)
+        if refused is not None:
+            return _refusal(refused)
         step = message.get("undo_step")
         if not isinstance(step, str) or not step.strip():
             step = viga_bridge.undo_name(command)
@@ -396,6 +400,7 @@ def connect(url, username, token=None, files_folder=None):
     url, username = url.strip(), username.strip()
     if not url or not username:
         raise ValueError("set the server URL and your user name in the viga add-on's preferences")
+    refuse_plain_to_another_machine(url)
     if token:
         server_login.store_token(url, username, token)
     else:
@@ -407,6 +412,27 @@ def connect(url, username, token=None, files_folder=None):
     _session.append(session)
     session.start()
     return session
+
+
+def refuse_plain_to_another_machine(url):
+    """Raises ValueError for a ws:// URL whose host is not this machine: the token would cross
+    the network unencrypted."""
+    secure, host, _port, _path = websocket_client.parse_url(url)
+    if secure or _is_loopback(host):
+        return
+    raise ValueError(
+        "ws:// would send your token to %s unencrypted: use the server's wss:// address "
+        "(ws:// is only for a server on this machine)" % host
+    )
+
+
+def _is_loopback(host):
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def disconnect(why="disconnected"):

@@ -219,8 +219,8 @@ class VigaPreferences(bpy.types.AddonPreferences):
     server_username: StringProperty(name="User name", description="Your user name on the viga server")
     server_files: StringProperty(
         name="Server files", subtype="DIR_PATH",
-        description="The only folder the server's add-on commands may read and write; "
-        "empty = viga-server-files in your home folder",
+        description="The folder the file paths in the server's add-on commands are kept in (an add-on's "
+        "own code can still open other files); empty = viga-server-files in your home folder",
     )
     server_connect_on_start: BoolProperty(
         name="Connect on start", description="Connect to the server when Blender starts", default=False,

@@ -84,7 +84,10 @@ def keep(target, text):
         handle.write(text)
     return {"written": target}
 
-VIGA_COMMANDS = {"bump": bump, "fail": fail, "keep": keep}
+def secret():
+    bpy.context.scene["viga_secret"] = True
+
+VIGA_COMMANDS = {"bump": bump, "fail": fail, "keep": keep, "secret": secret}
 '''
 
 
@@ -281,11 +284,24 @@ def what_a_server_may_not_ask_is_refused():
             "r8": command("r8", "bump", {}, username="mallory"),
             "r9": dict(command("r9", "bump", {}), addon_id="nope"),
             "r10": request("r10", command="addon_command", addon_id="counter", tool="bump", params={}),
+            # A handler the add-on has but its manifest does not declare, parameters it does
+            # not declare, of the wrong type, or missing.
+            "r11": command("r11", "secret", {}),
+            "r12": command("r12", "bump", {"amount": 1, "extra": "x"}),
+            "r13": command("r13", "bump", {"amount": "9"}),
+            "r14": command("r14", "keep", {"target": "ok.txt"}),
         }
         before = counter()
         for message_id, message in refusals.items():
             reply = connection.ask(message)
             assert not reply["ok"], (message_id, reply)
+        said = {message_id: connection.ask(refusals[message_id])["error"]["message"]
+                for message_id in ("r11", "r12", "r13", "r14")}
+        assert "declares no command 'secret'; it declares: bump, fail, keep" in said["r11"], said
+        assert "takes no parameter extra; it takes: amount" in said["r12"], said
+        assert "amount of bump must be an integer" in said["r13"], said
+        assert "needs the parameter text" in said["r14"], said
+        assert not bpy.context.scene.get("viga_secret"), "an undeclared handler never runs"
         assert counter() == before, "nothing refused ran"
         assert not os.path.exists(os.path.join(TMP, "stolen.blend"))
         assert connection.ask(request("u1", command="undo_push", message="viga: look"))["ok"]
@@ -369,7 +385,7 @@ def a_refused_token_stops_dialling_and_a_bad_url_is_refused():
     finally:
         dialout.disconnect()
         server.close()
-    for url in ("http://example.org", "ws://user:pw@example.org"):
+    for url in ("http://example.org", "ws://user:pw@example.org", "ws://example.org:8765", "ws://10.1.2.3:8765"):
         try:
             dialout.connect(url, "alice", TOKEN)
         except ValueError:
