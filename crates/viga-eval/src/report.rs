@@ -1791,13 +1791,12 @@ mod tests {
         assert!(collect(&a).unwrap().failures.is_empty());
     }
 
-    #[test]
-    fn blenderbench_judge_figures_count_failures_apart_and_need_a_judge() {
+    /// Three level-1 instances (judged 5, judged 1, judgement failed) and one level-2
+    /// instance not judged, with a judgement only when `settings` names a judge.
+    fn judged_levels(settings: &EvalSettings) -> Collected {
         use crate::judge::JudgeScores;
         use crate::leak::LeakCheck;
 
-        let mut settings = settings();
-        settings.suite = Suite::BlenderBench;
         let level = |name: &str, task: Task, judge: Option<Judgement>, status: LeakStatus| {
             let mut s = scores(name, task, Some(0.01), None);
             s.judge = judge;
@@ -1818,46 +1817,49 @@ mod tests {
             },
             justification: String::new(),
         };
-        let results = |settings: &EvalSettings| {
-            let judge = |j: Judgement| settings.judge.is_some().then_some(j);
-            let mut all = vec![
-                level(
-                    "level1-a",
-                    Task::Level1,
-                    judge(judged(5)),
-                    LeakStatus::Leaks,
-                ),
-                level(
-                    "level1-b",
-                    Task::Level1,
-                    judge(judged(1)),
-                    LeakStatus::Clean,
-                ),
-                level(
-                    "level1-c",
-                    Task::Level1,
-                    judge(Judgement::Failed {
-                        error: "malformed".to_owned(),
-                    }),
-                    LeakStatus::Clean,
-                ),
-                level(
-                    "level2-a",
-                    Task::Level2,
-                    judge(Judgement::NotJudged {
-                        reason: "not executable".to_owned(),
-                    }),
-                    LeakStatus::NoCameraChange,
-                ),
-            ];
-            for s in &mut all {
-                s.settings = settings.clone();
-            }
-            Collected::from_scores(all)
-        };
+        let judge = |j: Judgement| settings.judge.is_some().then_some(j);
+        let mut all = vec![
+            level(
+                "level1-a",
+                Task::Level1,
+                judge(judged(5)),
+                LeakStatus::Leaks,
+            ),
+            level(
+                "level1-b",
+                Task::Level1,
+                judge(judged(1)),
+                LeakStatus::Clean,
+            ),
+            level(
+                "level1-c",
+                Task::Level1,
+                judge(Judgement::Failed {
+                    error: "malformed".to_owned(),
+                }),
+                LeakStatus::Clean,
+            ),
+            level(
+                "level2-a",
+                Task::Level2,
+                judge(Judgement::NotJudged {
+                    reason: "not executable".to_owned(),
+                }),
+                LeakStatus::NoCameraChange,
+            ),
+        ];
+        for s in &mut all {
+            s.settings = settings.clone();
+        }
+        Collected::from_scores(all)
+    }
 
+    #[test]
+    fn blenderbench_judge_figures_count_failures_apart_and_need_a_judge() {
+        let mut settings = settings();
+        settings.suite = Suite::BlenderBench;
         // Without a judge: no judge figures, no judge column.
-        let plain = summarise(&settings, &results(&settings)).unwrap();
+        let plain = summarise(&settings, &judged_levels(&settings)).unwrap();
         assert_eq!(plain.judge, None);
         assert!(!markdown(&plain).contains(JUDGE_COLUMN));
         let leaks = plain.answer_leaks.as_ref().unwrap();
@@ -1871,7 +1873,7 @@ mod tests {
             unjudged.differences(&settings),
             ["no judge vs judge scripted/judge"]
         );
-        let with_judge = summarise(&settings, &results(&settings)).unwrap();
+        let with_judge = summarise(&settings, &judged_levels(&settings)).unwrap();
         let levels = with_judge.judge.as_ref().unwrap();
         assert_eq!(
             (levels[0].judged, levels[0].failed, levels[0].not_judged),

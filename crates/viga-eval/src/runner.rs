@@ -608,16 +608,7 @@ async fn evaluate(
         }
     };
     // The all-instances figure counts start.py where the proposal is not executable.
-    let start_program = if headline.error.is_some() {
-        let start = read_start(instance)?;
-        Some(if proposal.code.as_deref() == Some(start.as_str()) {
-            headline.clone()
-        } else {
-            scorer.score(&start, &dir.join("start")).await?
-        })
-    } else {
-        None
-    };
+    let start_program = score_start_program(&scorer, &proposal, &headline, &dir).await?;
     let oracle_selected = if settings.oracle_selected {
         Some(
             select_with_ground_truth(&scorer, &proposal, &headline, start_program.as_ref(), &dir)
@@ -630,14 +621,7 @@ async fn evaluate(
         Some(judge) => Some(judge_proposal(judge, instance, &goal, &headline, &dir).await?),
         None => None,
     };
-    let n_clip_note = match (&clip, headline.n_clip) {
-        (None, _) => N_CLIP_UNAVAILABLE.to_owned(),
-        (Some(_), None) => N_CLIP_NOT_EXECUTABLE.to_owned(),
-        (Some(_), Some(_)) => format!(
-            "CLIP ViT-B/32 (the weights in settings.clip_weights), mean over {} views",
-            headline.views.len()
-        ),
-    };
+    let n_clip_note = n_clip_note(clip.is_some(), &headline);
     let scores = InstanceScores {
         instance: instance.name.clone(),
         task: instance.task,
@@ -664,16 +648,51 @@ async fn evaluate(
         judge,
         seconds: started.elapsed().as_secs_f64(),
     };
-    write_json(&dir.join(SCORES_FILE), &scores)?;
-    // An earlier run's harness failure of this instance is history now.
+    write_scores(&dir, &scores)?;
+    Ok(scores)
+}
+
+/// The start program's scores, needed when the proposal is not executable: the
+/// all-instances figure counts start.py there. A proposal that is start.py is not run again.
+async fn score_start_program(
+    scorer: &Scorer<'_>,
+    proposal: &Proposal,
+    headline: &ProgramScores,
+    dir: &Path,
+) -> Result<Option<ProgramScores>, EvalError> {
+    if headline.error.is_none() {
+        return Ok(None);
+    }
+    let start = read_start(scorer.instance)?;
+    Ok(Some(if proposal.code.as_deref() == Some(start.as_str()) {
+        headline.clone()
+    } else {
+        scorer.score(&start, &dir.join("start")).await?
+    }))
+}
+
+/// What the N-CLIP figure of an instance is: unavailable without CLIP, missing when the
+/// proposal did not render, else how it was measured.
+fn n_clip_note(has_clip: bool, headline: &ProgramScores) -> String {
+    match (has_clip, headline.n_clip) {
+        (false, _) => N_CLIP_UNAVAILABLE.to_owned(),
+        (true, None) => N_CLIP_NOT_EXECUTABLE.to_owned(),
+        (true, Some(_)) => format!(
+            "CLIP ViT-B/32 (the weights in settings.clip_weights), mean over {} views",
+            headline.views.len()
+        ),
+    }
+}
+
+/// Writes an instance's scores and clears an earlier run's harness failure of it, which is
+/// history now.
+fn write_scores(dir: &Path, scores: &InstanceScores) -> Result<(), EvalError> {
+    write_json(&dir.join(SCORES_FILE), scores)?;
     let failure = dir.join(HARNESS_FAILURE_FILE);
     match std::fs::remove_file(&failure) {
-        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-            return Err(EvalError::io(&failure, err));
-        }
-        _ => {}
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(EvalError::io(&failure, err)),
+        _ => Ok(()),
     }
-    Ok(scores)
 }
 
 /// The judge's ratings of the headline proposal's Camera1 render, against the picture of the
