@@ -337,3 +337,52 @@ fn an_upward_or_forbidden_dependency_is_caught() {
         ]
     );
 }
+
+/// The lint that keeps library functions short: clippy reads the threshold from clippy.toml
+/// and warns (an error in CI, which runs clippy with `-D warnings`) only in crates that turn
+/// `too_many_lines` on, so every library crate must, and none may turn it off again except
+/// for a test module, whose scenarios read top to bottom.
+#[test]
+fn every_library_keeps_its_functions_under_eighty_lines() {
+    let root = root();
+    let clippy = std::fs::read_to_string(root.join("clippy.toml")).unwrap();
+    assert!(
+        clippy
+            .lines()
+            .any(|line| line.replace(' ', "") == "too-many-lines-threshold=80"),
+        "clippy.toml must set too-many-lines-threshold = 80"
+    );
+    let mut wrong = Vec::new();
+    for member in members().iter().filter(|m| m.folder.starts_with("crates/")) {
+        let lib = root.join(&member.folder).join("src").join("lib.rs");
+        let text = std::fs::read_to_string(&lib).unwrap_or_default();
+        if !text
+            .lines()
+            .any(|line| line.starts_with("#![warn(clippy::too_many_lines)]"))
+        {
+            wrong.push(format!(
+                "{} lacks #![warn(clippy::too_many_lines)]",
+                lib.display()
+            ));
+        }
+        let mut files = Vec::new();
+        sources(&root.join(&member.folder).join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (index, line) in lines.iter().enumerate() {
+                let on_tests = lines
+                    .get(index + 1)
+                    .is_some_and(|next| next.trim_start().starts_with("mod tests"));
+                if line.contains("allow(clippy::too_many_lines)") && !on_tests {
+                    wrong.push(format!(
+                        "{}:{} allows clippy::too_many_lines outside a test module; split the function",
+                        file.display(),
+                        index + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -12,10 +12,10 @@ use viga_memory::{iterations_in, read_run_log};
 use viga_protocol::event::RunEvent;
 use viga_protocol::iteration::{FailureClass, Feedback, GeneratorToolCall, IterationRecord};
 
-use crate::CoreError;
 use crate::addon_agent::{self, AgentConfig, AgentStep, CommandRecord, Transcript};
 use crate::folder::{REPORT_FILE, RunFolder, SCORES_FILE};
 use crate::scores::Scores;
+use crate::{CoreError, RecordedDomain, RunConfig};
 
 /// Writes the run's HTML report (`report.html` in the run folder unless `out` says where)
 /// whole, and returns its path.
@@ -43,20 +43,7 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
         RunEvent::RunFinished { stop, .. } => Some(format!("{stop:?}")),
         _ => None,
     });
-    let targets: Vec<ShownTarget> = config
-        .targets
-        .iter()
-        .zip(folder.target_copies(&config.targets))
-        .filter_map(|(spec, copy)| {
-            let label = crate::domain::label_of(spec.view.as_deref(), spec.frame);
-            image_tag(&copy, &format!("target {label}")).map(|tag| ShownTarget {
-                label,
-                view: spec.view.clone().unwrap_or_else(|| "default".to_owned()),
-                frame: spec.frame,
-                tag,
-            })
-        })
-        .collect();
+    let targets = shown_targets(&config, &folder);
     let scripted = config.provider == "scripted";
 
     let mut html = String::with_capacity(64 * 1024);
@@ -65,29 +52,13 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     if scripted {
         html.push_str("<p class=\"scripted\">SCRIPTED PROVIDER: every model answer in this run was replayed from a script file, not produced by a model.</p>");
     }
-    let _ = write!(
-        html,
-        "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
-         <tr><th>iterations</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
-         <tr><th>domain</th><td>{}</td><th>memory window</th><td>{}</td></tr>\
-         <tr><th>generator</th><td colspan=\"3\">{}</td></tr>\
-         <tr><th>containment</th><td colspan=\"3\">{}</td></tr></table>",
-        escape(&config.provider),
-        escape(&config.model),
+    facts_table(
+        &mut html,
+        &folder,
+        &config,
+        &domain,
         records.len(),
-        config.max_iterations,
-        escape(stop.as_deref().unwrap_or("still running or killed")),
-        escape(&describe_domain(&domain, !config.targets.is_empty())),
-        config.memory_window,
-        if config.generator_tools {
-            format!(
-                "tools (execute_code, undo_last_step, make_plan, end_process and the domain's own), at most {} turns per iteration",
-                config.generator_max_turns
-            )
-        } else {
-            "one fenced program per answer".to_owned()
-        },
-        escape(&containment_of(&folder))
+        stop.as_deref(),
     );
     if log.truncated_tail {
         html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
@@ -114,6 +85,61 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     }
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// The targets shown beside each iteration's renders, with their `<img>` tags; a target
+/// whose copy cannot be read is left out.
+fn shown_targets(config: &RunConfig, folder: &RunFolder) -> Vec<ShownTarget> {
+    config
+        .targets
+        .iter()
+        .zip(folder.target_copies(&config.targets))
+        .filter_map(|(spec, copy)| {
+            let label = crate::domain::label_of(spec.view.as_deref(), spec.frame);
+            image_tag(&copy, &format!("target {label}")).map(|tag| ShownTarget {
+                label,
+                view: spec.view.clone().unwrap_or_else(|| "default".to_owned()),
+                frame: spec.frame,
+                tag,
+            })
+        })
+        .collect()
+}
+
+/// The table of the run's facts under the title: provider, model, iterations, how it
+/// stopped, domain, memory, generator and containment.
+fn facts_table(
+    html: &mut String,
+    folder: &RunFolder,
+    config: &RunConfig,
+    domain: &RecordedDomain,
+    iterations: usize,
+    stop: Option<&str>,
+) {
+    let _ = write!(
+        html,
+        "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
+         <tr><th>iterations</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
+         <tr><th>domain</th><td>{}</td><th>memory window</th><td>{}</td></tr>\
+         <tr><th>generator</th><td colspan=\"3\">{}</td></tr>\
+         <tr><th>containment</th><td colspan=\"3\">{}</td></tr></table>",
+        escape(&config.provider),
+        escape(&config.model),
+        iterations,
+        config.max_iterations,
+        escape(stop.unwrap_or("still running or killed")),
+        escape(&describe_domain(domain, !config.targets.is_empty())),
+        config.memory_window,
+        if config.generator_tools {
+            format!(
+                "tools (execute_code, undo_last_step, make_plan, end_process and the domain's own), at most {} turns per iteration",
+                config.generator_max_turns
+            )
+        } else {
+            "one fenced program per answer".to_owned()
+        },
+        escape(&containment_of(folder))
+    );
 }
 
 /// One iteration's section: its status line, the images, then plan, fast-retry errors, code
@@ -389,7 +415,7 @@ fn render_agent_html(run_folder: &Path) -> Result<String, CoreError> {
 
 /// The recorded domain in a line: a scene's verifier renders, a deck's renderer, a page's
 /// window.
-fn describe_domain(domain: &crate::RecordedDomain, has_target: bool) -> String {
+fn describe_domain(domain: &RecordedDomain, has_target: bool) -> String {
     match domain.name.as_str() {
         crate::slides::SLIDES_DOMAIN => {
             "slides: python-pptx programs, each slide rendered by LibreOffice".to_owned()

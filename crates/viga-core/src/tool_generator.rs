@@ -184,6 +184,18 @@ impl Run {
                 ),
             })?;
         }
+        self.close_iteration(index, session, tally).await
+    }
+
+    /// Ends the iteration's generator turns: reruns the last good program when the model
+    /// asked to stop without a new one, writes the thoughts and the program kept, and
+    /// answers the plan and the attempt.
+    async fn close_iteration(
+        &mut self,
+        index: u32,
+        mut session: Session,
+        tally: &mut Tally,
+    ) -> Result<(Option<String>, Attempt), CoreError> {
         if session.last.is_none()
             && session.end_request.is_some()
             && let Some(kept) = self.final_code.clone()

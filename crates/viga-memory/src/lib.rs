@@ -17,6 +17,8 @@
 //!
 //! [`IterationRecord`]: viga_protocol::iteration::IterationRecord
 
+#![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
+
 mod error;
 mod format;
 mod log;

@@ -62,6 +62,8 @@
 //! # });
 //! ```
 
+#![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
+
 mod anthropic;
 mod assemble;
 pub mod config;

@@ -15,6 +15,8 @@
 //! instruction), it asks through a trait ([`context::InstructionTranslator`]) that the loop
 //! implements.
 
+#![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
+
 pub mod addons;
 pub mod assets;
 pub mod camera;

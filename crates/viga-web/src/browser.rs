@@ -74,6 +74,75 @@ pub(crate) struct Browser {
     pub version: String,
 }
 
+/// Chromium's own arguments: [`FLAGS`], opened up for the loopback site if there is one,
+/// with the profile folder and a blank first page.
+fn chromium_arguments(launch: &BrowserLaunch, profile: &Path) -> Vec<OsString> {
+    let mut chromium_args: Vec<OsString> = FLAGS.iter().map(OsString::from).collect();
+    if let Some(site) = &launch.site {
+        // The site's address resolves, and its requests and WebSockets (which Fetch does
+        // not see) go to it directly; everything else still goes to the dead proxy.
+        let bypass = format!("--proxy-bypass-list=<-loopback>;{}", site.host_port());
+        let resolve = format!(
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {}",
+            site.host()
+        );
+        for flag in &mut chromium_args {
+            let Some(text) = flag.to_str() else {
+                continue;
+            };
+            if text.starts_with("--proxy-bypass-list=") {
+                *flag = OsString::from(&bypass);
+            } else if text.starts_with("--host-resolver-rules=") {
+                *flag = OsString::from(&resolve);
+            }
+        }
+    }
+    let mut user_data = OsString::from("--user-data-dir=");
+    user_data.push(profile);
+    chromium_args.push(user_data);
+    chromium_args.push("about:blank".into());
+    chromium_args
+}
+
+/// Starts Chromium (through the launcher when confined) behind [`PIPE_SHIM`], with its
+/// standard streams piped.
+fn spawn(launch: &BrowserLaunch, chromium_args: Vec<OsString>) -> Result<Child, String> {
+    let (program, args) = match &launch.confinement {
+        Some(confinement) => {
+            let readable: Vec<&Path> = launch.readable.iter().map(PathBuf::as_path).collect();
+            confinement
+                .command_line(
+                    &[&launch.scratch],
+                    &readable,
+                    &launch.chromium,
+                    &chromium_args,
+                )
+                .map_err(|err| err.to_string())?
+        }
+        None => (launch.chromium.clone(), chromium_args),
+    };
+    let mut command = Command::new("/bin/sh");
+    viga_process::clean_environment(&mut command, &launch.scratch);
+    command
+        .arg("-c")
+        .arg(PIPE_SHIM)
+        .arg("viga-chromium")
+        .arg(&program)
+        .args(&args)
+        .current_dir(&launch.scratch)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // A launcher leads a session of its own; without one Chromium leads its own group.
+    if launch.confinement.is_none() {
+        command.process_group(0);
+    }
+    command
+        .spawn()
+        .map_err(|err| format!("could not run {}: {err}", launch.chromium.display()))
+}
+
 impl Drop for Browser {
     fn drop(&mut self) {
         self.kill();
@@ -89,64 +158,7 @@ impl Browser {
         {
             return Err(format!("could not clear Chromium's profile: {err}"));
         }
-        let mut chromium_args: Vec<OsString> = FLAGS.iter().map(OsString::from).collect();
-        if let Some(site) = &launch.site {
-            // The site's address resolves, and its requests and WebSockets (which Fetch does
-            // not see) go to it directly; everything else still goes to the dead proxy.
-            let bypass = format!("--proxy-bypass-list=<-loopback>;{}", site.host_port());
-            let resolve = format!(
-                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {}",
-                site.host()
-            );
-            for flag in &mut chromium_args {
-                let Some(text) = flag.to_str() else {
-                    continue;
-                };
-                if text.starts_with("--proxy-bypass-list=") {
-                    *flag = OsString::from(&bypass);
-                } else if text.starts_with("--host-resolver-rules=") {
-                    *flag = OsString::from(&resolve);
-                }
-            }
-        }
-        let mut user_data = OsString::from("--user-data-dir=");
-        user_data.push(&profile);
-        chromium_args.push(user_data);
-        chromium_args.push("about:blank".into());
-        let (program, args) = match &launch.confinement {
-            Some(confinement) => {
-                let readable: Vec<&Path> = launch.readable.iter().map(PathBuf::as_path).collect();
-                confinement
-                    .command_line(
-                        &[&launch.scratch],
-                        &readable,
-                        &launch.chromium,
-                        &chromium_args,
-                    )
-                    .map_err(|err| err.to_string())?
-            }
-            None => (launch.chromium.clone(), chromium_args),
-        };
-        let mut command = Command::new("/bin/sh");
-        viga_process::clean_environment(&mut command, &launch.scratch);
-        command
-            .arg("-c")
-            .arg(PIPE_SHIM)
-            .arg("viga-chromium")
-            .arg(&program)
-            .args(&args)
-            .current_dir(&launch.scratch)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // A launcher leads a session of its own; without one Chromium leads its own group.
-        if launch.confinement.is_none() {
-            command.process_group(0);
-        }
-        let mut child = command
-            .spawn()
-            .map_err(|err| format!("could not run {}: {err}", launch.chromium.display()))?;
+        let mut child = spawn(launch, chromium_arguments(launch, &profile))?;
         let leader = child.id();
         let (Some(to_browser), Some(from_browser), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -164,31 +176,7 @@ impl Browser {
             stderr,
             version: String::new(),
         };
-        let setup = async {
-            let version = browser
-                .cdp
-                .call("Browser.getVersion", json!({}), None)
-                .await?;
-            // From here on every request of every tab is paused until it is answered.
-            browser
-                .cdp
-                .call(
-                    "Fetch.enable",
-                    json!({"patterns": [{"urlPattern": "*"}]}),
-                    None,
-                )
-                .await?;
-            browser
-                .cdp
-                .call(
-                    "Browser.setDownloadBehavior",
-                    json!({"behavior": "deny"}),
-                    None,
-                )
-                .await?;
-            Ok::<_, CdpError>(version["product"].as_str().unwrap_or("Chromium").to_owned())
-        };
-        match tokio::time::timeout(launch.startup_timeout, setup).await {
+        match tokio::time::timeout(launch.startup_timeout, browser.set_up()).await {
             Ok(Ok(version)) => {
                 browser.version = version;
                 Ok(browser)
@@ -203,6 +191,28 @@ impl Browser {
                 browser.stderr.text()
             )),
         }
+    }
+
+    /// Asks for the version and turns on the interception of every request and the refusal
+    /// of downloads; answers the product name.
+    async fn set_up(&self) -> Result<String, CdpError> {
+        let version = self.cdp.call("Browser.getVersion", json!({}), None).await?;
+        // From here on every request of every tab is paused until it is answered.
+        self.cdp
+            .call(
+                "Fetch.enable",
+                json!({"patterns": [{"urlPattern": "*"}]}),
+                None,
+            )
+            .await?;
+        self.cdp
+            .call(
+                "Browser.setDownloadBehavior",
+                json!({"behavior": "deny"}),
+                None,
+            )
+            .await?;
+        Ok(version["product"].as_str().unwrap_or("Chromium").to_owned())
     }
 
     /// What the containment launcher reported (JSON), if it did.

@@ -13,6 +13,8 @@
 //!
 //! **Must not:** know about models, prompts or the loop; depend on viga-blender.
 
+#![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
+
 mod browser;
 mod cdp;
 pub mod locate;

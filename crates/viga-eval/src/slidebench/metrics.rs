@@ -343,18 +343,7 @@ pub fn assignment(cost: &[Vec<f64>]) -> Vec<(usize, usize)> {
                 v[column] -= min_value - shortest[column];
             }
         }
-        let mut j = sink;
-        loop {
-            let i = path[j];
-            row_of_col[j] = Some(i);
-            let previous = col_of_row[i].replace(j);
-            if i == current {
-                break;
-            }
-            if let Some(previous) = previous {
-                j = previous;
-            }
-        }
+        augment(&path, sink, current, &mut col_of_row, &mut row_of_col);
     }
     let mut pairs: Vec<(usize, usize)> = col_of_row
         .iter()
@@ -363,6 +352,29 @@ pub fn assignment(cost: &[Vec<f64>]) -> Vec<(usize, usize)> {
         .collect();
     pairs.sort_unstable();
     pairs
+}
+
+/// Flips the assignment along the shortest augmenting path found for row `current`, from
+/// the free column `sink` back to `current` (`path[column]` is the row it was reached from).
+fn augment(
+    path: &[usize],
+    sink: usize,
+    current: usize,
+    col_of_row: &mut [Option<usize>],
+    row_of_col: &mut [Option<usize>],
+) {
+    let mut j = sink;
+    loop {
+        let i = path[j];
+        row_of_col[j] = Some(i);
+        let previous = col_of_row[i].replace(j);
+        if i == current {
+            break;
+        }
+        if let Some(previous) = previous {
+            j = previous;
+        }
+    }
 }
 
 /// Python's `difflib.SequenceMatcher(None, a, b).ratio()` over characters: twice the

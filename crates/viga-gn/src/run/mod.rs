@@ -22,31 +22,39 @@
 //! step first, so the scene, the step's record and the worker's connection stay consistent
 //! (an attached front end can then take the run's changes back over that same connection).
 //! The cancel is checked again before every state and step.
+//!
+//! This module owns the state machine and the run's records; `model` owns the talk with the
+//! model (prompt, cache, reading a reply) and `steps` applying steps and checking gates.
 
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use viga_core::conversation::{EarlierTurn, earlier_turns_text};
+use viga_core::conversation::EarlierTurn;
 use viga_core::{Cancelled, RunHandle};
 use viga_io::files::unix_ms;
-use viga_protocol::event::{FailureKind, ModelRole, RunEvent, StopReason};
-use viga_protocol::gn::{ActionType, GateReport, GnResponse, GnStep};
+use viga_protocol::PROTOCOL_VERSION;
+use viga_protocol::event::{FailureKind, RunEvent, StopReason};
+use viga_protocol::gn::{ActionType, GateReport, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};
-use viga_protocol::{PROTOCOL_VERSION, parse_json, schema_of};
-use viga_provider::{ModelRequest, ModelResponse, Provider, ResponseFormat};
+use viga_provider::{ModelResponse, Provider};
 
 use crate::cache::ResponseCache;
 use crate::context::{self, ContextBudget, SliceKind};
-use crate::gates::{Baseline, GateConfig, check_gates};
+use crate::gates::{Baseline, GateConfig};
 use crate::recorder::{Recorder, RunFiles};
 use crate::telemetry::Telemetry;
 use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Preset, Target};
 
-const SYSTEM_PROMPT: &str = include_str!("../prompts/system.md");
+mod model;
+mod steps;
+
+pub use model::parse_reply;
+use model::{first_message, system_prompt};
+
+const SYSTEM_PROMPT: &str = include_str!("../../prompts/system.md");
 /// The finished scene, in the run folder.
 pub const FINAL_BLEND: &str = "final.blend";
 /// What the run was asked to do, in the run folder.
@@ -538,135 +546,6 @@ impl GnRun {
         Continue(())
     }
 
-    /// The next reply: replayed from the cache when an identical request was answered
-    /// before, else asked of the model (a cancel abandons that call at once).
-    async fn ask(
-        &self,
-        conversation: &Conversation<'_>,
-        round: u32,
-        session: &mut Session,
-    ) -> ControlFlow<Ending, Answer> {
-        let mut request = ModelRequest::for_role(
-            ModelRole::GnAssistant,
-            conversation.system.as_str(),
-            session.messages.clone(),
-        );
-        request.max_tokens = self.config.max_tokens;
-        request.response_format = Some(ResponseFormat {
-            name: "GnResponse".to_owned(),
-            schema: schema_of::<GnResponse>(),
-        });
-        let key = self.cache_key(conversation.provider, &request, session);
-        if let Some(response) = self.replay(key.as_deref(), round, session) {
-            return Continue(Answer {
-                response,
-                store_under: None,
-            });
-        }
-        let response = self
-            .call_model(conversation.provider, &request, round, session)
-            .await?;
-        Continue(Answer {
-            response,
-            store_under: key,
-        })
-    }
-
-    /// The cache key of a request, when the run has a cache.
-    fn cache_key(
-        &self,
-        provider: &dyn Provider,
-        request: &ModelRequest,
-        session: &mut Session,
-    ) -> Option<String> {
-        self.config.cache.as_ref()?;
-        match ResponseCache::key(provider.name(), provider.model(), request) {
-            Ok(key) => Some(key),
-            Err(err) => {
-                session
-                    .recorder
-                    .warn(format!("the request cannot be cached: {err}"));
-                None
-            }
-        }
-    }
-
-    /// The stored reply for `key`; an entry that cannot be used is a warning and a miss.
-    fn replay(
-        &self,
-        key: Option<&str>,
-        round: u32,
-        session: &mut Session,
-    ) -> Option<ModelResponse> {
-        let (cache, key) = (self.config.cache.as_ref()?, key?);
-        match cache.load(key) {
-            Ok(Some(cached)) => {
-                session.rounds = round + 1;
-                session.recorder.reply_replayed(round, &cached);
-                Some(cached.response)
-            }
-            Ok(None) => None,
-            Err(err) => {
-                session.recorder.warn(format!(
-                    "the cached reply cannot be used, asking the model: {err}"
-                ));
-                None
-            }
-        }
-    }
-
-    /// Asks the model, racing the call against a cancel, and records the reply.
-    async fn call_model(
-        &self,
-        provider: &dyn Provider,
-        request: &ModelRequest,
-        round: u32,
-        session: &mut Session,
-    ) -> ControlFlow<Ending, ModelResponse> {
-        let started = Instant::now();
-        let answer = session
-            .recorder
-            .link
-            .ask_model(provider, request, round, ModelRole::GnAssistant)
-            .await;
-        let response = match answer {
-            Err(cancelled) => return Break(cancelled.into()),
-            Ok(Err(err)) => {
-                session.recorder.telemetry.counters.request_failures += 1;
-                let err = GnError::from(err);
-                return Break(Ending::Error(err.to_string(), err.kind()));
-            }
-            Ok(Ok(response)) => response,
-        };
-        session.rounds = round + 1;
-        if response.structured_output_fallback && !session.told_of_fallback {
-            // Said once: the run goes on, every reply still checked against the protocol.
-            session.told_of_fallback = true;
-            session.recorder.warn(
-                "the model server refused structured output; the step protocol's schema goes in the prompt and every reply is checked here".to_owned(),
-            );
-        }
-        let latency = if response.latency.is_zero() {
-            started.elapsed()
-        } else {
-            response.latency
-        };
-        session.recorder.model_called(round, latency, &response);
-        Continue(response)
-    }
-
-    /// Stores a reply that passed validation under its request's key.
-    fn keep_in_cache(&self, provider: &dyn Provider, answer: &Answer, session: &mut Session) {
-        let (Some(cache), Some(key)) = (&self.config.cache, &answer.store_under) else {
-            return;
-        };
-        if let Err(err) = cache.store(key, provider.name(), provider.model(), &answer.response) {
-            session
-                .recorder
-                .warn(format!("the reply was not cached: {err}"));
-        }
-    }
-
     /// The object and modifier the model is working on: the current target once there is
     /// one, else the configured object.
     fn focus(&self, context: &ExecContext) -> (Option<String>, Option<String>) {
@@ -735,156 +614,6 @@ impl GnRun {
         }
         Continue(())
     }
-
-    /// Runs steps in order until one fails; the steps after it do not run. A failure the
-    /// model can repair ([`GnError::is_step_failure`]) comes back in the result; any other
-    /// ends the run, since the scene is then in an unknown state.
-    async fn apply(
-        &self,
-        round: u32,
-        steps: &[GnStep],
-        session: &mut Session,
-    ) -> ControlFlow<Ending, AppliedSteps> {
-        self.enter(RunState::Applying, round, session)?;
-        let mut applied = AppliedSteps::default();
-        for (position, step) in steps.iter().enumerate() {
-            if session.recorder.link.is_cancelled() {
-                return Break(Ending::Cancelled);
-            }
-            // Not cancellable once begun: the step finishes, so its record and the scene
-            // agree.
-            let index = session.recorder.step_started(round, step);
-            let started = Instant::now();
-            let result = self
-                .registry
-                .execute(&self.blender, &mut session.context, step)
-                .await;
-            let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-            match result {
-                Ok(outcome) => {
-                    let recorder = &mut session.recorder;
-                    recorder.step_finished(index, latency_ms, Ok(&outcome.message));
-                    applied.reports.push(format!(
-                        "Step {:?} ran: {} {}",
-                        step.id(),
-                        outcome.message,
-                        outcome.detail
-                    ));
-                    applied.ran.push(step.id().to_owned());
-                    session.applied.push(step.clone());
-                }
-                Err(err) => {
-                    let error = err.to_string();
-                    session
-                        .recorder
-                        .step_finished(index, latency_ms, Err(&error));
-                    let failure = StepFailure {
-                        step_id: step.id().to_owned(),
-                        action_type: step.action_type(),
-                        error,
-                        not_run: steps
-                            .iter()
-                            .skip(position + 1)
-                            .map(|s| s.id().to_owned())
-                            .collect(),
-                    };
-                    if !err.is_step_failure() {
-                        return Break(Ending::Error(failure.summary(), err.kind()));
-                    }
-                    applied.failure = Some(failure);
-                    break;
-                }
-            }
-        }
-        Continue(applied)
-    }
-
-    /// Checks the gates against the baseline, counts and announces the report; gates that
-    /// are not required only warn.
-    async fn check(
-        &self,
-        round: u32,
-        baseline: &Baseline,
-        session: &mut Session,
-    ) -> ControlFlow<Ending, GateReport> {
-        self.enter(RunState::Verifying, round, session)?;
-        let checked = check_gates(
-            &self.blender,
-            baseline,
-            &session.context,
-            &self.config.gates,
-        )
-        .await;
-        let check = match checked {
-            Ok(check) => check,
-            Err(err) => return Break(Ending::failed("the gates could not run", &err)),
-        };
-        let counters = &mut session.recorder.telemetry.counters;
-        if check.report.success {
-            counters.gate_passes += 1;
-        } else {
-            counters.gate_failures += 1;
-        }
-        session.recorder.emit(RunEvent::GatesChecked {
-            index: round,
-            report: check.report.clone(),
-        });
-        for warning in &check.advisory {
-            session
-                .recorder
-                .warn(format!("gate not required, failed: {warning}"));
-        }
-        session.last_report = Some(check.report.clone());
-        Continue(check.report)
-    }
-}
-
-impl StepFailure {
-    /// One line for the run's error and log.
-    fn summary(&self) -> String {
-        format!(
-            "step {:?} ({}) failed: {}",
-            self.step_id,
-            wire_name(self.action_type),
-            self.error
-        )
-    }
-
-    /// The failure as the model reads it: what failed and why, what its replies already
-    /// put in the scene (this round and earlier ones), and what did not run.
-    fn for_model(&self, ran_this_round: &[String], earlier_rounds: &[String]) -> String {
-        format!(
-            "Step {:?} ({}) failed, so your reply was only partly applied:\n{}\n\
-             Applied and kept in the scene: this round {}; earlier rounds {}.\n\
-             Not run: {}.\n\
-             Answer with the steps still needed. The applied ones stay; GN_OPS and NODE_TREE \
-             steps are idempotent, so repeating one is harmless.",
-            self.step_id,
-            wire_name(self.action_type),
-            self.error,
-            quoted_list(ran_this_round),
-            quoted_list(earlier_rounds),
-            quoted_list(&self.not_run),
-        )
-    }
-}
-
-/// The action type as the model writes it.
-fn wire_name(action_type: ActionType) -> &'static str {
-    match action_type {
-        ActionType::NodeTree => "NODE_TREE",
-        ActionType::GnOps => "GN_OPS",
-        ActionType::Python => "PYTHON",
-    }
-}
-
-/// `"a", "b"`, or `none`.
-fn quoted_list(ids: &[String]) -> String {
-    if ids.is_empty() {
-        return "none".to_owned();
-    }
-    let quoted: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
-    quoted.join(", ")
 }
 
 fn rounds_ran_out(max_rounds: u32, last_problem: Option<&str>) -> String {
@@ -979,53 +708,9 @@ impl Session {
     }
 }
 
-fn system_prompt() -> String {
-    let schema = schema_of::<GnResponse>();
-    format!("{SYSTEM_PROMPT}\n## JSON Schema of your reply\n\n{schema}\n")
-}
-
-fn first_message(
-    request: &str,
-    object: Option<&str>,
-    snapshot: &str,
-    conversation: &[EarlierTurn],
-) -> String {
-    let target = object.unwrap_or("(the active object)");
-    let earlier = earlier_turns_text(conversation)
-        .map(|text| format!("{text}\n\n"))
-        .unwrap_or_default();
-    format!("{earlier}Request: {request}\nObject: {target}\nScene (JSON): {snapshot}")
-}
-
-/// Parses a reply: an optional Markdown fence around one JSON object, validated against
-/// the protocol; `meta.request_context` names the context slices the model wants.
-pub fn parse_reply(text: &str) -> Result<(GnResponse, Vec<SliceKind>), String> {
-    let body = strip_fence(text);
-    let reply = parse_json::<GnResponse>(body).map_err(|err| err.to_string())?;
-    let slices = match reply.meta.get("request_context") {
-        None => Vec::new(),
-        Some(value) => serde_json::from_value::<Vec<SliceKind>>(value.clone()).map_err(|_| {
-            let names: Vec<&str> = SliceKind::ALL.iter().map(|k| k.name()).collect();
-            format!(
-                "at /meta/request_context (enum): expected a list of slice names from {names:?}"
-            )
-        })?,
-    };
-    Ok((reply, slices))
-}
-
-fn strip_fence(text: &str) -> &str {
-    let trimmed = text.trim();
-    let Some(rest) = trimmed.strip_prefix("```") else {
-        return trimmed;
-    };
-    let body = rest.split_once('\n').map_or("", |(_, body)| body);
-    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use viga_blender::{Worker, WorkerConfig, locate};
     use viga_provider::scripted::{Script, Turn};
