@@ -255,19 +255,18 @@ impl BlenderTransport for FakeBlender {
 
 /// What the bridge would answer `command` with, on a scene holding a crate and a camera.
 fn answer(command: &BridgeCommand, blender_version: &str) -> Result<Value, TransportError> {
+    match command {
+        BridgeCommand::Render(_)
+        | BridgeCommand::SetCamera(_)
+        | BridgeCommand::FrameObjects(_)
+        | BridgeCommand::RenderFramedViews(_) => look(command),
+        _ => state(command, blender_version),
+    }
+}
+
+/// The answers to the commands that look at the scene: renders and camera moves.
+fn look(command: &BridgeCommand) -> Result<Value, TransportError> {
     Ok(match command {
-        BridgeCommand::Hello { .. } => reply(HelloInfo {
-            protocol_version: viga_protocol::PROTOCOL_VERSION,
-            blender_version: blender_version.to_owned(),
-            capabilities: Vec::new(),
-            pid: std::process::id(),
-            mode: "serve".to_owned(),
-        }),
-        BridgeCommand::Ping => json!({"pong": true}),
-        BridgeCommand::Execute { .. } => reply(ran()),
-        BridgeCommand::SceneInfo { offset, limit } => {
-            reply(scene(*offset, *limit, blender_version))
-        }
         BridgeCommand::Render(request) => {
             let camera = match (&request.pose, &request.camera) {
                 // The bridge renders a pose from a temporary camera of this name.
@@ -296,6 +295,25 @@ fn answer(command: &BridgeCommand, blender_version: &str) -> Result<Value, Trans
                 });
             }
             reply(FramedViewsReply { views })
+        }
+        other => return state(other, ""),
+    })
+}
+
+/// The answers to every command but the looks.
+fn state(command: &BridgeCommand, blender_version: &str) -> Result<Value, TransportError> {
+    Ok(match command {
+        BridgeCommand::Hello { .. } => reply(HelloInfo {
+            protocol_version: viga_protocol::PROTOCOL_VERSION,
+            blender_version: blender_version.to_owned(),
+            capabilities: Vec::new(),
+            pid: std::process::id(),
+            mode: "serve".to_owned(),
+        }),
+        BridgeCommand::Ping => json!({"pong": true}),
+        BridgeCommand::Execute { .. } => reply(ran()),
+        BridgeCommand::SceneInfo { offset, limit } => {
+            reply(scene(*offset, *limit, blender_version))
         }
         BridgeCommand::SetVisibility { objects, visible } => reply(VisibilityChange {
             objects: objects.clone(),
@@ -353,6 +371,10 @@ fn answer(command: &BridgeCommand, blender_version: &str) -> Result<Value, Trans
         BridgeCommand::UndoPush { .. } => json!({"pushed": true}),
         BridgeCommand::Undo => json!({"undone": true}),
         BridgeCommand::Shutdown => json!({}),
+        BridgeCommand::Render(_)
+        | BridgeCommand::SetCamera(_)
+        | BridgeCommand::FrameObjects(_)
+        | BridgeCommand::RenderFramedViews(_) => return look(command),
     })
 }
 
