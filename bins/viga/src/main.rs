@@ -188,9 +188,13 @@ fn provider_config(args: &ProviderArgs, saved: Option<ProviderConfig>) -> Result
         (None, Some(saved)) => saved,
         (kind, _) => {
             let kind = kind.as_deref().unwrap_or("openai");
-            let kind: ProviderKind = serde_json::from_value(serde_json::Value::String(kind.to_owned())).map_err(|_| {
-                anyhow::anyhow!("unknown provider {kind:?}; use openai, anthropic, gemini, openai_compatible or scripted")
-            })?;
+            let kind = ProviderKind::ALL
+                .into_iter()
+                .find(|known| known.name() == kind)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = ProviderKind::ALL.iter().map(|k| k.name()).collect();
+                    anyhow::anyhow!("unknown provider {kind:?}; use one of {}", known.join(", "))
+                })?;
             ProviderConfig::new(kind, args.model.clone().unwrap_or_default())
         }
     };
@@ -738,15 +742,14 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         "round trip: {:.2} ms",
         started.elapsed().as_secs_f64() * 1000.0
     );
-    for (kind, variable) in [
-        ("openai", "OPENAI_API_KEY"),
-        ("anthropic", "ANTHROPIC_API_KEY"),
-        ("gemini", "GEMINI_API_KEY"),
-        (
-            "meshy (--assets-generate)",
-            viga_skills::meshy::MESHY_KEY_ENV,
-        ),
-    ] {
+    let providers = viga_provider::ProviderKind::ALL
+        .into_iter()
+        .filter_map(|kind| Some((kind.name(), kind.default_key_env()?)));
+    let services = [(
+        "meshy (--assets-generate)",
+        viga_skills::meshy::MESHY_KEY_ENV,
+    )];
+    for (kind, variable) in providers.chain(services) {
         let present = std::env::var_os(variable).is_some_and(|v| !v.is_empty());
         let kept = viga_keys::KeyStore::from_environment()
             .and_then(|store| store.get(variable))

@@ -40,6 +40,15 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
+    /// Every kind, for front ends that list them (`viga doctor`'s keys).
+    pub const ALL: [Self; 5] = [
+        Self::OpenAi,
+        Self::Anthropic,
+        Self::Gemini,
+        Self::OpenAiCompatible,
+        Self::Scripted,
+    ];
+
     /// The name the provider reports, for logs and run folders.
     pub fn name(self) -> &'static str {
         match self {

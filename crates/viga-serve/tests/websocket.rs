@@ -48,7 +48,7 @@ async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile:
         addons_folder: Some(addons),
         setup_code: Some(SETUP.to_owned()),
         // The launcher is the viga binary, which this crate's tests do not build; the
-        // gateway's contained sessions are tested through it (bins/viga/tests/gateway.rs).
+        // gateway's contained sessions are tested through it (bins/viga/tests/suite/gateway.rs).
         containment: None,
     };
     let gateway = Gateway::new(config, Arc::new(sessions)).unwrap();

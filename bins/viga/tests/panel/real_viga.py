@@ -1,4 +1,4 @@
-# The panel against the REAL viga binary, inside the bpy module (run by bins/viga/tests/panel.rs):
+# The panel against the REAL viga binary, inside the bpy module (run by bins/viga/tests/suite/panel.rs):
 #
 #   python real_viga.py -- --zip Z --work DIR --scripts DIR --server URL --key-file FILE
 #

@@ -1497,7 +1497,7 @@ def undo_steps_are_named_after_the_task_cut_short():
 @check
 def apply_goes_through_viga_apply():
     # The panel applies a result the way viga does (`viga apply`), whatever that is; the one
-    # undo step it makes is checked against the real viga (bins/viga/tests/panel.rs).
+    # undo step it makes is checked against the real viga (bins/viga/tests/suite/panel.rs).
     program = finished_scene_run("import bpy\n")
     folder = os.path.dirname(program)
     applied = [{"kind": "finished", "stop": {"reason": "accepted"}, "message": "applied iteration 1", "exit_code": 0}]

@@ -14,8 +14,7 @@ const FIRST: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0, locat
 const SECOND: &str =
     "import bpy\ncrate = bpy.data.objects['Crate']\ncrate.scale = (2.0, 2.0, 2.0)\n";
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::{gn_reply, plane_blend, scatter_steps, turn};
 

@@ -7,7 +7,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};

@@ -8,8 +8,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::assert_the_key_reached_the_server_alone;
 

@@ -21,8 +21,7 @@ const VIGA: &str = env!("CARGO_BIN_EXE_viga");
 const PANEL_TEST_LIMIT: Duration = Duration::from_secs(600);
 const KEY: &str = "sk-panel-key-canary-3d1e";
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::{assert_the_key_reached_the_server_alone, gn_reply, scatter_steps, turn as text};
 

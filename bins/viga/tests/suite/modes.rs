@@ -265,7 +265,7 @@ async fn a_base_scene_without_the_named_camera_is_refused_with_its_cameras() {
         let picture = dir.path().join("front.png");
         std::fs::write(
             &picture,
-            include_bytes!("../../../fixtures/clip-reference/gradient.png"),
+            include_bytes!("../../../../fixtures/clip-reference/gradient.png"),
         )
         .unwrap();
         picture

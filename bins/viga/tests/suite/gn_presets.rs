@@ -11,8 +11,7 @@ use serde_json::{Value, json};
 use viga_gn::Preset;
 use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::plane_blend;
 
