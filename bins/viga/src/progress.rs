@@ -254,6 +254,10 @@ pub async fn follow_events<O: Send + 'static, F>(
     leave_after: Option<std::time::Duration>,
 ) -> bool {
     let jsonl = out.is_jsonl();
+    // Listened for from here on, not per wait: a SIGINT that arrives while an event is being
+    // shown is kept for the next wait (a fresh `ctrl_c()` each turn would miss it).
+    let mut interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     stream_model_text(run, out);
     let mut cancelled_at: Option<tokio::time::Instant> = None;
     loop {
@@ -265,18 +269,28 @@ pub async fn follow_events<O: Send + 'static, F>(
                 Some(RunUpdate::ModelText(_)) => {}
                 None => return true,
             },
-            signal = tokio::signal::ctrl_c(), if cancelled_at.is_none() => {
-                if signal.is_ok() {
-                    out.say(&format!("stopping {what} (Ctrl-C)..."));
-                    run.cancel();
-                    cancelled_at = Some(tokio::time::Instant::now());
-                }
+            () = next_interrupt(&mut interrupts), if cancelled_at.is_none() => {
+                out.say(&format!("stopping {what} (Ctrl-C)..."));
+                run.cancel();
+                cancelled_at = Some(tokio::time::Instant::now());
             },
             _ = sleep_until(deadline), if deadline.is_some() => {
                 out.say(&format!("{what} was busy; left it (resume it with `viga resume`)"));
                 return false;
             },
         }
+    }
+}
+
+/// Waits for the next SIGINT; without a listener (the runtime could not make one), for
+/// Ctrl-C as tokio reports it. Never returns when neither can be waited for.
+async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
+    let heard = match interrupts {
+        Some(listener) => listener.recv().await.is_some(),
+        None => tokio::signal::ctrl_c().await.is_ok(),
+    };
+    if !heard {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -35,13 +35,7 @@ fn place_lamp_left() -> Value {
 }
 
 fn script_file(dir: &Path, turns: Vec<Value>) -> PathBuf {
-    let path = dir.join("agent.json");
-    std::fs::write(
-        &path,
-        json!({"description": "the add-on agent", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    path
+    support::script_file(dir, "agent.json", Value::from(turns))
 }
 
 /// Moves the lamp, paints it, answers.

@@ -3,6 +3,7 @@
 //! against it as against a person's Blender.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
+use crate::support;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -267,13 +268,7 @@ fn iterations_script(dir: &Path, programs: &[&str]) -> PathBuf {
             ]}}),
         );
     }
-    let path = dir.join("iterations.json");
-    std::fs::write(
-        &path,
-        json!({"description": "attached iterations", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    path
+    support::script_file(dir, "iterations.json", Value::from(turns))
 }
 
 /// `viga run --attach` on `host` with `script`, contained as `--containment require` says,
@@ -565,14 +560,8 @@ fn gn_script_with(dir: &Path, delay_first_ms: u64, more: &[Value]) -> PathBuf {
     steps.extend(more.iter().cloned());
     let reply =
         json!({"version": 1, "steps": steps, "done": true, "final_message": "points on the plane"});
-    let path = dir.join("gn.json");
     let turns = json!([{"response": {"text": reply.to_string(), "finish_reason": "stop"}, "delay_ms": delay_first_ms}]);
-    std::fs::write(
-        &path,
-        json!({"description": "gn attach", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    path
+    support::script_file(dir, "gn.json", turns)
 }
 
 /// A PYTHON step that gives the Scatter modifier a Density input of 7.5, and marks the cube:

@@ -11,6 +11,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
+use crate::support;
 use std::ffi::OsString;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -351,13 +352,7 @@ fn scripted_session(folder: &Path, program: &str) -> PathBuf {
         turn(&format!("```python\n{program}```")),
         verdict
     ]);
-    let script = folder.join("session.json");
-    std::fs::write(
-        &script,
-        json!({"description": "containment", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    script
+    support::script_file(folder, "session.json", turns)
 }
 
 /// The status the launcher printed (its `VIGA_CONTAINED` line) in `stdout`.

@@ -4,6 +4,7 @@
 //! are a few lines of HTTP on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
+use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -22,13 +23,7 @@ fn code_turn(code: &str) -> Value {
 }
 
 fn write_script(dir: &Path, turns: Vec<Value>) -> PathBuf {
-    let path = dir.join("script.json");
-    std::fs::write(
-        &path,
-        json!({"description": "faults", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    path
+    support::script_file(dir, "script.json", Value::from(turns))
 }
 
 fn viga_run(dir: &Path, extra: &[&str]) -> Output {

@@ -25,13 +25,7 @@ fn accepted() -> Value {
 }
 
 fn script(dir: &Path, name: &str, turns: Vec<Value>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(
-        &path,
-        json!({"description": "test", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    path
+    support::script_file(dir, name, Value::from(turns))
 }
 
 /// Runs `command` to success; the run folder it printed.

@@ -2,6 +2,7 @@
 //! killed process had recorded is lost, and the run continues at the next iteration.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
+use crate::support;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,13 +23,7 @@ fn verdict(accepted: bool) -> serde_json::Value {
 }
 
 fn write_script(dir: &Path, name: &str, turns: Vec<serde_json::Value>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(
-        &path,
-        json!({"description": "test", "turns": turns}).to_string(),
-    )
-    .unwrap();
-    path
+    support::script_file(dir, name, serde_json::Value::from(turns))
 }
 
 fn code_turn() -> serde_json::Value {

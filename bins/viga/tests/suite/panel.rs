@@ -39,11 +39,7 @@ fn verdict(accepted: bool) -> Value {
 }
 
 fn write_script(dir: &Path, name: &str, turns: Vec<Value>) {
-    std::fs::write(
-        dir.join(name),
-        json!({"description": name, "turns": turns}).to_string(),
-    )
-    .unwrap();
+    support::script_file(dir, name, Value::from(turns));
 }
 
 /// The scripted sessions the panel's runs replay; each second turn expects the first.

@@ -93,6 +93,17 @@ pub fn table_and_lamp_blend(dir: &Path) -> PathBuf {
     )
 }
 
+/// A scripted model session `dir/name` holding `turns` (a JSON array), for `--script`.
+pub fn script_file(dir: &Path, name: &str, turns: Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        json!({"description": name, "turns": turns}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
 /// A scripted turn that answers `text` to a request meeting `expect`.
 pub fn turn(expect: Value, text: &str) -> Value {
     json!({"expect": expect, "response": {"text": text, "finish_reason": "stop"}})
