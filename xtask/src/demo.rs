@@ -32,6 +32,32 @@ bpy.ops.render.render(write_still=True)
 print('VIGA_RESULT:' + json.dumps({'target': bpy.context.scene.render.filepath}))
 ";
 
+/// Builds viga while `setup` makes the venv (on a fresh clone both take about a minute and a
+/// half, one on the network and one on the CPU), then runs the demo.
+pub fn run_with_setup(setup: impl FnOnce() -> Result<BlenderLauncher>) -> Result<()> {
+    let root = crate::setup::workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut build = Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--package", "viga"])
+        .spawn()
+        .context("could not start `cargo build --package viga`")?;
+    let launcher = match setup() {
+        Ok(launcher) => launcher,
+        Err(err) => {
+            // Nothing will use the build; do not leave it running behind the error.
+            let _ = build.kill();
+            let _ = build.wait();
+            return Err(err);
+        }
+    };
+    let built = build.wait().context("could not wait for `cargo build`")?;
+    if !built.success() {
+        bail!("building viga failed ({built}); the compiler's messages are above");
+    }
+    run(launcher)
+}
+
 pub fn run(launcher: BlenderLauncher) -> Result<()> {
     let root = crate::setup::workspace_root();
     let demo_dir = root.join("output").join("demo");

@@ -57,7 +57,7 @@ enum Task {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Setup => setup::run().map(|_| ()),
-        Task::Demo => demo::run(setup::run()?),
+        Task::Demo => demo::run_with_setup(setup::run),
         Task::Eval { args } => eval::run(&args, setup::run),
         Task::AddonHost { host_args } => {
             setup::run()?;
