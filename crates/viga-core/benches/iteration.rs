@@ -266,7 +266,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     println!(
-        "Demo scene with a target, {} iterations; scoring render {target_spec}; renders of iteration 1: {}; load average {load_before} before, {} after.\n",
+        "Demo scene with a target, {} iterations; target picture rendered in {target_spec}; renders of iteration 1: {}; load average {load_before} before, {} after.\n",
         costs.len(),
         first_iteration_renders.join(", "),
         load_average()
