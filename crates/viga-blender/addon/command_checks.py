@@ -5,28 +5,14 @@
 # types follow viga's own (viga_skills::addons::parameter_schema). No Blender import, so it is
 # tested with any Python.
 
+from . import server_files
+
 NAME_TYPES = {"object_name", "material_name", "collection_name"}
 STRING_TYPES = {"string", "file_path"} | NAME_TYPES
 
 
-def declared_tool(manifest, tool):
-    """The manifest's entry for `tool`, or None when the manifest does not declare it."""
-    try:
-        tools = manifest["ai_integration"]["tools"]
-    except (KeyError, TypeError):
-        return None
-    for entry in tools if isinstance(tools, list) else []:
-        if isinstance(entry, dict) and entry.get("name") == tool:
-            return entry
-    return None
-
-
 def declared_names(manifest):
-    try:
-        tools = manifest["ai_integration"]["tools"]
-    except (KeyError, TypeError):
-        return []
-    return sorted(entry["name"] for entry in tools if isinstance(entry, dict) and isinstance(entry.get("name"), str))
+    return sorted(entry["name"] for entry in server_files.declared_tools(manifest) if isinstance(entry.get("name"), str))
 
 
 def _is_number(value):
@@ -60,7 +46,7 @@ def _type_problem(parameter, value):
 
 def refusal(manifest, addon_id, tool, params):
     """Why a server may not run `tool` with `params` on this add-on, or None when it may."""
-    entry = declared_tool(manifest, tool)
+    entry = server_files.declared_tool(manifest, tool)
     if entry is None:
         return "add-on %r declares no command %r; it declares: %s" % (
             addon_id, tool, ", ".join(declared_names(manifest)) or "none")

@@ -84,20 +84,29 @@ def confine(folder, requested):
     return os.path.join(real, *reversed(missing)) if missing else real
 
 
-def declared_paths(manifest, tool):
-    """The parameter names `tool` declares as `file_path` in `manifest`."""
+def declared_tools(manifest):
+    """The tool entries `manifest` declares (dicts), in its order; none for a manifest without
+    them."""
     try:
         tools = manifest["ai_integration"]["tools"]
     except (KeyError, TypeError):
-        return set()
-    for entry in tools if isinstance(tools, list) else []:
-        if isinstance(entry, dict) and entry.get("name") == tool:
-            return {
-                parameter.get("name")
-                for parameter in entry.get("parameters") or []
-                if isinstance(parameter, dict) and parameter.get("type") == "file_path"
-            }
-    return set()
+        return []
+    return [entry for entry in tools if isinstance(entry, dict)] if isinstance(tools, list) else []
+
+
+def declared_tool(manifest, tool):
+    """The manifest's entry for `tool`, or None when the manifest does not declare it."""
+    return next((entry for entry in declared_tools(manifest) if entry.get("name") == tool), None)
+
+
+def declared_paths(manifest, tool):
+    """The parameter names `tool` declares as `file_path` in `manifest`."""
+    entry = declared_tool(manifest, tool) or {}
+    return {
+        parameter.get("name")
+        for parameter in entry.get("parameters") or []
+        if isinstance(parameter, dict) and parameter.get("type") == "file_path"
+    }
 
 
 def confine_params(params, declared, folder):
