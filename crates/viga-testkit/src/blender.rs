@@ -296,7 +296,15 @@ fn look(command: &BridgeCommand) -> Result<Value, TransportError> {
             }
             reply(FramedViewsReply { views })
         }
-        other => return state(other, ""),
+        // `answer` sends only the looks here.
+        other => {
+            return Err(TransportError::Refused {
+                command: other.name(),
+                kind: FaultKind::NotFound,
+                message: "not a look at the scene".to_owned(),
+                traceback: None,
+            });
+        }
     })
 }
 
