@@ -4,11 +4,11 @@
 //! leaves a run folder with its HTML report.
 
 use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
-use viga_blender::BlenderLauncher;
-use viga_blender::oneshot::run_script;
+use viga_locate::BlenderLauncher;
+
+use crate::blender::run_script;
 
 const GOAL_SCENE: &str = include_str!("../../fixtures/sessions/demo_goal.py");
 const TASK: &str = "a red crate on a grey floor, lit by the sun, seen by Camera1";
@@ -17,7 +17,7 @@ const TASK: &str = "a red crate on a grey floor, lit by the sun, seen by Camera1
 /// and verifier renders see a scene with a target (Cycles, 16 samples, denoised with the fast
 /// prefilter), so the scores compare like with like.
 const RENDER_GOAL: &str = "
-import json, sys
+import sys
 bpy.context.scene.render.engine = 'CYCLES'
 bpy.context.scene.cycles.samples = 16
 bpy.context.scene.cycles.use_denoising = True
@@ -29,34 +29,7 @@ bpy.context.scene.render.resolution_percentage = 100
 bpy.context.scene.render.image_settings.color_mode = 'RGB'
 bpy.context.scene.render.filepath = sys.argv[sys.argv.index('--') + 1]
 bpy.ops.render.render(write_still=True)
-print('VIGA_RESULT:' + json.dumps({'target': bpy.context.scene.render.filepath}))
 ";
-
-/// Builds viga while `setup` makes the venv (on a fresh clone both take about a minute and a
-/// half, one on the network and one on the CPU), then runs the demo.
-pub fn run_with_setup(setup: impl FnOnce() -> Result<BlenderLauncher>) -> Result<()> {
-    let root = crate::setup::workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut build = Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--package", "viga"])
-        .spawn()
-        .context("could not start `cargo build --package viga`")?;
-    let launcher = match setup() {
-        Ok(launcher) => launcher,
-        Err(err) => {
-            // Nothing will use the build; do not leave it running behind the error.
-            let _ = build.kill();
-            let _ = build.wait();
-            return Err(err);
-        }
-    };
-    let built = build.wait().context("could not wait for `cargo build`")?;
-    if !built.success() {
-        bail!("building viga failed ({built}); the compiler's messages are above");
-    }
-    run(launcher)
-}
 
 pub fn run(launcher: BlenderLauncher) -> Result<()> {
     let root = crate::setup::workspace_root();
@@ -67,16 +40,12 @@ pub fn run(launcher: BlenderLauncher) -> Result<()> {
     let script = format!(
         "import bpy\nbpy.ops.wm.read_factory_settings(use_empty=True)\n{GOAL_SCENE}\n{RENDER_GOAL}"
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
-    runtime.block_on(run_script(
+    run_script(
         &launcher,
         &script,
+        "demo_goal_scene.py",
         &[target.clone().into_os_string()],
-        Duration::from_secs(300),
-    ))?;
+    )?;
     println!("demo: target picture rendered to {}", target.display());
     println!("demo: running the loop with the SCRIPTED provider (replayed answers, no model)\n");
 

@@ -3,11 +3,11 @@
 //! BlenderGym and BlenderBench mini-suites, fixtures of this repository.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use viga_blender::BlenderLauncher;
-use viga_blender::oneshot::run_script;
+use viga_locate::BlenderLauncher;
+
+use crate::blender::run_script;
 
 /// What both mini-suite scripts use, run in front of either (see its docstring).
 const MINI_SCENES: &str = include_str!("../../fixtures/mini_scenes.py");
@@ -43,7 +43,8 @@ pub fn run(args: &[String], launcher: impl FnOnce() -> Result<BlenderLauncher>) 
             &[]
         };
         launcher()?;
-        let mut cargo_args = vec!["run", "--package", "viga"];
+        // The eval profile optimises N-CLIP and the Chamfer distance (Cargo.toml says why).
+        let mut cargo_args = vec!["run", "--profile", "eval", "--package", "viga"];
         cargo_args.extend(features);
         cargo_args.extend(["--", "eval"]);
         return crate::cargo(&cargo_args, args);
@@ -65,20 +66,16 @@ pub fn run(args: &[String], launcher: impl FnOnce() -> Result<BlenderLauncher>) 
             ),
         }
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
-    let result = runtime.block_on(run_script(
+    run_script(
         &launcher()?,
         &format!("{MINI_SCENES}\n{}", mini.script),
+        &format!("{}.py", args[0]),
         &[
             out.clone().into(),
             size.to_string().into(),
             samples.to_string().into(),
         ],
-        Duration::from_secs(600),
-    ))?;
-    println!("mini-suite written to {}: {result}", out.display());
+    )?;
+    println!("mini-suite written to {}", out.display());
     Ok(())
 }

@@ -9,6 +9,7 @@
 //! - `addon-host`: `setup`, then `viga addon host`: a headless Blender with the viga
 //!   extension installed from its zip, its timers driven, until killed.
 
+mod blender;
 mod demo;
 mod eval;
 mod setup;
@@ -57,7 +58,12 @@ enum Task {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Task::Setup => setup::run().map(|_| ()),
-        Task::Demo => demo::run_with_setup(setup::run),
+        Task::Demo => {
+            // viga builds while setup makes the venv: on a fresh clone both take about a
+            // minute and a half, one on the network and one on the CPU.
+            let launcher = build_while(&["build", "--package", "viga"], setup::run)?;
+            demo::run(launcher)
+        }
         Task::Eval { args } => eval::run(&args, setup::run),
         Task::AddonHost { host_args } => {
             setup::run()?;
@@ -67,15 +73,50 @@ fn main() -> Result<()> {
             )
         }
         Task::Test { cargo_args } => {
-            setup::run()?;
-            system::ensure_packages()?;
             // N-CLIP's network is a feature of its own; the tests check it too.
-            cargo(
-                &["test", "--workspace", "--features", "viga-eval/clip"],
-                &cargo_args,
-            )
+            let test = ["test", "--workspace", "--features", "viga-eval/clip"];
+            // The tests build while setup makes the venv and the packages are checked (or,
+            // in CI, installed); then they run.
+            let before_filters = cargo_args.iter().take_while(|arg| *arg != "--");
+            let mut build: Vec<&str> = test.to_vec();
+            build.extend(before_filters.map(String::as_str));
+            if !build.contains(&"--no-run") {
+                build.push("--no-run");
+            }
+            build_while(&build, || {
+                setup::run()?;
+                system::ensure_packages()
+            })?;
+            cargo(&test, &cargo_args)
         }
     }
+}
+
+/// Runs `cargo <build_args>` while `work` runs, and returns what `work` gave once both are
+/// done; when `work` fails, the build is stopped (nothing will use it).
+fn build_while<T>(build_args: &[&str], work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut build = Command::new(&cargo)
+        .current_dir(setup::workspace_root())
+        .args(build_args)
+        .spawn()
+        .with_context(|| format!("could not start `cargo {}`", build_args.join(" ")))?;
+    let done = match work() {
+        Ok(done) => done,
+        Err(err) => {
+            let _ = build.kill();
+            let _ = build.wait();
+            return Err(err);
+        }
+    };
+    let built = build.wait().context("could not wait for cargo")?;
+    if !built.success() {
+        bail!(
+            "`cargo {}` failed ({built}); the compiler's messages are above",
+            build_args.join(" ")
+        );
+    }
+    Ok(done)
 }
 
 /// Runs cargo (the one running us) from the workspace root.

@@ -5,9 +5,9 @@ use std::process::{Command, Output};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
-use viga_blender::BlenderLauncher;
-use viga_blender::locate::{BLENDER_ENV, BPY_VERSION, PYTHON_ENV, VENV_DIR, venv_python};
-use viga_slides::locate::PPTX_REQUIREMENT;
+use viga_locate::BlenderLauncher;
+use viga_locate::blender::{BLENDER_ENV, BPY_VERSION, PYTHON_ENV, VENV_DIR, venv_python};
+use viga_locate::office::PPTX_REQUIREMENT;
 
 /// What the venv must hold; the stamp records it, so a change here reinstalls. python-pptx
 /// is for slides (viga-slides runs its programs with this venv's Python).
@@ -17,7 +17,7 @@ const STAMP_FILE: &str = "viga-setup.json";
 const PYTHON311_ENV: &str = "VIGA_PYTHON311";
 
 pub fn workspace_root() -> PathBuf {
-    viga_blender::locate::workspace_root()
+    viga_locate::workspace_root()
 }
 
 pub fn run() -> Result<BlenderLauncher> {
@@ -44,7 +44,7 @@ pub fn run() -> Result<BlenderLauncher> {
     let venv = workspace_root().join(VENV_DIR);
     let python = venv_python(&venv);
     let stamp = venv.join(STAMP_FILE);
-    let wanted = serde_json::json!({ "requirements": REQUIREMENTS }).to_string();
+    let wanted = stamp_text();
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
         println!(
             "setup: Blender ready (bpy {BPY_VERSION} in {VENV_DIR}), checked in {:.0?}",
@@ -96,6 +96,16 @@ pub fn run() -> Result<BlenderLauncher> {
         started.elapsed()
     );
     Ok(BlenderLauncher::PythonModule { python })
+}
+
+/// What the stamp holds once setup is done: the requirements as JSON, the format every
+/// earlier setup wrote, so a venv made before stays valid.
+fn stamp_text() -> String {
+    let quoted: Vec<String> = REQUIREMENTS
+        .iter()
+        .map(|requirement| format!("\"{requirement}\""))
+        .collect();
+    format!("{{\"requirements\":[{}]}}", quoted.join(","))
 }
 
 fn non_empty_env(name: &str) -> Option<PathBuf> {

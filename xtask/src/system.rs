@@ -19,10 +19,10 @@ const PACKAGES: [&str; 4] = [
 /// What is missing, each with why.
 fn missing_programs() -> Vec<String> {
     let mut missing = Vec::new();
-    if let Err(err) = viga_slides::locate::find_office() {
+    if let Err(err) = viga_locate::office::find_office() {
         missing.push(err.to_string());
     }
-    if let Err(err) = viga_web::locate::find_chromium() {
+    if let Err(err) = viga_locate::chromium::find_chromium() {
         missing.push(err.to_string());
     }
     let ffmpeg = Command::new("ffmpeg")

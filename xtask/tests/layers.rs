@@ -122,6 +122,8 @@ fn rows() -> Vec<Row> {
 enum Rule {
     /// No viga crate among its dependencies.
     NoVigaDependency,
+    /// No viga crate but this one among its dependencies.
+    OnlyVigaDependency(String),
     /// Not that crate among its dependencies.
     NoDependencyOn(String),
     /// No member has it as a normal dependency.
@@ -136,6 +138,8 @@ fn rules_of(must_not: &str) -> Vec<Rule> {
     for phrase in must_not.split(';').map(str::trim) {
         if phrase == "depend on any other viga crate" {
             rules.push(Rule::NoVigaDependency);
+        } else if let Some(allowed) = phrase.strip_prefix("depend on any viga crate but ") {
+            rules.push(Rule::OnlyVigaDependency(allowed.to_owned()));
         } else if let Some(name) = phrase.strip_prefix("depend on ")
             && name.starts_with("viga")
             && !name.contains(' ')
@@ -176,6 +180,12 @@ fn broken(rule: &Rule, member: &Member, all: &[Member]) -> Vec<String> {
             .depends_on
             .iter()
             .map(|d| format!("{} depends on {d}", member.name))
+            .collect(),
+        Rule::OnlyVigaDependency(allowed) => member
+            .depends_on
+            .iter()
+            .filter(|d| *d != allowed)
+            .map(|d| format!("{} depends on {d}; only {allowed} is allowed", member.name))
             .collect(),
         Rule::NoDependencyOn(name) => member
             .depends_on
@@ -303,7 +313,7 @@ fn the_table_names_only_members() {
 
 #[test]
 fn an_upward_or_forbidden_dependency_is_caught() {
-    let doc = "| crate | layer | owns | must not |\n|---|---|---|---|\n| low | 0 | x | depend on any other viga crate |\n| mid | 1 | x | touch Blender; depend on viga-web |\n| kit | 0 | x | be a normal dependency of any crate |\n";
+    let doc = "| crate | layer | owns | must not |\n|---|---|---|---|\n| low | 0 | x | depend on any other viga crate |\n| mid | 1 | x | touch Blender; depend on viga-web |\n| kit | 0 | x | be a normal dependency of any crate |\n| tool | 5 | x | depend on any viga crate but low |\n";
     let rows = table(doc);
     let member = |name: &str, depends_on: &[&str]| Member {
         name: name.to_owned(),
@@ -314,6 +324,7 @@ fn an_upward_or_forbidden_dependency_is_caught() {
         member("low", &["mid"]),
         member("mid", &["viga-blender", "viga-web", "kit"]),
         member("kit", &[]),
+        member("tool", &["low", "mid"]),
     ];
     let mut found = Vec::new();
     for m in &all {
@@ -333,7 +344,8 @@ fn an_upward_or_forbidden_dependency_is_caught() {
             "low depends on mid",
             "mid depends on viga-blender",
             "mid depends on viga-web",
-            "mid depends on kit (not as a dev-dependency)"
+            "mid depends on kit (not as a dev-dependency)",
+            "tool depends on mid; only low is allowed"
         ]
     );
 }

@@ -2,8 +2,9 @@
 //!
 //! Real Blender, and the only crate that starts it.
 //!
-//! **Owns:** finding a Blender ([`locate`]: the project's `bpy` virtual environment made by
-//! `cargo xtask setup`, or a user's own `blender` binary); the bridge that runs inside it
+//! **Owns:** starting the Blender that [`locate`] finds (viga-locate's rules, re-exported:
+//! the project's `bpy` virtual environment made by `cargo xtask setup`, or a user's own
+//! `blender` binary); the bridge that runs inside it
 //! ([`bridge`], a Python file embedded in this crate); the framed wire protocol
 //! ([`frame`], [`client`]); the [`BlenderTransport`] trait and its typed commands
 //! ([`BlenderCommands`]); warm, supervised workers ([`Worker`]: per-call timeout, kill and
@@ -23,7 +24,7 @@ pub mod bridge;
 pub mod client;
 pub mod environment;
 pub mod frame;
-pub mod locate;
+pub use viga_locate::blender as locate;
 pub mod oneshot;
 pub mod pool;
 pub mod private_dir;

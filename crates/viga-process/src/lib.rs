@@ -16,7 +16,6 @@
 mod capture;
 mod confine;
 mod environment;
-mod find;
 mod group;
 mod lost;
 mod scratch;
@@ -24,7 +23,6 @@ mod scratch;
 pub use capture::{BoundedCapture, OutputTail, read_message};
 pub use confine::{CONTAINED_MARKER, Confinement, EmptyLauncher};
 pub use environment::clean_environment;
-pub use find::{NotFound, find_program, real_folder};
 pub use group::{Ended, kill_group, wait_then_kill_group};
 pub use lost::{LostReason, Recovery, WorkerLost};
 pub use scratch::{ScratchFolder, private_folder};

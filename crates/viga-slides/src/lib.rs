@@ -3,7 +3,8 @@
 //! Slides as a place for viga's loop to work: the program is Python using python-pptx, the
 //! "render" is a picture of each slide.
 //!
-//! **Owns:** finding a Python with python-pptx and LibreOffice ([`locate`]); running a
+//! **Owns:** running what [`locate`] finds (viga-locate's rules for a Python with python-pptx
+//! and LibreOffice, re-exported); running a
 //! program in a fresh Python with a time limit ([`SlideWorker::run_program`]: the program
 //! saves its deck to the file `VIGA_DECK_PATH` names, `deck.pptx` in its working folder);
 //! rendering every slide, one slide or a zoomed region of one in a warm LibreOffice
@@ -16,7 +17,7 @@
 
 #![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
 
-pub mod locate;
+pub use viga_locate::office as locate;
 mod office;
 mod program;
 mod structure;
@@ -28,7 +29,8 @@ pub use structure::{
     Block, BlockContent, DeckStructure, Fill, ImageStructure, ParagraphStructure, RunStructure,
     ShapeStructure, SlideBlocks, SlideStructure,
 };
-pub use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost};
+pub use viga_locate::NotFound;
+pub use viga_process::{Confinement, LostReason, Recovery, WorkerLost};
 pub use worker::{
     Deck, DeckRender, MAX_PROGRAM_BYTES, MAX_RENDER_WIDTH, ProgramResult, Region, SlideImage,
     SlideWorker, SlidesConfig, SlidesError,

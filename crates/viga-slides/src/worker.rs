@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-use viga_process::{Confinement, NotFound, Recovery, ScratchFolder, WorkerLost, real_folder};
+use viga_locate::{NotFound, real_folder};
+use viga_process::{Confinement, Recovery, ScratchFolder, WorkerLost};
 
 use crate::locate::SlideTools;
 use crate::office::{OFFICE_SCRIPT, OfficeLaunch, OfficeProcess};

@@ -3,7 +3,7 @@
 //! Web pages as a place for viga's loop to work: the program is an HTML document with its
 //! CSS, the "render" is a screenshot.
 //!
-//! **Owns:** finding Chromium ([`locate`]); one warm headless Chromium per worker, driven
+//! **Owns:** running the Chromium [`locate`] finds (viga-locate's rules, re-exported); one warm headless Chromium per worker, driven
 //! through the DevTools protocol over a pipe (no port, no Node) ([`WebWorker`]): load a
 //! document at a window size, screenshot it at other sizes, scrolled or whole, read element
 //! boxes and computed styles; the page reaches no network: its document is served from
@@ -17,7 +17,7 @@
 
 mod browser;
 mod cdp;
-pub mod locate;
+pub use viga_locate::chromium as locate;
 mod page;
 mod worker;
 
@@ -25,7 +25,8 @@ pub use page::{
     ElementBox, ElementStyle, LoadReport, Matched, PageReport, RefusedRequest, Screenshot, Shot,
     Viewport,
 };
-pub use viga_process::{Confinement, LostReason, NotFound, Recovery, WorkerLost};
+pub use viga_locate::NotFound;
+pub use viga_process::{Confinement, LostReason, Recovery, WorkerLost};
 pub use worker::{
     DEFAULT_STYLE_PROPERTIES, MAX_ELEMENTS, MAX_SHOT_HEIGHT, MAX_VIEWPORT, WebConfig, WebError,
     WebWorker,

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-use viga_process::{Confinement, LostReason, NotFound, WorkerLost, real_folder};
+use viga_locate::{NotFound, real_folder};
+use viga_process::{Confinement, LostReason, WorkerLost};
 
 use crate::browser::Browser;
 use crate::cdp::CdpError;

@@ -2,12 +2,12 @@
 //!
 //! Order: `VIGA_BLENDER` (a user's own `blender` binary), then `VIGA_PYTHON` (a Python that
 //! can `import bpy`), then the project-local virtual environment `.viga/venv` made by
-//! `cargo xtask setup` at the root of the checkout viga was built in. Nothing is searched for
-//! from the current directory: a `.viga/venv` planted in a parent folder (a shared `/tmp`)
-//! would otherwise run as the user.
+//! `cargo xtask setup` at the root of the checkout viga was built in ([`workspace_root`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+pub use crate::workspace_root;
 
 /// Names a user's own Blender binary, run as `blender -b --factory-startup -P script`.
 pub const BLENDER_ENV: &str = "VIGA_BLENDER";
@@ -116,17 +116,6 @@ pub enum LocateError {
         venv.display()
     )]
     NotFound { venv: PathBuf },
-}
-
-/// The root of the checkout this viga was built in: where `cargo xtask setup` makes the venv.
-pub fn workspace_root() -> PathBuf {
-    // This crate is crates/viga-blender in the workspace.
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .ancestors()
-        .nth(2)
-        .unwrap_or(manifest_dir)
-        .to_path_buf()
 }
 
 /// Finds a Blender: the variables, then the venv of the checkout viga was built in.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use viga_process::{NotFound, find_program};
+use crate::{NotFound, find_program};
 
 /// Names a Chromium (or Chrome) binary, instead of looking on `PATH`.
 pub const CHROMIUM_ENV: &str = "VIGA_CHROMIUM";

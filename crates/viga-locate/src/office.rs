@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use viga_process::{NotFound, find_program};
+use crate::blender::{VENV_DIR, venv_python};
+use crate::{NotFound, find_program, workspace_root};
 
 /// Names a Python that has python-pptx, instead of the project venv.
 pub const PYTHON_ENV: &str = "VIGA_PPTX_PYTHON";
@@ -41,7 +42,7 @@ pub fn find_python() -> Result<PathBuf, NotFound> {
         what: "a Python with python-pptx".to_owned(),
         detail,
         install: format!(
-            "run `cargo xtask setup` in the viga checkout (it installs {PPTX_REQUIREMENT} into .viga/venv), or set {PYTHON_ENV}=/path/to/python"
+            "run `cargo xtask setup` in the viga checkout (it installs {PPTX_REQUIREMENT} into {VENV_DIR}), or set {PYTHON_ENV}=/path/to/python"
         ),
     };
     if let Some(named) = std::env::var_os(PYTHON_ENV).filter(|value| !value.is_empty()) {
@@ -55,10 +56,7 @@ pub fn find_python() -> Result<PathBuf, NotFound> {
             )))
         };
     }
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // This crate is crates/viga-slides in the workspace.
-    let root = manifest_dir.ancestors().nth(2).unwrap_or(manifest_dir);
-    let python = root.join(".viga/venv/bin/python");
+    let python = venv_python(&workspace_root().join(VENV_DIR));
     if python.is_file() {
         Ok(python)
     } else {
