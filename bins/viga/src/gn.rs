@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
-use viga_blender::{BlenderCommands as _, BlenderTransport, ContainmentStatus};
+use viga_blender::{BlenderCommands as _, BlenderTransport};
 use viga_core::folder::BASE_SNAPSHOT as BASE_SCENE;
 use viga_gn::attached::{self, SceneCopy};
 use viga_gn::run::{FINAL_BLEND, StepStatus};
@@ -163,9 +163,6 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
     crate::progress::follow_events(&mut run, &out, "the run", show, None).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
-        if let Some(status) = &scene.containment {
-            viga_core::folder::write_containment(folder, status)?;
-        }
         scene.keep_copy(folder)?;
         out.run_folder(folder);
     }
@@ -237,8 +234,6 @@ enum Workbench {
 struct Scene {
     workbench: Workbench,
     blender: GnBlender,
-    /// The containment of viga's own Blender; `None` in the person's.
-    containment: Option<ContainmentStatus>,
 }
 
 impl Scene {
@@ -312,7 +307,6 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
     if !args.attach.wanted() {
         let access = viga_blender::Access::reading(args.blend.iter().cloned().collect());
         let worker = crate::start_blender(contain, &access).await?;
-        let containment = Some(worker.containment());
         let blender = GnBlender::new(worker);
         if let Some(blend) = &args.blend {
             blender
@@ -324,7 +318,6 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
         return Ok(Scene {
             workbench: Workbench::Own,
             blender,
-            containment,
         });
     }
     let user = crate::attach::attach(&args.attach).await?;
@@ -332,7 +325,6 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
         return Ok(Scene {
             blender: GnBlender::new(user.transport.clone()),
             workbench: Workbench::Live { user },
-            containment: None,
         });
     }
     // The copy is staged in the worker's own scratch folder: it reads nothing else of yours.
@@ -343,7 +335,6 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
         None,
     )
     .await?;
-    let containment = Some(worker.containment());
     let blender = GnBlender::new(worker);
     let staging = tempfile::Builder::new()
         .prefix("viga-gn-copy-")
@@ -362,7 +353,6 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
             staging,
         },
         blender,
-        containment,
     })
 }
 

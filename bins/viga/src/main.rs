@@ -266,14 +266,14 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
     // Decoded video frames live here until the run has copied its targets in.
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (mut config, scene) = args.run_config(frames.path())?;
-    let (provider_settings, provider) = run_model(&args, &mut config, &out)?;
+    let provider = run_model(&args, &mut config, &out)?;
     let init_service = args.init_service()?;
     if init_service.is_some() && args.attach.wanted() {
         bail!(
             "--init starts from the objects the service reconstructs; it does not go with --attach, which starts from your open scene"
         );
     }
-    let (handle, containment) = if args.attach.wanted() {
+    let handle = if args.attach.wanted() {
         // The person's Blender is asked for a copy of the open scene and let go: it is not
         // held (nor touched) while the run works in a Blender of viga's own, which reads
         // the copy.
@@ -304,8 +304,6 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         unless_started(&root, start_own(folder, own, contain, &out).await)?
     };
     progress::stream_model_text(&handle, &out);
-    viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
-    viga_core::folder::write_containment(handle.folder(), &containment)?;
     let followed = follow(handle, &mut out).await?;
     if args.attach.wanted() {
         offer_result(&followed, &args, &out, contain).await?;
@@ -319,7 +317,7 @@ fn run_model(
     args: &RunArgs,
     config: &mut viga_core::RunConfig,
     out: &Output,
-) -> Result<(ProviderConfig, Arc<dyn viga_provider::Provider>)> {
+) -> Result<Arc<dyn viga_provider::Provider>> {
     let provider_settings = provider_config(&args.provider, None)?;
     config.provider = provider_settings.kind.name().to_owned();
     let provider = build_provider(&provider_settings)?;
@@ -332,7 +330,7 @@ fn run_model(
             display_opt(&provider_settings.script)
         ));
     }
-    Ok((provider_settings, provider))
+    Ok(provider)
 }
 
 /// `started`, or else the run folder at `root` made for it removed again: a start that fails
@@ -359,7 +357,7 @@ async fn start_own(
     run: OwnRun,
     contain: &Contain,
     out: &Output,
-) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
+) -> Result<RunHandle> {
     let OwnRun {
         config,
         scene,
@@ -370,7 +368,6 @@ async fn start_own(
     let inputs = folder.worker_inputs()?;
     reads.extend(inputs.iter().cloned());
     let worker = start_run_blender(contain, &Access::reading(reads), assets_of(&inputs)).await?;
-    let containment = worker.containment();
     let handle = match init {
         Some(service) => {
             out.say(&format!(
@@ -389,7 +386,7 @@ async fn start_own(
             viga_core::start_in_folder(folder, config, provider, Arc::new(domain))?
         }
     };
-    Ok((handle, containment))
+    Ok(handle)
 }
 
 /// Starts the attached run of `snapshot` on a contained Blender that may read the copy of
@@ -399,12 +396,12 @@ async fn start_on_snapshot(
     user: &attach::UserBlender,
     provider: Arc<dyn viga_provider::Provider>,
     contain: &Contain,
-) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
+) -> Result<RunHandle> {
     let worker =
         start_attached_worker(user, contain, snapshot.scene(), &snapshot.worker_inputs()?).await?;
-    let containment = worker.containment();
-    let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
-    Ok((handle, containment))
+    Ok(viga_core::attached::start_on_snapshot(
+        snapshot, provider, worker,
+    )?)
 }
 
 /// A contained Blender of viga's own for work on the scene of `user` (a person's Blender)
@@ -467,9 +464,7 @@ async fn resume(
     let provider = build_provider(&provider_settings)?;
     if let Some(settings) = flat::FlatSettings::recorded(folder)? {
         let (config, _) = run_folder.read_args()?;
-        let (domain, containment) =
-            flat::start_domain(settings, contain, config.program_timeout).await?;
-        viga_core::folder::write_containment(folder, &containment)?;
+        let domain = flat::start_domain(settings, contain, config.program_timeout).await?;
         let handle = viga_core::resume(folder, provider, domain, max_iterations)?;
         let followed = follow(handle, &mut out).await?;
         return Ok(finish(&followed, &out));
@@ -480,7 +475,6 @@ async fn resume(
     reads.extend(inputs.iter().cloned());
     let access = Access::reading(reads);
     let blender = start_run_blender(contain, &access, assets_of(&inputs)).await?;
-    viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
     progress::stream_model_text(&handle, &out);

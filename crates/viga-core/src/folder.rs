@@ -15,6 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use viga_protocol::event::RunEvent;
+use viga_provider::ProviderConfig;
+use viga_sandbox::ContainmentStatus;
 use viga_skills::CapturedRender;
 use viga_skills::context::safe_file_stem;
 
@@ -67,13 +69,36 @@ pub(crate) fn new_run_root(
     Ok(root)
 }
 
-/// Records in `folder` (a run's, or a Geometry Nodes run's) what containment its programs
-/// ran under, so the folder says it after the fact.
-pub fn write_containment(folder: &Path, status: &impl Serialize) -> Result<(), CoreError> {
-    let path = folder.join(CONTAINMENT_FILE);
-    let json = serde_json::to_vec_pretty(status)
-        .map_err(|err| CoreError::Config(format!("containment status not encodable: {err}")))?;
-    viga_io::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
+/// Records in `folder` (a run's, or a Geometry Nodes run's) how the run was set up, before
+/// its first event, so that a run which ends at once still says it: the settings its
+/// provider was built from (`provider.json`; they name the key's variable, never the key),
+/// from which `resume` builds the same provider, and what containment its programs run
+/// under (`containment.json`). Either is left out when there is none to record.
+pub fn write_setup(
+    folder: &Path,
+    provider: Option<&ProviderConfig>,
+    containment: Option<&ContainmentStatus>,
+) -> Result<(), CoreError> {
+    if let Some(settings) = provider {
+        write_json_file(&folder.join(PROVIDER_FILE), settings)?;
+    }
+    if let Some(status) = containment {
+        write_containment(folder, status)?;
+    }
+    Ok(())
+}
+
+/// Records in `folder` what containment its programs ran under, so the folder says it
+/// after the fact.
+pub fn write_containment(folder: &Path, status: &ContainmentStatus) -> Result<(), CoreError> {
+    write_json_file(&folder.join(CONTAINMENT_FILE), status)
+}
+
+/// Writes `value` as pretty JSON to `path`, whole, renamed into place.
+fn write_json_file(path: &Path, value: &impl Serialize) -> Result<(), CoreError> {
+    let json = serde_json::to_vec_pretty(value)
+        .map_err(|err| CoreError::Config(format!("{} not encodable: {err}", path.display())))?;
+    viga_io::files::write_atomic(path, &json).map_err(|err| io(path, err))
 }
 
 /// Removes the run folder `root` made for a run that then failed to start, and the timestamp
@@ -179,17 +204,9 @@ impl RunFolder {
         self.write_json(ARGS_FILE, &ArgsFile { config, domain })
     }
 
-    /// Saves the provider settings the run was started with (they name the key's
-    /// environment variable, never the key).
-    pub fn write_provider(
-        &self,
-        settings: &viga_provider::ProviderConfig,
-    ) -> Result<(), CoreError> {
-        self.write_json(PROVIDER_FILE, settings)
-    }
-
-    /// The provider settings the run was started with, when it saved readable ones.
-    pub fn read_provider(&self) -> Option<viga_provider::ProviderConfig> {
+    /// The provider settings the run was started with ([`write_setup`]), when it saved
+    /// readable ones.
+    pub fn read_provider(&self) -> Option<ProviderConfig> {
         let text = std::fs::read_to_string(self.root.join(PROVIDER_FILE)).ok()?;
         serde_json::from_str(&text).ok()
     }
