@@ -66,15 +66,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
         Some(previous) => {
             let turns = viga_core::addon_agent::turns_after(previous)?;
             if !args.attach.wanted() && args.blend.is_none() {
-                let result = previous.join(viga_core::folder::FINAL_BLEND);
-                if !result.is_file() {
-                    bail!(
-                        "{} left no scene to continue from (no {}); name the scene to work on with --blend",
-                        previous.display(),
-                        viga_core::folder::FINAL_BLEND
-                    );
-                }
-                args.blend = Some(result);
+                args.blend = Some(viga_core::addon_agent::continued_scene(previous)?);
             }
             turns
         }

@@ -24,6 +24,7 @@ use clap::Parser as _;
 use std::io::IsTerminal as _;
 use viga_blender::{Access, BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunHandle;
+use viga_core::folder::SavedProvider;
 use viga_core::scene::SceneDomain;
 use viga_protocol::event::StopReason;
 use viga_provider::{ProviderConfig, ProviderKind};
@@ -432,35 +433,15 @@ async fn resume(
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
     let run_folder = viga_core::RunFolder::open(folder)?;
-    let mut saved = run_folder.read_provider();
     let mut out = Output::new(events, max_iterations.unwrap_or(0));
-    // A run folder is data and may come from anyone: a server or key variable it names would
-    // send one of your keys wherever it says. Only the provider's defaults are taken from it;
-    // anything else must be given again as flags. (With --provider or --provider-config the
-    // saved settings are not used at all.)
-    if let Some(saved) = saved
-        .as_mut()
-        .filter(|_| args.provider.is_none() && args.provider_config.is_none())
-    {
-        let kind = saved.kind;
-        if let Some(url) = saved
-            .base_url
-            .take_if(|url| args.base_url.is_none() && Some(url.as_str()) != kind.default_base_url())
-        {
-            // Debug-quoted: the text is the folder's, and may hold terminal escapes.
-            out.say(&format!(
-                "not using the base URL {url:?} saved in the run folder; give it with --base-url to use it"
-            ));
-        }
-        if let Some(variable) = saved.api_key_env.take_if(|variable| {
-            args.api_key_env.is_none() && Some(variable.as_str()) != kind.default_key_env()
-        }) {
-            out.say(&format!(
-                "not reading the key variable {variable:?} the run folder names; give it with --api-key-env to use it"
-            ));
-        }
+    // With --provider or --provider-config the saved settings are not used at all.
+    let saved = run_folder
+        .read_provider()
+        .filter(|_| args.provider.is_none() && args.provider_config.is_none());
+    if let Some(saved) = &saved {
+        say_untrusted(saved, &args, &out);
     }
-    let provider_settings = provider_config(&args, saved)?;
+    let provider_settings = provider_config(&args, saved.map(|saved| saved.settings))?;
     let provider = build_provider(&provider_settings)?;
     if let Some(settings) = flat::FlatSettings::recorded(folder)? {
         let (config, _) = run_folder.read_args()?;
@@ -480,6 +461,22 @@ async fn resume(
     progress::stream_model_text(&handle, &out);
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
+}
+
+/// Says which provider settings the run folder names that resume does not use (only the
+/// provider's own are trusted: `SavedProvider`), unless a flag gives them anew.
+fn say_untrusted(saved: &SavedProvider, args: &ProviderArgs, out: &Output) {
+    // Debug-quoted: the text is the folder's, and may hold terminal escapes.
+    if let (Some(url), None) = (&saved.untrusted_base_url, &args.base_url) {
+        out.say(&format!(
+            "not using the base URL {url:?} saved in the run folder; give it with --base-url to use it"
+        ));
+    }
+    if let (Some(variable), None) = (&saved.untrusted_key_env, &args.api_key_env) {
+        out.say(&format!(
+            "not reading the key variable {variable:?} the run folder names; give it with --api-key-env to use it"
+        ));
+    }
 }
 
 /// How long a cancelled run may take to wind down before viga leaves it: its folder is
@@ -546,10 +543,11 @@ async fn offer_result(
     out: &Output,
     contain: &Contain,
 ) -> Result<()> {
-    let finished_well = followed.outcome.as_ref().is_some_and(|o| {
-        o.final_code.is_some() && matches!(o.stop, StopReason::Accepted | StopReason::MaxIterations)
-    });
-    if !finished_well {
+    if !followed
+        .outcome
+        .as_ref()
+        .is_some_and(viga_core::RunOutcome::has_result)
+    {
         return Ok(());
     }
     let later = format!(

@@ -101,6 +101,38 @@ fn write_json_file(path: &Path, value: &impl Serialize) -> Result<(), CoreError>
     viga_io::files::write_atomic(path, &json).map_err(|err| io(path, err))
 }
 
+/// The provider settings a run folder names, as far as they can be trusted. A run folder is
+/// data and may come from anyone: a server or key variable it names would send one of your
+/// keys wherever it says. So only the provider kind's own base URL and key variable are
+/// taken from it; any other is set aside here, and must be given again to be used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedProvider {
+    /// The saved settings without the base URL and key variable set aside (the kind's
+    /// defaults apply in their place).
+    pub settings: ProviderConfig,
+    /// The base URL the folder names, when it is not the kind's own: not used.
+    pub untrusted_base_url: Option<String>,
+    /// The key variable the folder names, when it is not the kind's own: not read.
+    pub untrusted_key_env: Option<String>,
+}
+
+impl SavedProvider {
+    fn trusting_defaults_only(mut settings: ProviderConfig) -> Self {
+        let kind = settings.kind;
+        let untrusted_base_url = settings
+            .base_url
+            .take_if(|url| Some(url.as_str()) != kind.default_base_url());
+        let untrusted_key_env = settings
+            .api_key_env
+            .take_if(|variable| Some(variable.as_str()) != kind.default_key_env());
+        Self {
+            settings,
+            untrusted_base_url,
+            untrusted_key_env,
+        }
+    }
+}
+
 /// Removes the run folder `root` made for a run that then failed to start, and the timestamp
 /// and mode folders above it when they are left empty, so a failed start leaves nothing. A
 /// folder whose run started (it has an event log) is never removed.
@@ -205,10 +237,11 @@ impl RunFolder {
     }
 
     /// The provider settings the run was started with ([`write_setup`]), when it saved
-    /// readable ones.
-    pub fn read_provider(&self) -> Option<ProviderConfig> {
+    /// readable ones, as far as they can be trusted ([`SavedProvider`]).
+    pub fn read_provider(&self) -> Option<SavedProvider> {
         let text = std::fs::read_to_string(self.root.join(PROVIDER_FILE)).ok()?;
-        serde_json::from_str(&text).ok()
+        let settings = serde_json::from_str(&text).ok()?;
+        Some(SavedProvider::trusting_defaults_only(settings))
     }
 
     /// The run's settings and its domain's. Folders written before domains existed were
@@ -514,6 +547,40 @@ mod tests {
         };
         folder.write_args(&config, &rewritten).unwrap();
         assert_eq!(folder.read_args().unwrap(), (config, rewritten));
+    }
+
+    /// A run folder is data: a base URL or key variable it names that is not the provider's
+    /// own is set aside, never used; the provider's own are kept.
+    #[test]
+    fn saved_provider_settings_trust_only_the_kinds_defaults() {
+        use viga_provider::{ProviderConfig, ProviderKind};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ARGS_FILE), "{}").unwrap();
+        std::fs::write(dir.path().join(EVENTS_FILE), "").unwrap();
+        let folder = RunFolder::open(dir.path()).unwrap();
+        let kind = ProviderKind::OpenAi;
+        let mut planted = ProviderConfig::new(kind, "gpt-test");
+        planted.base_url = Some("https://collector.example/v1".to_owned());
+        planted.api_key_env = Some("SOME_OTHER_KEY".to_owned());
+        super::write_setup(dir.path(), Some(&planted), None).unwrap();
+        let saved = folder.read_provider().unwrap();
+        assert_eq!(saved.settings, ProviderConfig::new(kind, "gpt-test"));
+        assert_eq!(
+            saved.untrusted_base_url.as_deref(),
+            Some("https://collector.example/v1")
+        );
+        assert_eq!(saved.untrusted_key_env.as_deref(), Some("SOME_OTHER_KEY"));
+
+        let mut own = ProviderConfig::new(kind, "gpt-test");
+        own.base_url = kind.default_base_url().map(str::to_owned);
+        own.api_key_env = kind.default_key_env().map(str::to_owned);
+        super::write_setup(dir.path(), Some(&own), None).unwrap();
+        let saved = folder.read_provider().unwrap();
+        assert_eq!(saved.settings, own);
+        assert_eq!(
+            (saved.untrusted_base_url, saved.untrusted_key_env),
+            (None, None)
+        );
     }
 
     #[test]

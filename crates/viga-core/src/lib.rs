@@ -415,7 +415,7 @@ mod tests {
     use viga_provider::{Provider, ProviderConfig, ProviderKind};
     use viga_sandbox::{ContainmentPolicy, ContainmentStatus, Guard};
 
-    use crate::folder::{CONTAINMENT_FILE, PROVIDER_FILE};
+    use crate::folder::{CONTAINMENT_FILE, PROVIDER_FILE, SavedProvider};
     use crate::test_domain::Notes;
     use crate::{RunConfig, RunFolder};
 
@@ -472,14 +472,21 @@ mod tests {
             outcome.stop
         );
         let saved = RunFolder::open(&folder).unwrap().read_provider();
-        assert_eq!(saved, Some(settings));
+        assert_eq!(
+            saved,
+            Some(SavedProvider {
+                settings,
+                untrusted_base_url: None,
+                untrusted_key_env: None,
+            })
+        );
         assert_eq!(recorded_containment(&folder), held);
 
         let (resumed_with, provider) = failing_provider(dir.path(), "second.json");
         let run = crate::resume(&folder, provider, notes(ContainmentStatus::off()), None).unwrap();
         run.wait().await.unwrap();
-        let saved = RunFolder::open(&folder).unwrap().read_provider();
-        assert_eq!(saved, Some(resumed_with));
+        let saved = RunFolder::open(&folder).unwrap().read_provider().unwrap();
+        assert_eq!(saved.settings, resumed_with);
         assert_eq!(recorded_containment(&folder), ContainmentStatus::off());
     }
 }

@@ -208,6 +208,20 @@ pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
     Ok(crate::conversation::newest(turns))
 }
 
+/// The scene a follow-up of the agent run in `previous` works on in viga's own Blender: the
+/// scene that run left (`final.blend`); a run that saved none is refused with what to do.
+pub fn continued_scene(previous: &Path) -> Result<PathBuf, CoreError> {
+    let scene = previous.join(crate::folder::FINAL_BLEND);
+    if scene.is_file() {
+        return Ok(scene);
+    }
+    Err(CoreError::Config(format!(
+        "{} left no scene to continue from (no {}); name the scene to work on with --blend",
+        previous.display(),
+        crate::folder::FINAL_BLEND
+    )))
+}
+
 /// How the finished agent run in `folder` (whose settings are `config`) is remembered by the
 /// next request of its conversation: its request, its answer and the commands it ran.
 pub fn remembered_turn(folder: &Path, config: &AgentConfig) -> Result<EarlierTurn, CoreError> {
