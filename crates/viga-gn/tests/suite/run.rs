@@ -59,18 +59,27 @@ fn config() -> GnRunConfig {
     config
 }
 
-async fn run_with(
+/// A model run on `blender` in safe mode, started.
+fn start_run(
     blender: &GnBlender,
     config: GnRunConfig,
     provider: Arc<dyn Provider>,
-) -> (GnOutcome, Vec<TimedEvent>) {
-    let mut run = GnRun::new(
+) -> viga_gn::GnRunHandle {
+    GnRun::new(
         config,
         provider,
         blender.clone(),
         ExecutorRegistry::with_defaults(PythonPolicy::safe()),
     )
-    .start();
+    .start()
+}
+
+async fn run_with(
+    blender: &GnBlender,
+    config: GnRunConfig,
+    provider: Arc<dyn Provider>,
+) -> (GnOutcome, Vec<TimedEvent>) {
+    let mut run = start_run(blender, config, provider);
     let mut events = Vec::new();
     while let Some(event) = run.next_event().await {
         events.push(event);
@@ -763,13 +772,7 @@ fn a_run_that_fails_at_once_has_recorded_its_provider_and_containment() {
         let provider = viga_provider::build_provider_with_env(&settings, |_| None).unwrap();
         let mut config = config();
         config.output = Some(output.path().to_path_buf());
-        let mut run = GnRun::new(
-            config,
-            provider,
-            blender.clone(),
-            ExecutorRegistry::with_defaults(PythonPolicy::safe()),
-        )
-        .start();
+        let mut run = start_run(&blender, config, provider);
         let folder = run.folder().clone().unwrap();
         let first = run.next_event().await.unwrap();
         assert!(matches!(first.event, RunEvent::RunStarted { .. }));
