@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use viga_blender::{Access, BlenderCommands as _, BlenderTransport, ContainmentStatus};
+use viga_blender::{Access, BlenderCommands as _, BlenderTransport};
 use viga_core::addon_agent::{AgentConfig, AgentFolder, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
@@ -66,15 +66,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
         Some(previous) => {
             let turns = viga_core::addon_agent::turns_after(previous)?;
             if !args.attach.wanted() && args.blend.is_none() {
-                let result = previous.join(viga_core::folder::FINAL_BLEND);
-                if !result.is_file() {
-                    bail!(
-                        "{} left no scene to continue from (no {}); name the scene to work on with --blend",
-                        previous.display(),
-                        viga_core::folder::FINAL_BLEND
-                    );
-                }
-                args.blend = Some(result);
+                args.blend = Some(viga_core::addon_agent::continued_scene(previous)?);
             }
             turns
         }
@@ -100,13 +92,9 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     config.model = provider.model().to_owned();
     // The run's folder first: its results folder is the one place its Blender may write.
     let prepared = viga_core::addon_agent::prepare(config, &args.output)?;
-    let (blender, containment) = scene_blender(&args, contain, &prepared).await?;
+    let blender = scene_blender(&args, contain, &prepared).await?;
     let mut handle = viga_core::addon_agent::start(prepared, provider, blender).await?;
     crate::progress::stream_model_text(&handle, &out);
-    viga_core::RunFolder::open(handle.folder())?.write_provider(&settings)?;
-    if let Some(status) = &containment {
-        viga_core::folder::write_containment(handle.folder(), status)?;
-    }
     out.run_folder(handle.folder());
     crate::progress::follow_events(&mut handle, &out, "the agent", show, None).await;
     let outcome = handle.wait().await?;
@@ -116,17 +104,14 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
 }
 
 /// The scene the agent works on: the person's open scene when attached, else a Blender of
-/// viga's own, contained, with `--blend` opened in it, and the containment it runs under.
+/// viga's own, contained, with `--blend` opened in it.
 async fn scene_blender(
     args: &AgentArgs,
     contain: &Contain,
     prepared: &AgentFolder,
-) -> Result<(
-    std::sync::Arc<dyn BlenderTransport>,
-    Option<ContainmentStatus>,
-)> {
+) -> Result<std::sync::Arc<dyn BlenderTransport>> {
     if args.attach.wanted() {
-        return Ok((crate::attach::attach(&args.attach).await?.transport, None));
+        return Ok(crate::attach::attach(&args.attach).await?.transport);
     }
     let blend = args.blend.as_deref().map(std::path::absolute).transpose()?;
     // Add-on commands write their results (exports, renders) in the run's results folder
@@ -142,8 +127,7 @@ async fn scene_blender(
             .await
             .with_context(|| format!("cannot open {}", path.display()))?;
     }
-    let containment = blender.containment();
-    Ok((blender, Some(containment)))
+    Ok(blender)
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

@@ -78,13 +78,13 @@ fn settings_of(args: &RunArgs, config: &viga_core::RunConfig) -> Result<FlatSett
     }
 }
 
-/// The domain of `settings` on its own renderer, started contained; with what containment
-/// holds for it (the renderer's launcher's report), for the run folder.
+/// The domain of `settings` on its own renderer, started contained, knowing what containment
+/// holds for it (the renderer's launcher's report), which the run records.
 pub async fn start_domain(
     settings: FlatSettings,
     contain: &Contain,
     program_timeout: std::time::Duration,
-) -> Result<(Arc<dyn Domain>, ContainmentStatus)> {
+) -> Result<Arc<dyn Domain>> {
     match settings {
         FlatSettings::Slides(settings) => {
             let reads = settings.assets.iter().cloned().collect();
@@ -93,10 +93,8 @@ pub async fn start_domain(
             config.program_timeout = program_timeout;
             let worker = SlideWorker::start(config).await?;
             let status = status_of(worker.contained_report().await, contain)?;
-            Ok((
-                Arc::new(SlidesDomain::new(settings, Arc::new(worker))?),
-                status,
-            ))
+            let domain = SlidesDomain::new(settings, Arc::new(worker))?.with_containment(status);
+            Ok(Arc::new(domain))
         }
         FlatSettings::Page(settings) => {
             let mut config = WebConfig::locate()?;
@@ -104,10 +102,8 @@ pub async fn start_domain(
             config.load_timeout = program_timeout;
             let worker = WebWorker::start(config).await?;
             let status = status_of(worker.contained_report().await, contain)?;
-            Ok((
-                Arc::new(PageDomain::new(settings, Arc::new(worker))?),
-                status,
-            ))
+            let domain = PageDomain::new(settings, Arc::new(worker))?.with_containment(status);
+            Ok(Arc::new(domain))
         }
     }
 }
@@ -152,19 +148,18 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitC
         _ => PAGE_DOMAIN,
     };
     let mut config = args.flat_run_config(mode)?;
-    let (provider_settings, provider) = crate::run_model(&args, &mut config, &out)?;
+    let provider = crate::run_model(&args, &mut config, &out)?;
     let settings = settings_of(&args, &config)?;
     let folder = viga_core::RunFolder::create(&args.output, &config)?;
     let root = folder.root().to_path_buf();
     let started = async {
-        let (domain, containment) = start_domain(settings, contain, config.program_timeout).await?;
-        let handle = viga_core::start_in_folder(folder, config, provider, domain)?;
-        Ok::<_, anyhow::Error>((handle, containment))
+        let domain = start_domain(settings, contain, config.program_timeout).await?;
+        Ok::<_, anyhow::Error>(viga_core::start_in_folder(
+            folder, config, provider, domain,
+        )?)
     }
     .await;
-    let (handle, containment) = crate::unless_started(&root, started)?;
-    viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
-    viga_core::folder::write_containment(handle.folder(), &containment)?;
+    let handle = crate::unless_started(&root, started)?;
     let followed = crate::follow(handle, &mut out).await?;
     Ok(crate::finish(&followed, &out))
 }

@@ -1,29 +1,27 @@
 //! `viga gn "<request>" --object Plane`: the Geometry Nodes assistant from the command line,
 //! `viga gn --preset FILE` to apply a saved preset as a run of its own, and `viga gn preset
 //! list|export|import` to manage the preset store. Thin: it builds the provider, Blender and
-//! run configuration, prints the run's events and leaves everything else to viga-gn.
+//! run configuration, prints the run's events and leaves everything else to viga-gn (what
+//! becomes of a person's scene after the run too: `viga_gn::Workbench`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
-use viga_blender::{BlenderCommands as _, BlenderTransport, ContainmentStatus};
-use viga_core::folder::BASE_SNAPSHOT as BASE_SCENE;
-use viga_gn::attached::{self, SceneCopy};
-use viga_gn::run::{FINAL_BLEND, StepStatus};
+use viga_blender::BlenderCommands as _;
+use viga_gn::run::StepStatus;
 use viga_gn::{
-    ExecutorRegistry, GnBlender, GnOutcome, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy,
-    ResponseCache, RunState,
+    ExecutorRegistry, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy, ResponseCache,
+    RunState, Workbench,
 };
-use viga_protocol::event::{FailureKind, RunEvent, StopReason, TimedEvent};
+use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_protocol::gn::GnResultImported;
 use viga_provider::{Provider, ProviderKind};
 
 use crate::keys::build_provider;
 
 use crate::args::ProviderArgs;
-use crate::attach::UserBlender;
 use crate::progress::Output;
 
 #[derive(Debug, Args)]
@@ -145,47 +143,30 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
     let python = confirm_trust(&args)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let scene = open_scene(&args, contain).await?;
-    let blender = scene.blender.clone();
+    let workbench = open_workbench(&args, contain).await?;
+    let blender = workbench.blender().clone();
     let mut config = run_config(&args, preset.as_ref());
     if let Some(follow_up) = follow_up {
         config.conversation = follow_up.turns;
     }
-    // A run on a person's scene becomes one undo step named after the request.
     let request = config.request.clone();
-    let undo_name = viga_core::attached::undo_name(&request);
     let run = match preset {
-        Some(preset) => GnRun::from_preset(config, preset, blender.clone(), registry),
-        None => GnRun::new(config, model(&args, &out)?, blender.clone(), registry),
+        Some(preset) => GnRun::from_preset(config, preset, blender, registry),
+        None => GnRun::new(config, model(&args, &out)?, blender, registry),
     };
     let mut run = run.start();
     crate::progress::stream_model_text(&run, &out);
     crate::progress::follow_events(&mut run, &out, "the run", show, None).await;
     let outcome = run.wait().await?;
     if let Some(folder) = &outcome.folder {
-        if let Some(status) = &scene.containment {
-            viga_core::folder::write_containment(folder, status)?;
-        }
-        scene.keep_copy(folder)?;
         out.run_folder(folder);
     }
-    // On a copy, what the run did reaches the person's scene only now, and only when it is
-    // done; a result that cannot come in fails the run and leaves their scene as it was.
-    let brought_back = match scene.finish(&outcome, &undo_name).await {
-        Ok(imported) => Ok(imported),
-        Err(err) if scene.works_on_a_copy() => Err(format!("{err:#}")),
-        Err(err) => return Err(err),
-    };
-    if let Ok(Some(imported)) = &brought_back {
+    // What becomes of the person's scene: the result brought in or the run taken back.
+    let finished = workbench.finish(&outcome, &request).await?;
+    if let Some(imported) = &finished.imported {
         out.say(&imported_summary(imported));
     }
-    // A result that could not come back fails a run that was done.
-    let stop = match brought_back {
-        Err(problem) if outcome.stop == StopReason::Accepted => {
-            StopReason::failed(problem, FailureKind::Other)
-        }
-        _ => outcome.stop.clone(),
-    };
+    let stop = finished.stop;
     let message = match &stop {
         StopReason::Accepted | StopReason::MaxIterations => outcome.final_message.clone(),
         StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
@@ -196,7 +177,7 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
         StopReason::Accepted => out.say(&format!("done: {message}")),
         StopReason::MaxIterations => out.say(&format!("rounds spent: {message}")),
     }
-    if scene.is_attached() && stop != StopReason::Accepted {
+    if workbench.is_attached() && stop != StopReason::Accepted {
         out.say("your scene is as it was before the run");
     }
     if let Some(name) = &args.save_preset
@@ -218,122 +199,26 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
     ))
 }
 
-/// Where a run works.
-enum Workbench {
-    /// A Blender of viga's own, with `--blend` opened.
-    Own,
-    /// viga's own Blender, on a copy of the person's open scene: only the finished run's
-    /// result goes back to them. `staging` holds the copy until the run folder exists.
-    Copy {
-        user: UserBlender,
-        copy: SceneCopy,
-        staging: tempfile::TempDir,
-    },
-    /// The person's Blender itself (trusted mode): the run edits their scene as it goes.
-    Live { user: UserBlender },
-}
-
-/// The Blender a run works in, and what to do with the person's scene around it.
-struct Scene {
-    workbench: Workbench,
-    blender: GnBlender,
-    /// The containment of viga's own Blender; `None` in the person's.
-    containment: Option<ContainmentStatus>,
-}
-
-impl Scene {
-    fn is_attached(&self) -> bool {
-        !matches!(self.workbench, Workbench::Own)
-    }
-
-    fn works_on_a_copy(&self) -> bool {
-        matches!(self.workbench, Workbench::Copy { .. })
-    }
-
-    /// Keeps the copy of the person's scene in the run folder, as attached scene runs do.
-    fn keep_copy(&self, folder: &Path) -> Result<()> {
-        if let Workbench::Copy { staging, .. } = &self.workbench {
-            let target = folder.join(BASE_SCENE);
-            std::fs::copy(staging.path().join(BASE_SCENE), &target).with_context(|| {
-                format!("cannot keep the copy of your scene as {}", target.display())
-            })?;
-        }
-        Ok(())
-    }
-
-    /// After the run: on a copy, a done run's result goes into the person's scene as one
-    /// undo step (`Some`, what came in); live, a done run becomes one undo step, and any other
-    /// is taken back.
-    async fn finish(
-        &self,
-        outcome: &GnOutcome,
-        undo_name: &str,
-    ) -> Result<Option<GnResultImported>> {
-        let done = outcome.state == RunState::Done;
-        match &self.workbench {
-            Workbench::Own => Ok(None),
-            Workbench::Live { user } => {
-                if done {
-                    user.transport.undo_push(undo_name).await?;
-                } else {
-                    discard_changes(user.transport.as_ref(), undo_name).await?;
-                }
-                Ok(None)
-            }
-            Workbench::Copy { .. } if !done => Ok(None),
-            Workbench::Copy { user, copy, .. } => {
-                let result = copy.result(&self.blender, &outcome.targets).await?;
-                // The run saved the worker's scene in its folder; without a folder it saved none.
-                let Some(blend) = outcome
-                    .folder
-                    .as_ref()
-                    .map(|folder| folder.join(FINAL_BLEND))
-                    .filter(|blend| blend.is_file())
-                else {
-                    bail!(
-                        "the run's scene was not saved (see the warning above), so its result cannot be brought into your scene"
-                    );
-                };
-                let imported =
-                    attached::import_result(user.transport.as_ref(), &blend, &result, undo_name)
-                        .await?;
-                Ok(Some(imported))
-            }
-        }
-    }
-}
-
 /// The Blender the run works in: one of viga's own (contained), on a copy of the person's
 /// scene when attached, or the person's own in trusted mode.
-async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<Scene> {
+async fn open_workbench(args: &GnArgs, contain: &crate::contain::Contain) -> Result<Workbench> {
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
     if !args.attach.wanted() {
         let access = viga_blender::Access::reading(args.blend.iter().cloned().collect());
         let worker = crate::start_blender(contain, &access).await?;
-        let containment = Some(worker.containment());
-        let blender = GnBlender::new(worker);
         if let Some(blend) = &args.blend {
-            blender
-                .transport()
+            worker
                 .load_blend(&blend.to_string_lossy())
                 .await
                 .with_context(|| format!("cannot open {}", blend.display()))?;
         }
-        return Ok(Scene {
-            workbench: Workbench::Own,
-            blender,
-            containment,
-        });
+        return Ok(Workbench::own(worker));
     }
     let user = crate::attach::attach(&args.attach).await?;
     if args.trusted {
-        return Ok(Scene {
-            blender: GnBlender::new(user.transport.clone()),
-            workbench: Workbench::Live { user },
-            containment: None,
-        });
+        return Ok(Workbench::live(user.transport));
     }
     // The copy is staged in the worker's own scratch folder: it reads nothing else of yours.
     let worker = crate::attach::start_worker(
@@ -343,27 +228,7 @@ async fn open_scene(args: &GnArgs, contain: &crate::contain::Contain) -> Result<
         None,
     )
     .await?;
-    let containment = Some(worker.containment());
-    let blender = GnBlender::new(worker);
-    let staging = tempfile::Builder::new()
-        .prefix("viga-gn-copy-")
-        .tempdir()
-        .context("cannot make a temporary folder for the copy of your scene")?;
-    let copy = SceneCopy::open(
-        user.transport.as_ref(),
-        &blender,
-        &staging.path().join(BASE_SCENE),
-    )
-    .await?;
-    Ok(Scene {
-        workbench: Workbench::Copy {
-            user,
-            copy,
-            staging,
-        },
-        blender,
-        containment,
-    })
+    Ok(Workbench::copy_of(user.transport, worker).await?)
 }
 
 /// One line on what a run brought into the person's scene.
@@ -483,16 +348,6 @@ fn manage_presets(command: &PresetCommand, store: &PresetStore) -> Result<ExitCo
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Takes back what a run changed in a person's scene: back to the last undo step, the
-/// state before the run.
-async fn discard_changes(transport: &dyn BlenderTransport, undo_name: &str) -> Result<()> {
-    transport
-        .undo_push(&format!("{undo_name} (discarded)"))
-        .await?;
-    transport.undo().await?;
-    Ok(())
 }
 
 /// The Python policy of the run, once the person has confirmed for this run what trusting it

@@ -24,6 +24,7 @@ use clap::Parser as _;
 use std::io::IsTerminal as _;
 use viga_blender::{Access, BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
 use viga_core::RunHandle;
+use viga_core::folder::SavedProvider;
 use viga_core::scene::SceneDomain;
 use viga_protocol::event::StopReason;
 use viga_provider::{ProviderConfig, ProviderKind};
@@ -266,14 +267,14 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
     // Decoded video frames live here until the run has copied its targets in.
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (mut config, scene) = args.run_config(frames.path())?;
-    let (provider_settings, provider) = run_model(&args, &mut config, &out)?;
+    let provider = run_model(&args, &mut config, &out)?;
     let init_service = args.init_service()?;
     if init_service.is_some() && args.attach.wanted() {
         bail!(
             "--init starts from the objects the service reconstructs; it does not go with --attach, which starts from your open scene"
         );
     }
-    let (handle, containment) = if args.attach.wanted() {
+    let handle = if args.attach.wanted() {
         // The person's Blender is asked for a copy of the open scene and let go: it is not
         // held (nor touched) while the run works in a Blender of viga's own, which reads
         // the copy.
@@ -304,8 +305,6 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         unless_started(&root, start_own(folder, own, contain, &out).await)?
     };
     progress::stream_model_text(&handle, &out);
-    viga_core::RunFolder::open(handle.folder())?.write_provider(&provider_settings)?;
-    viga_core::folder::write_containment(handle.folder(), &containment)?;
     let followed = follow(handle, &mut out).await?;
     if args.attach.wanted() {
         offer_result(&followed, &args, &out, contain).await?;
@@ -319,7 +318,7 @@ fn run_model(
     args: &RunArgs,
     config: &mut viga_core::RunConfig,
     out: &Output,
-) -> Result<(ProviderConfig, Arc<dyn viga_provider::Provider>)> {
+) -> Result<Arc<dyn viga_provider::Provider>> {
     let provider_settings = provider_config(&args.provider, None)?;
     config.provider = provider_settings.kind.name().to_owned();
     let provider = build_provider(&provider_settings)?;
@@ -332,7 +331,7 @@ fn run_model(
             display_opt(&provider_settings.script)
         ));
     }
-    Ok((provider_settings, provider))
+    Ok(provider)
 }
 
 /// `started`, or else the run folder at `root` made for it removed again: a start that fails
@@ -359,7 +358,7 @@ async fn start_own(
     run: OwnRun,
     contain: &Contain,
     out: &Output,
-) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
+) -> Result<RunHandle> {
     let OwnRun {
         config,
         scene,
@@ -370,7 +369,6 @@ async fn start_own(
     let inputs = folder.worker_inputs()?;
     reads.extend(inputs.iter().cloned());
     let worker = start_run_blender(contain, &Access::reading(reads), assets_of(&inputs)).await?;
-    let containment = worker.containment();
     let handle = match init {
         Some(service) => {
             out.say(&format!(
@@ -389,7 +387,7 @@ async fn start_own(
             viga_core::start_in_folder(folder, config, provider, Arc::new(domain))?
         }
     };
-    Ok((handle, containment))
+    Ok(handle)
 }
 
 /// Starts the attached run of `snapshot` on a contained Blender that may read the copy of
@@ -399,12 +397,12 @@ async fn start_on_snapshot(
     user: &attach::UserBlender,
     provider: Arc<dyn viga_provider::Provider>,
     contain: &Contain,
-) -> Result<(RunHandle, viga_blender::ContainmentStatus)> {
+) -> Result<RunHandle> {
     let worker =
         start_attached_worker(user, contain, snapshot.scene(), &snapshot.worker_inputs()?).await?;
-    let containment = worker.containment();
-    let handle = viga_core::attached::start_on_snapshot(snapshot, provider, worker)?;
-    Ok((handle, containment))
+    Ok(viga_core::attached::start_on_snapshot(
+        snapshot, provider, worker,
+    )?)
 }
 
 /// A contained Blender of viga's own for work on the scene of `user` (a person's Blender)
@@ -435,41 +433,19 @@ async fn resume(
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
     let run_folder = viga_core::RunFolder::open(folder)?;
-    let mut saved = run_folder.read_provider();
     let mut out = Output::new(events, max_iterations.unwrap_or(0));
-    // A run folder is data and may come from anyone: a server or key variable it names would
-    // send one of your keys wherever it says. Only the provider's defaults are taken from it;
-    // anything else must be given again as flags. (With --provider or --provider-config the
-    // saved settings are not used at all.)
-    if let Some(saved) = saved
-        .as_mut()
-        .filter(|_| args.provider.is_none() && args.provider_config.is_none())
-    {
-        let kind = saved.kind;
-        if let Some(url) = saved
-            .base_url
-            .take_if(|url| args.base_url.is_none() && Some(url.as_str()) != kind.default_base_url())
-        {
-            // Debug-quoted: the text is the folder's, and may hold terminal escapes.
-            out.say(&format!(
-                "not using the base URL {url:?} saved in the run folder; give it with --base-url to use it"
-            ));
-        }
-        if let Some(variable) = saved.api_key_env.take_if(|variable| {
-            args.api_key_env.is_none() && Some(variable.as_str()) != kind.default_key_env()
-        }) {
-            out.say(&format!(
-                "not reading the key variable {variable:?} the run folder names; give it with --api-key-env to use it"
-            ));
-        }
+    // With --provider or --provider-config the saved settings are not used at all.
+    let saved = run_folder
+        .read_provider()
+        .filter(|_| args.provider.is_none() && args.provider_config.is_none());
+    if let Some(saved) = &saved {
+        say_untrusted(saved, &args, &out);
     }
-    let provider_settings = provider_config(&args, saved)?;
+    let provider_settings = provider_config(&args, saved.map(|saved| saved.settings))?;
     let provider = build_provider(&provider_settings)?;
     if let Some(settings) = flat::FlatSettings::recorded(folder)? {
         let (config, _) = run_folder.read_args()?;
-        let (domain, containment) =
-            flat::start_domain(settings, contain, config.program_timeout).await?;
-        viga_core::folder::write_containment(folder, &containment)?;
+        let domain = flat::start_domain(settings, contain, config.program_timeout).await?;
         let handle = viga_core::resume(folder, provider, domain, max_iterations)?;
         let followed = follow(handle, &mut out).await?;
         return Ok(finish(&followed, &out));
@@ -480,12 +456,27 @@ async fn resume(
     reads.extend(inputs.iter().cloned());
     let access = Access::reading(reads);
     let blender = start_run_blender(contain, &access, assets_of(&inputs)).await?;
-    viga_core::folder::write_containment(folder, &blender.containment())?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
     progress::stream_model_text(&handle, &out);
     let followed = follow(handle, &mut out).await?;
     Ok(finish(&followed, &out))
+}
+
+/// Says which provider settings the run folder names that resume does not use (only the
+/// provider's own are trusted: `SavedProvider`), unless a flag gives them anew.
+fn say_untrusted(saved: &SavedProvider, args: &ProviderArgs, out: &Output) {
+    // Debug-quoted: the text is the folder's, and may hold terminal escapes.
+    if let (Some(url), None) = (&saved.untrusted_base_url, &args.base_url) {
+        out.say(&format!(
+            "not using the base URL {url:?} saved in the run folder; give it with --base-url to use it"
+        ));
+    }
+    if let (Some(variable), None) = (&saved.untrusted_key_env, &args.api_key_env) {
+        out.say(&format!(
+            "not reading the key variable {variable:?} the run folder names; give it with --api-key-env to use it"
+        ));
+    }
 }
 
 /// How long a cancelled run may take to wind down before viga leaves it: its folder is
@@ -552,10 +543,11 @@ async fn offer_result(
     out: &Output,
     contain: &Contain,
 ) -> Result<()> {
-    let finished_well = followed.outcome.as_ref().is_some_and(|o| {
-        o.final_code.is_some() && matches!(o.stop, StopReason::Accepted | StopReason::MaxIterations)
-    });
-    if !finished_well {
+    if !followed
+        .outcome
+        .as_ref()
+        .is_some_and(viga_core::RunOutcome::has_result)
+    {
         return Ok(());
     }
     let later = format!(

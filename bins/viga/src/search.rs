@@ -46,11 +46,9 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
     // the sense that matters (nobody checked them), so they run contained too.
     let access = Access::reading(scene.prepare_blender_reads()?);
     let worker = crate::start_blender(contain, &access).await?;
-    let containment = worker.containment();
     let budget = args.search_budget;
     let show = move |count: u32, loss: f64| println!("  program {count}/{budget}: PL {loss:.6}");
     let report = run_scene_search(&spec, worker, &folder, &show).await?;
-    viga_core::folder::write_containment(&report.folder, &containment)?;
     let outcome = &report.outcome;
     println!(
         "search: {} literals, {} programs scored, seen from {}, PL {} -> {}\nbest program: {}",

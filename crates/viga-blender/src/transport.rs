@@ -138,6 +138,13 @@ pub trait BlenderTransport: Send + Sync {
     fn last_program_output(&self) -> Option<String> {
         None
     }
+
+    /// What containment the Blender behind this transport runs under, when it is one of
+    /// viga's own workers (a run folder records it); `None` for a Blender viga did not start
+    /// (a person's), and for transports that do not know.
+    fn containment(&self) -> Option<viga_sandbox::ContainmentStatus> {
+        None
+    }
 }
 
 fn decode<T: DeserializeOwned>(command: &'static str, value: Value) -> Result<T, TransportError> {

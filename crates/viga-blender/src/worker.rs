@@ -367,6 +367,10 @@ impl BlenderTransport for Worker {
         Some(self.state_dir.path())
     }
 
+    fn containment(&self) -> Option<ContainmentStatus> {
+        Some(Worker::containment(self))
+    }
+
     fn last_program_output(&self) -> Option<String> {
         use crate::scratch::read_tail;
         let log = self.state_dir.path().join(PROGRAM_LOG);

@@ -90,6 +90,7 @@ use serde_json::Value;
 use viga_protocol::bridge::RenderOutput;
 use viga_protocol::iteration::ExecutionResult;
 use viga_protocol::message::{ImageData, ToolSpec};
+use viga_sandbox::ContainmentStatus;
 use viga_skills::{ToolError, ToolOutput};
 
 use crate::prompts::Prompts;
@@ -429,6 +430,13 @@ pub trait Domain: Send + Sync {
     /// What runs the programs, in the words the model is told about it ("Blender").
     fn worker_name(&self) -> &str {
         "the worker"
+    }
+
+    /// What containment the domain's worker runs the programs under, recorded in the run
+    /// folder (`containment.json`) before the run's first event; `None` when the domain does
+    /// not know (a worker viga did not start), and nothing is recorded.
+    fn containment(&self) -> Option<ContainmentStatus> {
+        None
     }
 
     /// The domain's own settings, recorded in the run folder (`args.json`'s `domain`) so a

@@ -15,6 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use viga_protocol::event::RunEvent;
+use viga_provider::ProviderConfig;
+use viga_sandbox::ContainmentStatus;
 use viga_skills::CapturedRender;
 use viga_skills::context::safe_file_stem;
 
@@ -67,13 +69,68 @@ pub(crate) fn new_run_root(
     Ok(root)
 }
 
-/// Records in `folder` (a run's, or a Geometry Nodes run's) what containment its programs
-/// ran under, so the folder says it after the fact.
-pub fn write_containment(folder: &Path, status: &impl Serialize) -> Result<(), CoreError> {
-    let path = folder.join(CONTAINMENT_FILE);
-    let json = serde_json::to_vec_pretty(status)
-        .map_err(|err| CoreError::Config(format!("containment status not encodable: {err}")))?;
-    viga_io::files::write_atomic(&path, &json).map_err(|err| io(&path, err))
+/// Records in `folder` (a run's, or a Geometry Nodes run's) how the run was set up, before
+/// its first event, so that a run which ends at once still says it: the settings its
+/// provider was built from (`provider.json`; they name the key's variable, never the key),
+/// from which `resume` builds the same provider, and what containment its programs run
+/// under (`containment.json`). Either is left out when there is none to record.
+pub fn write_setup(
+    folder: &Path,
+    provider: Option<&ProviderConfig>,
+    containment: Option<&ContainmentStatus>,
+) -> Result<(), CoreError> {
+    if let Some(settings) = provider {
+        write_json_file(&folder.join(PROVIDER_FILE), settings)?;
+    }
+    if let Some(status) = containment {
+        write_containment(folder, status)?;
+    }
+    Ok(())
+}
+
+/// Records in `folder` what containment its programs ran under, so the folder says it
+/// after the fact.
+pub fn write_containment(folder: &Path, status: &ContainmentStatus) -> Result<(), CoreError> {
+    write_json_file(&folder.join(CONTAINMENT_FILE), status)
+}
+
+/// Writes `value` as pretty JSON to `path`, whole, renamed into place.
+fn write_json_file(path: &Path, value: &impl Serialize) -> Result<(), CoreError> {
+    let json = serde_json::to_vec_pretty(value)
+        .map_err(|err| CoreError::Config(format!("{} not encodable: {err}", path.display())))?;
+    viga_io::files::write_atomic(path, &json).map_err(|err| io(path, err))
+}
+
+/// The provider settings a run folder names, as far as they can be trusted. A run folder is
+/// data and may come from anyone: a server or key variable it names would send one of your
+/// keys wherever it says. So only the provider kind's own base URL and key variable are
+/// taken from it; any other is set aside here, and must be given again to be used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedProvider {
+    /// The saved settings without the base URL and key variable set aside (the kind's
+    /// defaults apply in their place).
+    pub settings: ProviderConfig,
+    /// The base URL the folder names, when it is not the kind's own: not used.
+    pub untrusted_base_url: Option<String>,
+    /// The key variable the folder names, when it is not the kind's own: not read.
+    pub untrusted_key_env: Option<String>,
+}
+
+impl SavedProvider {
+    fn trusting_defaults_only(mut settings: ProviderConfig) -> Self {
+        let kind = settings.kind;
+        let untrusted_base_url = settings
+            .base_url
+            .take_if(|url| Some(url.as_str()) != kind.default_base_url());
+        let untrusted_key_env = settings
+            .api_key_env
+            .take_if(|variable| Some(variable.as_str()) != kind.default_key_env());
+        Self {
+            settings,
+            untrusted_base_url,
+            untrusted_key_env,
+        }
+    }
 }
 
 /// Removes the run folder `root` made for a run that then failed to start, and the timestamp
@@ -179,19 +236,12 @@ impl RunFolder {
         self.write_json(ARGS_FILE, &ArgsFile { config, domain })
     }
 
-    /// Saves the provider settings the run was started with (they name the key's
-    /// environment variable, never the key).
-    pub fn write_provider(
-        &self,
-        settings: &viga_provider::ProviderConfig,
-    ) -> Result<(), CoreError> {
-        self.write_json(PROVIDER_FILE, settings)
-    }
-
-    /// The provider settings the run was started with, when it saved readable ones.
-    pub fn read_provider(&self) -> Option<viga_provider::ProviderConfig> {
+    /// The provider settings the run was started with ([`write_setup`]), when it saved
+    /// readable ones, as far as they can be trusted ([`SavedProvider`]).
+    pub fn read_provider(&self) -> Option<SavedProvider> {
         let text = std::fs::read_to_string(self.root.join(PROVIDER_FILE)).ok()?;
-        serde_json::from_str(&text).ok()
+        let settings = serde_json::from_str(&text).ok()?;
+        Some(SavedProvider::trusting_defaults_only(settings))
     }
 
     /// The run's settings and its domain's. Folders written before domains existed were
@@ -497,6 +547,40 @@ mod tests {
         };
         folder.write_args(&config, &rewritten).unwrap();
         assert_eq!(folder.read_args().unwrap(), (config, rewritten));
+    }
+
+    /// A run folder is data: a base URL or key variable it names that is not the provider's
+    /// own is set aside, never used; the provider's own are kept.
+    #[test]
+    fn saved_provider_settings_trust_only_the_kinds_defaults() {
+        use viga_provider::{ProviderConfig, ProviderKind};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ARGS_FILE), "{}").unwrap();
+        std::fs::write(dir.path().join(EVENTS_FILE), "").unwrap();
+        let folder = RunFolder::open(dir.path()).unwrap();
+        let kind = ProviderKind::OpenAi;
+        let mut planted = ProviderConfig::new(kind, "gpt-test");
+        planted.base_url = Some("https://collector.example/v1".to_owned());
+        planted.api_key_env = Some("SOME_OTHER_KEY".to_owned());
+        super::write_setup(dir.path(), Some(&planted), None).unwrap();
+        let saved = folder.read_provider().unwrap();
+        assert_eq!(saved.settings, ProviderConfig::new(kind, "gpt-test"));
+        assert_eq!(
+            saved.untrusted_base_url.as_deref(),
+            Some("https://collector.example/v1")
+        );
+        assert_eq!(saved.untrusted_key_env.as_deref(), Some("SOME_OTHER_KEY"));
+
+        let mut own = ProviderConfig::new(kind, "gpt-test");
+        own.base_url = kind.default_base_url().map(str::to_owned);
+        own.api_key_env = kind.default_key_env().map(str::to_owned);
+        super::write_setup(dir.path(), Some(&own), None).unwrap();
+        let saved = folder.read_provider().unwrap();
+        assert_eq!(saved.settings, own);
+        assert_eq!(
+            (saved.untrusted_base_url, saved.untrusted_key_env),
+            (None, None)
+        );
     }
 
     #[test]

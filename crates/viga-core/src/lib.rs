@@ -184,6 +184,21 @@ fn check_problems(problems: Vec<String>) -> Result<(), CoreError> {
     )))
 }
 
+/// Records, before the run's first event, the settings `provider` was built from and the
+/// containment `domain`'s worker runs under ([`folder::write_setup`]): a run that ends at
+/// once still has them, and `resume` builds its provider from them.
+fn write_setup(
+    folder: &RunFolder,
+    provider: &dyn Provider,
+    domain: &dyn Domain,
+) -> Result<(), CoreError> {
+    folder::write_setup(
+        folder.root(),
+        provider.config(),
+        domain.containment().as_ref(),
+    )
+}
+
 fn recorded(domain: &dyn Domain) -> RecordedDomain {
     RecordedDomain {
         name: domain.name().to_owned(),
@@ -203,6 +218,7 @@ fn start_in(
     let targets = read_targets(&config.targets, &files)?;
     let images: Vec<ImageData> = targets.iter().map(|t| t.image.clone()).collect();
     folder.write_targets(&config.targets, &images)?;
+    write_setup(&folder, provider.as_ref(), domain.as_ref())?;
     let log = RunLog::create(&folder.events_path())?;
     let mut memory = Memory::new(Run::memory_config(&config))?;
     memory.set_anchor(Run::anchor(&config, domain.as_ref(), &targets));
@@ -309,6 +325,7 @@ pub fn resume(
     let memory = Memory::rebuild(Run::memory_config(&config), Some(anchor), records.clone())?;
     let log = RunLog::open_append(&folder.events_path())?;
     folder.write_args(&config, &recorded(domain.as_ref()))?;
+    write_setup(&folder, provider.as_ref(), domain.as_ref())?;
     launch(Launch {
         config,
         prompts,
@@ -386,4 +403,90 @@ fn existing_scores(folder: &RunFolder) -> Scores {
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use viga_protocol::event::{RunEvent, StopReason};
+    use viga_provider::{Provider, ProviderConfig, ProviderKind};
+    use viga_sandbox::{ContainmentPolicy, ContainmentStatus, Guard};
+
+    use crate::folder::{CONTAINMENT_FILE, PROVIDER_FILE, SavedProvider};
+    use crate::test_domain::Notes;
+    use crate::{RunConfig, RunFolder};
+
+    /// A scripted provider built from settings, as a front end builds one, whose script
+    /// file `name` in `dir` holds no turn: its first call fails.
+    fn failing_provider(dir: &Path, name: &str) -> (ProviderConfig, Arc<dyn Provider>) {
+        let script = dir.join(name);
+        std::fs::write(&script, json!({"description": "", "turns": []}).to_string()).unwrap();
+        let mut settings = ProviderConfig::new(ProviderKind::Scripted, "");
+        settings.script = Some(script);
+        let provider = viga_provider::build_provider_with_env(&settings, |_| None).unwrap();
+        (settings, provider)
+    }
+
+    fn notes(containment: ContainmentStatus) -> Arc<Notes> {
+        let mut notes = Notes::default();
+        notes.containment = Some(containment);
+        Arc::new(notes)
+    }
+
+    fn recorded_containment(folder: &Path) -> ContainmentStatus {
+        let text = std::fs::read_to_string(folder.join(CONTAINMENT_FILE)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// How a run was set up is in its folder before its first event, so a run that fails at
+    /// once still says it, and `resume` can build its provider again; a resumed run records
+    /// the provider and containment it goes on with.
+    #[tokio::test]
+    async fn a_run_that_fails_at_once_has_recorded_its_provider_and_containment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (settings, provider) = failing_provider(dir.path(), "first.json");
+        let held = ContainmentStatus {
+            policy: ContainmentPolicy::Auto,
+            network: Guard::active("a network namespace of its own"),
+            ..ContainmentStatus::off()
+        };
+        let mut config = RunConfig::new("a note");
+        config.plan_each_iteration = false;
+        config.max_iterations = 2;
+        let output = dir.path().join("output");
+        let mut run = crate::start(config, provider, notes(held.clone()), &output).unwrap();
+        let folder = run.folder().to_path_buf();
+        let first = run.next_event().await.unwrap();
+        assert!(matches!(first.event, RunEvent::RunStarted { .. }));
+        for file in [PROVIDER_FILE, CONTAINMENT_FILE] {
+            assert!(folder.join(file).is_file(), "{file} before the first event");
+        }
+        while run.next_event().await.is_some() {}
+        let outcome = run.wait().await.unwrap();
+        assert!(
+            matches!(outcome.stop, StopReason::Failed { .. }),
+            "{:?}",
+            outcome.stop
+        );
+        let saved = RunFolder::open(&folder).unwrap().read_provider();
+        assert_eq!(
+            saved,
+            Some(SavedProvider {
+                settings,
+                untrusted_base_url: None,
+                untrusted_key_env: None,
+            })
+        );
+        assert_eq!(recorded_containment(&folder), held);
+
+        let (resumed_with, provider) = failing_provider(dir.path(), "second.json");
+        let run = crate::resume(&folder, provider, notes(ContainmentStatus::off()), None).unwrap();
+        run.wait().await.unwrap();
+        let saved = RunFolder::open(&folder).unwrap().read_provider().unwrap();
+        assert_eq!(saved.settings, resumed_with);
+        assert_eq!(recorded_containment(&folder), ContainmentStatus::off());
+    }
 }

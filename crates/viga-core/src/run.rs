@@ -36,6 +36,15 @@ pub struct RunOutcome {
     pub final_code: Option<String>,
 }
 
+impl RunOutcome {
+    /// Whether the run left a result to offer for applying: it ran to its end (accepted, or
+    /// its iterations spent, not cancelled or failed) and a program of it ran.
+    pub fn has_result(&self) -> bool {
+        self.final_code.is_some()
+            && matches!(self.stop, StopReason::Accepted | StopReason::MaxIterations)
+    }
+}
+
 /// A render of a target's view, scored and kept.
 pub(crate) struct TargetLook {
     /// The target's label (`Camera1`, `Camera1@f24`, `default`).

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use viga_protocol::iteration::ExecutionResult;
 use viga_protocol::message::ToolSpec;
+use viga_sandbox::ContainmentStatus;
 use viga_skills::{ToolError, ToolOutput};
 
 use crate::domain::{
@@ -18,6 +19,8 @@ use crate::domain::{
 pub(crate) struct Notes {
     watch: WorkerWatch,
     text: Mutex<String>,
+    /// What the domain says its worker runs under.
+    pub(crate) containment: Option<ContainmentStatus>,
 }
 
 #[async_trait]
@@ -30,6 +33,9 @@ impl Domain for Notes {
     }
     fn watch(&self) -> &WorkerWatch {
         &self.watch
+    }
+    fn containment(&self) -> Option<ContainmentStatus> {
+        self.containment.clone()
     }
     async fn execute(
         &self,

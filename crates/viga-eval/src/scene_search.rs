@@ -1,8 +1,9 @@
 //! `viga run --generator search` as a library: inverse graphics without a model. The numbers
 //! of a start program are searched with renders in the loop until its view from the target's
 //! camera matches the target picture as closely as the budget allows, and the result is kept
-//! in a folder (`start.py`, `best.py`, `best.png`, `target.png`, `result.json`), each file
-//! written whole.
+//! in a folder (`start.py`, `best.py`, `best.png`, `target.png`, `result.json`, and
+//! `containment.json`, what the Blender that ran the programs was contained under), each
+//! file written whole.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -126,7 +127,7 @@ async fn start_camera(
 }
 
 /// Writes the search's files into `folder`: the programs, the target, the best program's
-/// render (when it runs) and the figures.
+/// render (when it runs), the figures and the containment `blender` runs under.
 async fn keep(
     spec: &SceneSearch,
     blender: &dyn BlenderTransport,
@@ -165,7 +166,13 @@ async fn keep(
         "best_photometric_loss": outcome.best_loss,
     });
     let text = serde_json::to_string_pretty(&result).map_err(|err| EvalError::io(folder, err))?;
-    write("result.json", text.as_bytes())
+    write("result.json", text.as_bytes())?;
+    if let Some(status) = blender.containment() {
+        let text =
+            serde_json::to_string_pretty(&status).map_err(|err| EvalError::io(folder, err))?;
+        write(viga_core::folder::CONTAINMENT_FILE, text.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Tells of each improvement as the search finds it.

@@ -12,8 +12,9 @@
 //! their own; the context snapshot and slices with their budgets ([`context`]); presets
 //! ([`preset`]); the optional response cache ([`cache`]); local telemetry ([`telemetry`]);
 //! the manifest-driven E2E harness ([`e2e`]); runs on a person's scene that work on a copy in
-//! viga's worker and bring only the result back ([`attached`]); follow-ups that continue an
-//! earlier run's conversation ([`conversation`]);
+//! viga's worker and bring only the result back ([`attached`]), and where a run works and
+//! what becomes of a person's scene after it, one call ([`workbench`]); follow-ups that
+//! continue an earlier run's conversation ([`conversation`]);
 //! and the Blender-side Python that does the work (`python/*.py`, sent through the bridge's
 //! `execute` command by [`GnBlender`], so it runs on Blender's main thread).
 //!
@@ -42,6 +43,7 @@ pub mod preset;
 mod recorder;
 pub mod run;
 pub mod telemetry;
+pub mod workbench;
 
 pub use blender::GnBlender;
 pub use cache::ResponseCache;
@@ -55,3 +57,4 @@ pub use preset::{Preset, PresetStore};
 pub use run::{GnOutcome, GnRun, GnRunConfig, GnRunHandle, RunState, StepRecord};
 /// A run is driven through viga-core's queue pair, like a loop run: these come with it.
 pub use viga_core::{Canceller, RunHandle};
+pub use workbench::Workbench;

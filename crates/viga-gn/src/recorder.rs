@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use viga_blender::ContainmentStatus;
 use viga_core::RunLink;
 use viga_io::files::unix_ms;
 use viga_memory::RunLog;
 use viga_protocol::event::{ModelRole, RunEvent, TimedEvent};
 use viga_protocol::gn::{GnRunState as RunState, GnStep, StepRecord, StepStatus};
-use viga_provider::ModelResponse;
+use viga_provider::{ModelResponse, ProviderConfig};
 
 use crate::GnError;
 use crate::cache::CachedReply;
@@ -43,9 +44,17 @@ pub(crate) struct RunFiles {
 }
 
 impl RunFiles {
-    /// Creates `<root>/gn/<run id>/` with its logs and `request.json` (what was asked of the
-    /// run, as the caller describes it).
-    pub(crate) fn create(root: &Path, run_id: &str, request: &Value) -> Result<Self, GnError> {
+    /// Creates `<root>/gn/<run id>/` with its logs, `request.json` (what was asked of the
+    /// run, as the caller describes it) and how the run is set up: the settings its model's
+    /// provider was built from and the containment its Blender runs under, when known
+    /// ([`viga_core::folder::write_setup`]).
+    pub(crate) fn create(
+        root: &Path,
+        run_id: &str,
+        request: &Value,
+        provider: Option<&ProviderConfig>,
+        containment: Option<&ContainmentStatus>,
+    ) -> Result<Self, GnError> {
         let folder = root.join("gn").join(run_id);
         std::fs::create_dir_all(folder.join("responses"))
             .map_err(|err| GnError::file(&folder, format!("cannot create it: {err}")))?;
@@ -58,6 +67,9 @@ impl RunFiles {
             .open(&steps)
             .map_err(|err| GnError::file(&steps, format!("cannot create it: {err}")))?;
         write_json_file(&folder, crate::run::REQUEST_FILE, request);
+        if let Err(err) = viga_core::folder::write_setup(&folder, provider, containment) {
+            tracing::warn!("{err}");
+        }
         Ok(Self {
             folder,
             log,

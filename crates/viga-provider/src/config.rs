@@ -251,6 +251,52 @@ pub fn build_provider_with_env(
     config: &ProviderConfig,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn Provider>, ProviderError> {
+    Ok(Arc::new(Configured {
+        inner: adapter_for(config, env)?,
+        settings: config.clone(),
+    }))
+}
+
+/// A provider built from settings, which it keeps for [`Provider::config`].
+struct Configured {
+    inner: Arc<dyn Provider>,
+    settings: ProviderConfig,
+}
+
+#[async_trait::async_trait]
+impl Provider for Configured {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn config(&self) -> Option<&ProviderConfig> {
+        Some(&self.settings)
+    }
+
+    async fn complete(
+        &self,
+        request: &crate::ModelRequest,
+    ) -> Result<crate::ModelResponse, ProviderError> {
+        self.inner.complete(request).await
+    }
+
+    async fn stream(
+        &self,
+        request: &crate::ModelRequest,
+    ) -> Result<crate::ResponseStream, ProviderError> {
+        self.inner.stream(request).await
+    }
+}
+
+/// The adapter of `config`'s kind, its key read through `env`.
+fn adapter_for(
+    config: &ProviderConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Provider>, ProviderError> {
     // Each HTTP kind is one constructor; the scripted provider needs no HTTP client at all.
     type Adapter = fn(Endpoint, &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError>;
     let adapter: Adapter = match config.kind {

@@ -102,6 +102,13 @@ pub trait Provider: Send + Sync {
     /// The model's name as sent to the provider.
     fn model(&self) -> &str;
 
+    /// The settings the provider was built from ([`build_provider`]), which name the key's
+    /// variable and never the key: a run records them so it can be resumed with the same
+    /// provider. `None` for a provider made some other way (a test's, an embedder's).
+    fn config(&self) -> Option<&ProviderConfig> {
+        None
+    }
+
     /// One request, one complete response.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use viga_protocol::iteration::{ExecutionError, ExecutionResult};
 use viga_protocol::message::{ImageData, ToolSpec};
+use viga_sandbox::ContainmentStatus;
 use viga_skills::{CapturedRender, ToolError, ToolOutput};
 use viga_web::{PageReport, Shot, Viewport, WebError, WebWorker};
 
@@ -131,6 +132,8 @@ pub struct PageDomain {
     loaded: Mutex<bool>,
     recording: Mutex<Recording>,
     tools: RoleTools<PageDomain>,
+    /// What containment Chromium runs under, as its launcher reported it.
+    containment: Option<ContainmentStatus>,
 }
 
 impl std::fmt::Debug for PageDomain {
@@ -157,7 +160,15 @@ impl PageDomain {
             loaded: Mutex::new(false),
             recording: Mutex::new(Recording::default()),
             tools,
+            containment: None,
         })
+    }
+
+    /// Records that Chromium runs under `status`, as its containment launcher reported it,
+    /// for the run folder.
+    pub fn with_containment(mut self, status: ContainmentStatus) -> Self {
+        self.containment = Some(status);
+        self
     }
 
     /// The settings the page run in `run_folder` recorded in its `args.json`; a run of
@@ -322,6 +333,10 @@ impl Domain for PageDomain {
 
     fn worker_name(&self) -> &str {
         "Chromium"
+    }
+
+    fn containment(&self) -> Option<ContainmentStatus> {
+        self.containment.clone()
     }
 
     fn settings(&self) -> Value {

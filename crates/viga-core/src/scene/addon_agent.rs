@@ -208,6 +208,20 @@ pub fn turns_after(previous: &Path) -> Result<Vec<EarlierTurn>, CoreError> {
     Ok(crate::conversation::newest(turns))
 }
 
+/// The scene a follow-up of the agent run in `previous` works on in viga's own Blender: the
+/// scene that run left (`final.blend`); a run that saved none is refused with what to do.
+pub fn continued_scene(previous: &Path) -> Result<PathBuf, CoreError> {
+    let scene = previous.join(crate::folder::FINAL_BLEND);
+    if scene.is_file() {
+        return Ok(scene);
+    }
+    Err(CoreError::Config(format!(
+        "{} left no scene to continue from (no {}); name the scene to work on with --blend",
+        previous.display(),
+        crate::folder::FINAL_BLEND
+    )))
+}
+
 /// How the finished agent run in `folder` (whose settings are `config`) is remembered by the
 /// next request of its conversation: its request, its answer and the commands it ran.
 pub fn remembered_turn(folder: &Path, config: &AgentConfig) -> Result<EarlierTurn, CoreError> {
@@ -300,8 +314,10 @@ pub fn prepare(mut config: AgentConfig, output_root: &Path) -> Result<AgentFolde
 }
 
 /// Finds the add-ons `blender` has (installed ones with a manifest, and those in the
-/// config's folder), then starts the agent in its prepared folder. When no add-on offers a
-/// tool nothing starts and the folder is removed again.
+/// config's folder), then starts the agent in its prepared folder, recording there first
+/// the settings `provider` was built from and the containment `blender` runs under
+/// ([`crate::folder::write_setup`]). When no add-on offers a tool nothing starts and the
+/// folder is removed again.
 pub async fn start(
     prepared: AgentFolder,
     provider: Arc<dyn Provider>,
@@ -314,7 +330,8 @@ pub async fn start(
         mut log,
         results,
     } = prepared;
-    let found = find_addons(blender.as_ref(), config.addons_folder.as_deref()).await;
+    let addons_folder = config.addons_folder.as_deref();
+    let found = find_addons_and_record(folder.root(), addons_folder, &*provider, &*blender).await;
     let (addons, problems) = match found {
         Ok(found) => found,
         Err(err) => {
@@ -342,18 +359,9 @@ pub async fn start(
     )
     .map_err(CoreError::Config)?;
     let system = fill(SYSTEM_PROMPT, &[("addons", addons.prompt_section())]);
-    let mut early = vec![RunEvent::RunStarted {
-        run_id: folder.root().display().to_string(),
-        task: config.task.clone(),
-        protocol_version: PROTOCOL_VERSION,
-        resumed_from_iteration: None,
-    }];
-    early.extend(problems.into_iter().map(|problem| RunEvent::Warning {
-        message: format!("add-on skipped: {problem}"),
-    }));
     // Logged before anything is spawned, so a run folder that cannot be written is refused
     // here rather than reported by a run that already started.
-    let early: Vec<TimedEvent> = early
+    let early: Vec<TimedEvent> = opening_events(folder.root(), &config.task, problems)
         .into_iter()
         .map(|event| log.append(event))
         .collect::<Result<_, _>>()?;
@@ -385,6 +393,35 @@ pub async fn start(
         }
         .run()
     }))
+}
+
+/// The add-ons `blender` has ([`find_addons`]), once the run's `folder` records how the run
+/// is set up ([`crate::folder::write_setup`]): before its first event, so a run that ends at
+/// once still says it.
+async fn find_addons_and_record(
+    folder: &Path,
+    addons_folder: Option<&Path>,
+    provider: &dyn Provider,
+    blender: &dyn BlenderTransport,
+) -> Result<(AddonRegistry, Vec<String>), CoreError> {
+    let found = find_addons(blender, addons_folder).await?;
+    crate::folder::write_setup(folder, provider.config(), blender.containment().as_ref())?;
+    Ok(found)
+}
+
+/// What a run in `folder` for `task` says first: that it started, and each add-on skipped
+/// (`problems`).
+fn opening_events(folder: &Path, task: &str, problems: Vec<String>) -> Vec<RunEvent> {
+    let started = RunEvent::RunStarted {
+        run_id: folder.display().to_string(),
+        task: task.to_owned(),
+        protocol_version: PROTOCOL_VERSION,
+        resumed_from_iteration: None,
+    };
+    let skipped = problems.into_iter().map(|problem| RunEvent::Warning {
+        message: format!("add-on skipped: {problem}"),
+    });
+    std::iter::once(started).chain(skipped).collect()
 }
 
 /// Removes the folder of a run that did not start (only what [`prepare`] made is in it:

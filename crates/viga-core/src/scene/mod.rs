@@ -255,6 +255,10 @@ impl Domain for SceneDomain {
         "Blender"
     }
 
+    fn containment(&self) -> Option<viga_sandbox::ContainmentStatus> {
+        self.blender.containment()
+    }
+
     fn settings(&self) -> Value {
         serde_json::to_value(&self.settings).unwrap_or(Value::Null)
     }

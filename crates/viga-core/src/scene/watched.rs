@@ -114,4 +114,8 @@ impl BlenderTransport for WatchedBlender {
     fn shared_folder(&self) -> Option<&std::path::Path> {
         self.inner.shared_folder()
     }
+
+    fn containment(&self) -> Option<viga_sandbox::ContainmentStatus> {
+        self.inner.containment()
+    }
 }

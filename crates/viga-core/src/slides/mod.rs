@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use viga_protocol::iteration::{ExecutionError, ExecutionResult};
 use viga_protocol::message::ToolSpec;
+use viga_sandbox::ContainmentStatus;
 use viga_skills::montage::{View, montage};
 use viga_skills::{CapturedRender, ToolError, ToolOutput};
 use viga_slides::{Deck, ProgramStatus, SlideWorker, SlidesError};
@@ -135,6 +136,8 @@ pub struct SlidesDomain {
     /// What the last program printed before it was stopped at its time limit.
     stopped_output: Mutex<Option<String>>,
     tools: RoleTools<SlidesDomain>,
+    /// What containment the renderer runs under, as its launcher reported it.
+    containment: Option<ContainmentStatus>,
 }
 
 impl std::fmt::Debug for SlidesDomain {
@@ -155,7 +158,15 @@ impl SlidesDomain {
             deck: tokio::sync::Mutex::new(None),
             stopped_output: Mutex::new(None),
             tools,
+            containment: None,
         })
+    }
+
+    /// Records that the renderer (LibreOffice and every python-pptx program) runs under
+    /// `status`, as its containment launcher reported it, for the run folder.
+    pub fn with_containment(mut self, status: ContainmentStatus) -> Self {
+        self.containment = Some(status);
+        self
     }
 
     /// The settings the slides run in `run_folder` recorded in its `args.json`; a run of
@@ -261,6 +272,10 @@ impl Domain for SlidesDomain {
 
     fn worker_name(&self) -> &str {
         "Python"
+    }
+
+    fn containment(&self) -> Option<ContainmentStatus> {
+        self.containment.clone()
     }
 
     fn settings(&self) -> Value {

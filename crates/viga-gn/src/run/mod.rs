@@ -305,15 +305,20 @@ impl GnRun {
     }
 
     /// Starts the run on the current tokio runtime. Its run folder (with `output` set) is
-    /// created before this returns; a folder that cannot be created becomes a warning and
-    /// the run goes on unsaved.
+    /// created before this returns, with the settings the model's provider was built from
+    /// and the containment its Blender runs under; a folder that cannot be created becomes a
+    /// warning and the run goes on unsaved.
     pub fn start(self) -> GnRunHandle {
         let run_id = format!("gn-{}-{}", unix_ms(), std::process::id());
-        let files = self
-            .config
-            .output
-            .as_deref()
-            .map(|root| RunFiles::create(root, &run_id, &self.request_record()));
+        let provider = match &self.source {
+            Source::Model(provider) => provider.config(),
+            Source::Preset(_) => None,
+        };
+        let containment = self.blender.transport().containment();
+        let files = self.config.output.as_deref().map(|root| {
+            let request = self.request_record();
+            RunFiles::create(root, &run_id, &request, provider, containment.as_ref())
+        });
         let folder = match &files {
             Some(Ok(files)) => Some(files.folder().to_path_buf()),
             _ => None,

@@ -59,18 +59,27 @@ fn config() -> GnRunConfig {
     config
 }
 
-async fn run_with(
+/// A model run on `blender` in safe mode, started.
+fn start_run(
     blender: &GnBlender,
     config: GnRunConfig,
     provider: Arc<dyn Provider>,
-) -> (GnOutcome, Vec<TimedEvent>) {
-    let mut run = GnRun::new(
+) -> viga_gn::GnRunHandle {
+    GnRun::new(
         config,
         provider,
         blender.clone(),
         ExecutorRegistry::with_defaults(PythonPolicy::safe()),
     )
-    .start();
+    .start()
+}
+
+async fn run_with(
+    blender: &GnBlender,
+    config: GnRunConfig,
+    provider: Arc<dyn Provider>,
+) -> (GnOutcome, Vec<TimedEvent>) {
+    let mut run = start_run(blender, config, provider);
     let mut events = Vec::new();
     while let Some(event) = run.next_event().await {
         events.push(event);
@@ -744,5 +753,38 @@ fn registered_executors_replace_the_defaults() {
             .unwrap();
         assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
         assert_eq!(*seen.lock().unwrap(), ["py"]);
+    });
+}
+
+/// How a run is set up is in its folder before its first event, so a run that fails at once
+/// still says it: the settings its provider was built from and what containment its Blender
+/// (here one started without the launcher) runs under.
+#[test]
+fn a_run_that_fails_at_once_has_recorded_its_provider_and_containment() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let output = tempfile::tempdir().unwrap();
+        let script = output.path().join("no-turns.json");
+        std::fs::write(&script, r#"{"description": "", "turns": []}"#).unwrap();
+        let mut settings =
+            viga_provider::ProviderConfig::new(viga_provider::ProviderKind::Scripted, "");
+        settings.script = Some(script);
+        let provider = viga_provider::build_provider_with_env(&settings, |_| None).unwrap();
+        let mut config = config();
+        config.output = Some(output.path().to_path_buf());
+        let mut run = start_run(&blender, config, provider);
+        let folder = run.folder().clone().unwrap();
+        let first = run.next_event().await.unwrap();
+        assert!(matches!(first.event, RunEvent::RunStarted { .. }));
+        let read = |name: &str| std::fs::read_to_string(folder.join(name)).unwrap();
+        let recorded: viga_provider::ProviderConfig =
+            serde_json::from_str(&read("provider.json")).unwrap();
+        assert_eq!(recorded, settings);
+        let containment: viga_blender::ContainmentStatus =
+            serde_json::from_str(&read("containment.json")).unwrap();
+        assert_eq!(containment, viga_blender::ContainmentStatus::off());
+        while run.next_event().await.is_some() {}
+        let outcome = run.wait().await.unwrap();
+        assert_eq!(outcome.state, RunState::Error, "{:?}", outcome.stop);
     });
 }

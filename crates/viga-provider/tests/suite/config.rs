@@ -202,3 +202,30 @@ fn secrets_never_show_in_debug_output() {
     assert_eq!(format!("{:?}", Some(&secret)), "Some(Secret(<redacted>))");
     assert_eq!(secret.expose(), "sk-live-abcdef");
 }
+
+/// A run records the settings its provider was built from, so `resume` can build the same
+/// provider: every built provider keeps them, and one made by hand has none.
+#[test]
+fn a_built_provider_keeps_the_settings_it_was_built_from() {
+    let compatible = parse(json!({
+        "kind": "openai_compatible",
+        "model": "llava",
+        "base_url": "http://localhost:11434/v1",
+        "api_key_env": "OLLAMA_KEY"
+    }))
+    .unwrap();
+    let provider = build_provider_with_env(&compatible, |_| Some("k".to_owned())).unwrap();
+    assert_eq!(provider.config(), Some(&compatible));
+    assert_eq!(
+        (provider.name(), provider.model()),
+        ("openai_compatible", "llava")
+    );
+    let by_hand = viga_provider::ScriptedProvider::new(
+        "scripted:by-hand",
+        viga_provider::scripted::Script {
+            description: String::new(),
+            turns: Vec::new(),
+        },
+    );
+    assert_eq!(viga_provider::Provider::config(&by_hand), None);
+}
