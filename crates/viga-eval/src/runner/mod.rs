@@ -211,6 +211,10 @@ impl BlenderTransport for Lent {
     fn last_program_output(&self) -> Option<String> {
         self.0.last_program_output()
     }
+
+    fn containment(&self) -> Option<viga_blender::ContainmentStatus> {
+        Some(self.0.containment())
+    }
 }
 
 /// The settings recorded in `<out>/eval.json`; an existing file must agree, so results made

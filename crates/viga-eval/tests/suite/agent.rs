@@ -78,8 +78,27 @@ async fn the_agent_edits_the_start_program_and_its_final_program_is_scored() {
         assert!(scores["pl"].as_f64().unwrap() < 1e-4, "{scores}");
         let note = scores["proposal_note"].as_str().unwrap();
         assert!(note.starts_with("1 iterations, accepted"), "{note}");
+        // The agent's run folder says what the pooled Blender ran under, as any run's does.
+        let recorded = files_named(&out.path().join("lighting1"), "containment.json");
+        assert_eq!(recorded.len(), 1, "{recorded:?}");
+        let status: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&recorded[0]).unwrap()).unwrap();
+        assert!(status.get("policy").is_some(), "{status}");
     })
     .await;
+}
+
+fn files_named(folder: &std::path::Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, name));
+        } else if path.file_name().is_some_and(|file| file == name) {
+            found.push(path);
+        }
+    }
+    found
 }
 
 /// The oracle-selected figure looks past the agent's own choice: here the agent's first
