@@ -45,16 +45,8 @@ pub fn find_python() -> Result<PathBuf, NotFound> {
             "run `cargo xtask setup` in the viga checkout (it installs {PPTX_REQUIREMENT} into {VENV_DIR}), or set {PYTHON_ENV}=/path/to/python"
         ),
     };
-    if let Some(named) = std::env::var_os(PYTHON_ENV).filter(|value| !value.is_empty()) {
-        let named = PathBuf::from(named);
-        return if named.is_file() {
-            Ok(named)
-        } else {
-            Err(not_found(format!(
-                "{PYTHON_ENV} is set to {}, which is not a file",
-                named.display()
-            )))
-        };
+    if let Some(named) = crate::program::named_file(PYTHON_ENV) {
+        return named.map_err(not_found);
     }
     let python = venv_python(&workspace_root().join(VENV_DIR));
     if python.is_file() {

@@ -29,16 +29,8 @@ pub fn find_program(
         detail,
         install: install.to_owned(),
     };
-    if let Some(named) = std::env::var_os(variable).filter(|value| !value.is_empty()) {
-        let named = PathBuf::from(named);
-        return if named.is_file() {
-            Ok(named)
-        } else {
-            Err(not_found(format!(
-                "{variable} is set to {}, which is not a file",
-                named.display()
-            )))
-        };
+    if let Some(named) = named_file(variable) {
+        return named.map_err(not_found);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     names
@@ -50,6 +42,20 @@ pub fn find_program(
                 names.join(", ")
             ))
         })
+}
+
+/// The file the variable `variable` names, when it is set and not empty; `Err` says that it
+/// names something that is not a file.
+pub(crate) fn named_file(variable: &str) -> Option<Result<PathBuf, String>> {
+    let named = PathBuf::from(std::env::var_os(variable).filter(|value| !value.is_empty())?);
+    Some(if named.is_file() {
+        Ok(named)
+    } else {
+        Err(format!(
+            "{variable} is set to {}, which is not a file",
+            named.display()
+        ))
+    })
 }
 
 fn on_path(path: &OsStr, name: &str) -> Option<PathBuf> {
