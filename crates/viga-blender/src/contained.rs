@@ -121,10 +121,6 @@ impl ContainedWorkers {
         self
     }
 
-    pub fn policy(&self) -> ContainmentPolicy {
-        self.policy
-    }
-
     /// Whether programs run uncontained (the policy is off).
     pub fn is_off(&self) -> bool {
         self.policy == ContainmentPolicy::Off
