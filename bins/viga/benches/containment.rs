@@ -10,7 +10,8 @@ use std::ffi::OsString;
 use std::time::Instant;
 
 use viga_blender::{
-    Access, BlenderCommands as _, Containment, ContainmentPolicy, Worker, WorkerConfig, locate,
+    Access, BlenderCommands as _, ContainedWorkers, ContainmentPolicy, Worker, WorkerConfig,
+    WorkerRequest, locate,
 };
 
 const PROGRAM: &str = "import bpy\nbpy.ops.mesh.primitive_cube_add()\n";
@@ -40,17 +41,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(8);
     let launcher = locate()?;
     let writable = tempfile::tempdir()?;
-    let contained = {
-        let mut config = WorkerConfig::new(launcher.clone());
-        config.containment = Some(
-            Containment::new(
-                vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
-                ContainmentPolicy::Require,
-            )
-            .with_access(&Access::writing(vec![writable.path().canonicalize()?])),
-        );
-        config
-    };
+    // Configured as the CLI configures every worker for model-written programs.
+    let contained = ContainedWorkers::new(
+        ContainmentPolicy::Require,
+        vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
+    )
+    .worker_config(&WorkerRequest::new(
+        launcher.clone(),
+        Access::writing(vec![writable.path().to_path_buf()]),
+    ))?;
     let plain = WorkerConfig::new(launcher);
     let (mut plain_start, mut plain_call, mut boxed_start, mut boxed_call) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -16,8 +16,8 @@ use viga_provider::ProviderKind;
 use crate::keys::build_provider;
 
 use crate::args::ProviderArgs;
-use crate::contain::Contain;
 use crate::progress::Output;
+use viga_blender::ContainedWorkers;
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
@@ -56,7 +56,7 @@ pub struct AgentArgs {
     pub events: crate::progress::EventsFormat,
 }
 
-pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
+pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCode> {
     let out = Output::new(args.events, args.max_steps);
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
@@ -92,7 +92,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
     config.model = provider.model().to_owned();
     // The run's folder first: its results folder is the one place its Blender may write.
     let prepared = viga_core::addon_agent::prepare(config, &args.output)?;
-    let blender = scene_blender(&args, contain, &prepared).await?;
+    let blender = scene_blender(&args, contained, &prepared).await?;
     let mut handle = viga_core::addon_agent::start(prepared, provider, blender).await?;
     crate::progress::stream_model_text(&handle, &out);
     out.run_folder(handle.folder());
@@ -107,7 +107,7 @@ pub async fn run(args: AgentArgs, contain: &Contain) -> Result<ExitCode> {
 /// viga's own, contained, with `--blend` opened in it.
 async fn scene_blender(
     args: &AgentArgs,
-    contain: &Contain,
+    contained: &ContainedWorkers,
     prepared: &AgentFolder,
 ) -> Result<std::sync::Arc<dyn BlenderTransport>> {
     if args.attach.wanted() {
@@ -120,7 +120,7 @@ async fn scene_blender(
         readable: args.addons.iter().cloned().chain(blend.clone()).collect(),
         writable: vec![prepared.results().to_path_buf()],
     };
-    let blender = crate::start_blender(contain, &access).await?;
+    let blender = crate::start_blender(contained, None, access, None).await?;
     if let Some(path) = &blend {
         blender
             .load_blend(&path.to_string_lossy())

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use viga_blender::attach::{Connection, choose};
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderLauncher, Worker, locate};
+use viga_blender::{BlenderLauncher, locate};
 
 /// How long one call into a person's Blender may take: applying a whole scene program.
 const USER_CALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -48,28 +48,18 @@ pub async fn attach(args: &AttachArgs) -> Result<UserBlender> {
     })
 }
 
-/// A Blender of viga's own for the run's work, contained with `access`: the one set up for
-/// viga, or else the binary of the attached Blender itself.
-pub async fn start_worker(
-    attached: Option<&Connection>,
-    contain: &crate::contain::Contain,
-    access: &viga_blender::Access,
-    assets: Option<&std::path::Path>,
-) -> Result<Arc<Worker>> {
-    let launcher = match (locate(), attached) {
-        (Ok(launcher), _) => launcher,
+/// The Blender a worker of viga's own runs: the one set up for viga, or else the binary of
+/// the `attached` Blender itself.
+pub fn blender_for(attached: Option<&Connection>) -> Result<BlenderLauncher> {
+    match (locate(), attached) {
+        (Ok(launcher), _) => Ok(launcher),
         (Err(_), Some(connection)) if !connection.info.binary_path.is_empty() => {
-            BlenderLauncher::Binary {
+            Ok(BlenderLauncher::Binary {
                 blender: PathBuf::from(&connection.info.binary_path),
-            }
+            })
         }
-        (Err(err), _) => return Err(err.into()),
-    };
-    let mut config = contain.worker_config(launcher, access)?;
-    config.program_env.extend(crate::assets_env(assets));
-    let worker = Worker::start(config).await?;
-    crate::say_containment(&worker);
-    Ok(Arc::new(worker))
+        (Err(err), _) => Err(err.into()),
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -53,6 +53,10 @@ fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
     if let Some(err) = cause.downcast_ref::<viga_blender::TransportError>() {
         return Some(viga_core::blender_failure_kind(err));
     }
+    // Its `Start` is transparent: the transport's error is not a cause of its own.
+    if let Some(viga_blender::ContainedWorkersError::Start(err)) = cause.downcast_ref() {
+        return Some(viga_core::blender_failure_kind(err));
+    }
     if cause.is::<viga_blender::LocateError>() {
         return Some(FailureKind::BlenderUnavailable);
     }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use viga_blender::{Access, WorkerPool, locate};
+use viga_blender::{Access, ContainedWorkers, WorkerPool, WorkerRequest, locate};
 use viga_eval::agent::AgentProposer;
 use viga_eval::judge::{Judge, Judgement};
 use viga_eval::leak::LeakStatus;
@@ -30,8 +30,6 @@ use viga_eval::{
 use viga_provider::{Provider, ProviderConfig, ProviderKind};
 
 use crate::keys::build_provider;
-
-use crate::contain::Contain;
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
@@ -225,12 +223,15 @@ impl JudgeArgs {
     }
 }
 
-pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process::ExitCode> {
+pub async fn run(
+    command: EvalCommand,
+    contained: &ContainedWorkers,
+) -> Result<std::process::ExitCode> {
     match command {
-        EvalCommand::Blendergym(args) => blendergym(*args, contain).await?,
-        EvalCommand::Blenderbench(args) => blenderbench(*args, contain).await?,
-        EvalCommand::Slidebench(args) => crate::eval_flat::slidebench(*args, contain).await?,
-        EvalCommand::Pages(args) => crate::eval_flat::pages(*args, contain).await?,
+        EvalCommand::Blendergym(args) => blendergym(*args, contained).await?,
+        EvalCommand::Blenderbench(args) => blenderbench(*args, contained).await?,
+        EvalCommand::Slidebench(args) => crate::eval_flat::slidebench(*args, contained).await?,
+        EvalCommand::Pages(args) => crate::eval_flat::pages(*args, contained).await?,
         EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
         EvalCommand::Merge { into, shards } => {
             print_summary(&report::merge(&shards, &into)?, &into);
@@ -241,7 +242,7 @@ pub async fn run(command: EvalCommand, contain: &Contain) -> Result<std::process
             model_latency_ms,
         } => {
             // Contained like every evaluation, so its figures include what containment costs.
-            let worker = contain.worker_config(locate()?, &reads(&data))?;
+            let worker = contained.worker_config(&WorkerRequest::new(locate()?, reads(&data)))?;
             crate::eval_bench::bench(
                 &data,
                 worker,
@@ -348,7 +349,7 @@ fn reads(data: &Path) -> Access {
     Access::reading(vec![data.to_path_buf()])
 }
 
-async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {
+async fn blendergym(args: BlendergymArgs, contained: &ContainedWorkers) -> Result<()> {
     // Checked before Blender starts, so bad flags fail at once.
     let mut config = config_from(&args.system, Suite::BlenderGym, args.tasks.as_deref())?;
     config.chamfer_points = args.chamfer_points;
@@ -358,14 +359,14 @@ async fn blendergym(args: BlendergymArgs, contain: &Contain) -> Result<()> {
         );
     }
     let proposer = proposer_from(&args.system, &config, Some(&args))?;
-    evaluate(config, proposer, args.system.workers, contain).await
+    evaluate(config, proposer, args.system.workers, contained).await
 }
 
-async fn blenderbench(args: BlenderbenchArgs, contain: &Contain) -> Result<()> {
+async fn blenderbench(args: BlenderbenchArgs, contained: &ContainedWorkers) -> Result<()> {
     let mut config = config_from(&args.system, Suite::BlenderBench, args.levels.as_deref())?;
     config.judge = args.judge.judge()?;
     let proposer = proposer_from(&args.system, &config, None)?;
-    evaluate(config, proposer, args.system.workers, contain).await
+    evaluate(config, proposer, args.system.workers, contained).await
 }
 
 /// Scores `proposer` as `config` says on a pool of `workers` contained Blenders, then writes
@@ -374,7 +375,7 @@ async fn evaluate(
     config: EvalConfig,
     proposer: Arc<dyn Proposer>,
     workers: usize,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<()> {
     let instances = config
         .shard
@@ -399,7 +400,7 @@ async fn evaluate(
     let pool = Arc::new(
         WorkerPool::start(
             workers,
-            contain.worker_config(locate()?, &reads(&config.data))?,
+            contained.worker_config(&WorkerRequest::new(locate()?, reads(&config.data)))?,
         )
         .await?,
     );

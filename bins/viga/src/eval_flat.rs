@@ -16,8 +16,8 @@ use viga_eval::slidebench::{
 use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
 use viga_web::{WebConfig, WebWorker};
 
-use crate::contain::Contain;
 use crate::eval::{JudgeArgs, agent_provider};
+use viga_blender::ContainedWorkers;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FlatBaseline {
@@ -100,7 +100,7 @@ impl FlatSystemArgs {
     }
 }
 
-pub async fn slidebench(args: SlidebenchArgs, contain: &Contain) -> Result<()> {
+pub async fn slidebench(args: SlidebenchArgs, contained: &ContainedWorkers) -> Result<()> {
     let system = &args.system;
     let program_timeout = system.timeout()?;
     let proposer: Box<dyn SlideProposer> = match system.baseline {
@@ -130,7 +130,8 @@ pub async fn slidebench(args: SlidebenchArgs, contain: &Contain) -> Result<()> {
     // Programs read the data folder (the reference decks, the slides' pictures) and nothing
     // else of yours.
     let mut worker_config = SlidesConfig::new(SlideTools::locate()?);
-    worker_config.confinement = contain.confinement(&Access::reading(vec![config.data.clone()]))?;
+    worker_config.confinement =
+        contained.confinement(&Access::reading(vec![config.data.clone()]))?;
     worker_config.program_timeout = program_timeout;
     let worker = Arc::new(SlideWorker::start(worker_config).await?);
     println!(
@@ -186,7 +187,7 @@ pub async fn slidebench(args: SlidebenchArgs, contain: &Contain) -> Result<()> {
     Ok(())
 }
 
-pub async fn pages(args: PagesArgs, contain: &Contain) -> Result<()> {
+pub async fn pages(args: PagesArgs, contained: &ContainedWorkers) -> Result<()> {
     let system = &args.system;
     let program_timeout = system.timeout()?;
     let proposer: Box<dyn PageProposer> = match system.baseline {
@@ -208,7 +209,7 @@ pub async fn pages(args: PagesArgs, contain: &Contain) -> Result<()> {
     };
     pages::discover(&config.data, config.instances.as_deref())?;
     let mut web = WebConfig::locate()?;
-    web.confinement = contain.confinement(&Access::default())?;
+    web.confinement = contained.confinement(&Access::default())?;
     web.load_timeout = program_timeout;
     let worker = Arc::new(WebWorker::start(web).await?);
     println!(

@@ -14,8 +14,8 @@ use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
 use viga_web::{WebConfig, WebWorker};
 
 use crate::args::{Mode, RunArgs, parse_resolution};
-use crate::contain::Contain;
 use crate::progress::Output;
+use viga_blender::ContainedWorkers;
 
 /// A 2D domain's settings, before its renderer starts.
 pub enum FlatSettings {
@@ -82,26 +82,26 @@ fn settings_of(args: &RunArgs, config: &viga_core::RunConfig) -> Result<FlatSett
 /// holds for it (the renderer's launcher's report), which the run records.
 pub async fn start_domain(
     settings: FlatSettings,
-    contain: &Contain,
+    contained: &ContainedWorkers,
     program_timeout: std::time::Duration,
 ) -> Result<Arc<dyn Domain>> {
     match settings {
         FlatSettings::Slides(settings) => {
             let reads = settings.assets.iter().cloned().collect();
             let mut config = SlidesConfig::new(SlideTools::locate()?);
-            config.confinement = contain.confinement(&Access::reading(reads))?;
+            config.confinement = contained.confinement(&Access::reading(reads))?;
             config.program_timeout = program_timeout;
             let worker = SlideWorker::start(config).await?;
-            let status = status_of(worker.contained_report().await, contain)?;
+            let status = status_of(worker.contained_report().await, contained)?;
             let domain = SlidesDomain::new(settings, Arc::new(worker))?.with_containment(status);
             Ok(Arc::new(domain))
         }
         FlatSettings::Page(settings) => {
             let mut config = WebConfig::locate()?;
-            config.confinement = contain.confinement(&Access::default())?;
+            config.confinement = contained.confinement(&Access::default())?;
             config.load_timeout = program_timeout;
             let worker = WebWorker::start(config).await?;
-            let status = status_of(worker.contained_report().await, contain)?;
+            let status = status_of(worker.contained_report().await, contained)?;
             let domain = PageDomain::new(settings, Arc::new(worker))?.with_containment(status);
             Ok(Arc::new(domain))
         }
@@ -110,7 +110,7 @@ pub async fn start_domain(
 
 /// What the renderer's launcher reported; off when the policy is off. A contained renderer
 /// that reported nothing is an error: the run would not know what holds.
-fn status_of(report: Option<String>, contain: &Contain) -> Result<ContainmentStatus> {
+fn status_of(report: Option<String>, contained: &ContainedWorkers) -> Result<ContainmentStatus> {
     match report {
         Some(json) => {
             let status: ContainmentStatus = serde_json::from_str(&json)
@@ -123,13 +123,13 @@ fn status_of(report: Option<String>, contain: &Contain) -> Result<ContainmentSta
             }
             Ok(status)
         }
-        None if contain.is_off() => Ok(ContainmentStatus::off()),
+        None if contained.is_off() => Ok(ContainmentStatus::off()),
         None => bail!("the renderer was started contained but its launcher reported nothing"),
     }
 }
 
 /// `viga run --mode slides|page`.
-pub async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
+pub async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<std::process::ExitCode> {
     args.check_viewport_flag()?;
     let flags = args.scene_only_flags();
     if !flags.is_empty() {
@@ -153,7 +153,7 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitC
     let folder = viga_core::RunFolder::create(&args.output, &config)?;
     let root = folder.root().to_path_buf();
     let started = async {
-        let domain = start_domain(settings, contain, config.program_timeout).await?;
+        let domain = start_domain(settings, contained, config.program_timeout).await?;
         Ok::<_, anyhow::Error>(viga_core::start_in_folder(
             folder, config, provider, domain,
         )?)

@@ -128,7 +128,7 @@ pub enum PresetCommand {
     Import { file: PathBuf },
 }
 
-pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<ExitCode> {
+pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Result<ExitCode> {
     if let Some(GnCommand::Preset {
         command,
         presets_dir,
@@ -143,7 +143,7 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
     let python = confirm_trust(&args)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let workbench = open_workbench(&args, contain).await?;
+    let workbench = open_workbench(&args, contained).await?;
     let blender = workbench.blender().clone();
     let mut config = run_config(&args, preset.as_ref());
     if let Some(follow_up) = follow_up {
@@ -201,13 +201,16 @@ pub async fn run(args: GnArgs, contain: &crate::contain::Contain) -> Result<Exit
 
 /// The Blender the run works in: one of viga's own (contained), on a copy of the person's
 /// scene when attached, or the person's own in trusted mode.
-async fn open_workbench(args: &GnArgs, contain: &crate::contain::Contain) -> Result<Workbench> {
+async fn open_workbench(
+    args: &GnArgs,
+    contained: &viga_blender::ContainedWorkers,
+) -> Result<Workbench> {
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
     if !args.attach.wanted() {
         let access = viga_blender::Access::reading(args.blend.iter().cloned().collect());
-        let worker = crate::start_blender(contain, &access).await?;
+        let worker = crate::start_blender(contained, None, access, None).await?;
         if let Some(blend) = &args.blend {
             worker
                 .load_blend(&blend.to_string_lossy())
@@ -221,10 +224,10 @@ async fn open_workbench(args: &GnArgs, contain: &crate::contain::Contain) -> Res
         return Ok(Workbench::live(user.transport));
     }
     // The copy is staged in the worker's own scratch folder: it reads nothing else of yours.
-    let worker = crate::attach::start_worker(
+    let worker = crate::start_blender(
+        contained,
         Some(&user.connection),
-        contain,
-        &viga_blender::Access::default(),
+        viga_blender::Access::default(),
         None,
     )
     .await?;

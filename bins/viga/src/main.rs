@@ -22,7 +22,10 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use clap::Parser as _;
 use std::io::IsTerminal as _;
-use viga_blender::{Access, BlenderCommands as _, BlenderTransport, Worker, WorkerConfig, locate};
+use viga_blender::{
+    Access, BlenderCommands as _, BlenderTransport, ContainedWorkers, Worker, WorkerConfig,
+    WorkerRequest, locate,
+};
 use viga_core::RunHandle;
 use viga_core::folder::SavedProvider;
 use viga_core::scene::SceneDomain;
@@ -32,12 +35,11 @@ use viga_provider::{ProviderConfig, ProviderKind};
 use crate::keys::build_provider;
 
 use crate::args::{ApplyChoice, Cli, Command, ProviderArgs, RunArgs};
-use crate::contain::Contain;
 use crate::progress::Output;
 
 /// The first argument that makes this process the launcher of a contained Blender (see
 /// `contain`); not a subcommand of the CLI, whose parser would take its `--` apart.
-const CONTAIN_LAUNCHER: &str = "contain";
+pub(crate) const CONTAIN_LAUNCHER: &str = "contain";
 
 fn main() -> std::process::ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -46,15 +48,15 @@ fn main() -> std::process::ExitCode {
         return contain::run_launcher(&args[2..]);
     }
     let cli = Cli::parse_from(args);
-    let contain = match contain::Contain::chosen(cli.containment) {
-        Ok(contain) => contain,
+    let contained = match contain::chosen(cli.containment) {
+        Ok(contained) => contained,
         Err(err) => {
             eprintln!("error: {}", describe(&err));
             return std::process::ExitCode::from(2);
         }
     };
     match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime.block_on(run_cli(cli, contain)),
+        Ok(runtime) => runtime.block_on(run_cli(cli, contained)),
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
             std::process::ExitCode::from(8)
@@ -62,7 +64,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run_cli(cli: Cli, contain: Contain) -> std::process::ExitCode {
+async fn run_cli(cli: Cli, contained: ContainedWorkers) -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("VIGA_LOG")
@@ -71,7 +73,7 @@ async fn run_cli(cli: Cli, contain: Contain) -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let jsonl = cli.command.events() == progress::EventsFormat::Jsonl;
-    match dispatch(cli.command, &contain).await {
+    match dispatch(cli.command, &contained).await {
         Ok(code) => code,
         Err(err) => {
             let kind = ending::failure_kind_of(&err);
@@ -108,9 +110,12 @@ fn describe(err: &anyhow::Error) -> String {
     text
 }
 
-async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::ExitCode> {
+async fn dispatch(
+    command: Command,
+    contained: &ContainedWorkers,
+) -> Result<std::process::ExitCode> {
     match command {
-        Command::Run(args) if args.mode != args::Mode::Scene => flat::run(args, contain).await,
+        Command::Run(args) if args.mode != args::Mode::Scene => flat::run(args, contained).await,
         Command::Run(args) if args.generator == args::Generator::Search => {
             if args.attach.wanted() {
                 bail!(
@@ -122,16 +127,16 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
                     "--init works with the model generator; the search runs on --base or an empty scene"
                 );
             }
-            search::run(args, contain).await
+            search::run(args, contained).await
         }
-        Command::Run(args) => run(args, contain).await,
-        Command::Eval { command } => eval::run(command, contain).await,
+        Command::Run(args) => run(args, contained).await,
+        Command::Eval { command } => eval::run(command, contained).await,
         Command::Resume {
             run,
             provider,
             max_iterations,
             events,
-        } => resume(&run, provider, max_iterations, events, contain).await,
+        } => resume(&run, provider, max_iterations, events, contained).await,
         Command::Apply {
             run,
             iteration,
@@ -145,7 +150,7 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
                 trusted,
                 confirmed: confirm_trusted,
             };
-            apply(&run, choice, trust, &attach, events, contain).await
+            apply(&run, choice, trust, &attach, events, contained).await
         }
         Command::Addon { command } => attach::addon(command).await,
         Command::Report { run, out } => {
@@ -153,9 +158,9 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
             println!("report: {}", path.display());
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Doctor => doctor(contain).await,
-        Command::Gn(args) => gn::run(args, contain).await,
-        Command::Agent(args) => agent::run(args, contain).await,
+        Command::Doctor => doctor(contained).await,
+        Command::Gn(args) => gn::run(args, contained).await,
+        Command::Agent(args) => agent::run(args, contained).await,
         Command::Mcp {
             attach,
             trusted,
@@ -169,11 +174,11 @@ async fn dispatch(command: Command, contain: &Contain) -> Result<std::process::E
                 live,
                 addons.as_deref(),
                 &resolution,
-                contain,
+                contained,
             )
             .await
         }
-        Command::Gateway(args) => mcp::gateway(args, contain).await,
+        Command::Gateway(args) => mcp::gateway(args, contained).await,
         Command::Key { command } => keys::run(&command),
     }
 }
@@ -217,21 +222,17 @@ fn provider_config(args: &ProviderArgs, saved: Option<ProviderConfig>) -> Result
 /// A Blender of viga's own for model-written programs, contained under `--containment`:
 /// besides its own scratch folder and install it may read and write only what `access`
 /// names (viga itself writes the run folders, so the loop, the GN assistant and eval let it
-/// write nothing else; it reads their inputs: base scenes, asset folders).
-async fn start_blender(contain: &Contain, access: &Access) -> Result<Arc<Worker>> {
-    start_run_blender(contain, access, None).await
-}
-
-/// [`start_blender`] for a run whose fetched and generated assets are in `assets`: its
-/// programs find that folder in `VIGA_ASSETS_DIR`.
-async fn start_run_blender(
-    contain: &Contain,
-    access: &Access,
+/// write nothing else; it reads their inputs: base scenes, asset folders), and its programs
+/// find the run's `assets` in `VIGA_ASSETS_DIR`. It is the Blender set up for viga, or else
+/// the binary of the `attached` Blender.
+async fn start_blender(
+    contained: &ContainedWorkers,
+    attached: Option<&viga_blender::attach::Connection>,
+    access: Access,
     assets: Option<&Path>,
 ) -> Result<Arc<Worker>> {
-    let mut config = contain.worker_config(locate()?, access)?;
-    config.program_env.extend(assets_env(assets));
-    let worker = Worker::start(config).await?;
+    let request = WorkerRequest::new(attach::blender_for(attached)?, access).with_assets(assets);
+    let worker = contained.start(&request).await?;
     say_containment(&worker);
     Ok(Arc::new(worker))
 }
@@ -242,11 +243,6 @@ fn assets_of(inputs: &[PathBuf]) -> Option<&Path> {
         .iter()
         .find(|path| path.ends_with(viga_skills::assets::ASSETS_DIR))
         .map(PathBuf::as_path)
-}
-
-/// `VIGA_ASSETS_DIR` for a run whose assets are in `assets`.
-fn assets_env(assets: Option<&Path>) -> Option<(String, PathBuf)> {
-    assets.map(|folder| ("VIGA_ASSETS_DIR".to_owned(), folder.to_path_buf()))
 }
 
 /// Warns on stderr when model-written programs will run with less containment than asked
@@ -261,7 +257,7 @@ fn say_containment(worker: &Worker) {
     }
 }
 
-async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode> {
+async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<std::process::ExitCode> {
     args.check_viewport_flag()?;
     let mut out = Output::new(args.events, args.max_iterations);
     // Decoded video frames live here until the run has copied its targets in.
@@ -289,7 +285,7 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
         let root = snapshot.folder().to_path_buf();
         unless_started(
             &root,
-            start_on_snapshot(snapshot, &user, provider, contain).await,
+            start_on_snapshot(snapshot, &user, provider, contained).await,
         )?
     } else {
         // The run folder first: its Blender may read the folder's inputs (generated assets,
@@ -302,12 +298,12 @@ async fn run(args: RunArgs, contain: &Contain) -> Result<std::process::ExitCode>
             init: init_service,
             provider,
         };
-        unless_started(&root, start_own(folder, own, contain, &out).await)?
+        unless_started(&root, start_own(folder, own, contained, &out).await)?
     };
     progress::stream_model_text(&handle, &out);
     let followed = follow(handle, &mut out).await?;
     if args.attach.wanted() {
-        offer_result(&followed, &args, &out, contain).await?;
+        offer_result(&followed, &args, &out, contained).await?;
     }
     Ok(finish(&followed, &out))
 }
@@ -356,7 +352,7 @@ struct OwnRun {
 async fn start_own(
     folder: viga_core::RunFolder,
     run: OwnRun,
-    contain: &Contain,
+    contained: &ContainedWorkers,
     out: &Output,
 ) -> Result<RunHandle> {
     let OwnRun {
@@ -368,7 +364,7 @@ async fn start_own(
     let mut reads = scene.prepare_blender_reads()?;
     let inputs = folder.worker_inputs()?;
     reads.extend(inputs.iter().cloned());
-    let worker = start_run_blender(contain, &Access::reading(reads), assets_of(&inputs)).await?;
+    let worker = start_blender(contained, None, Access::reading(reads), assets_of(&inputs)).await?;
     let handle = match init {
         Some(service) => {
             out.say(&format!(
@@ -396,10 +392,15 @@ async fn start_on_snapshot(
     snapshot: viga_core::attached::UserSceneSnapshot,
     user: &attach::UserBlender,
     provider: Arc<dyn viga_provider::Provider>,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<RunHandle> {
-    let worker =
-        start_attached_worker(user, contain, snapshot.scene(), &snapshot.worker_inputs()?).await?;
+    let worker = start_attached_worker(
+        user,
+        contained,
+        snapshot.scene(),
+        &snapshot.worker_inputs()?,
+    )
+    .await?;
     Ok(viga_core::attached::start_on_snapshot(
         snapshot, provider, worker,
     )?)
@@ -409,16 +410,16 @@ async fn start_on_snapshot(
 /// that may read `scene`'s inputs and the run folder's `inputs`.
 async fn start_attached_worker(
     user: &attach::UserBlender,
-    contain: &Contain,
+    contained: &ContainedWorkers,
     scene: &viga_core::scene::SceneSettings,
     inputs: &[PathBuf],
 ) -> Result<Arc<Worker>> {
     let mut reads = scene.prepare_blender_reads()?;
     reads.extend(inputs.iter().cloned());
-    attach::start_worker(
+    start_blender(
+        contained,
         Some(&user.connection),
-        contain,
-        &Access::reading(reads),
+        Access::reading(reads),
         assets_of(inputs),
     )
     .await
@@ -429,7 +430,7 @@ async fn resume(
     args: ProviderArgs,
     max_iterations: Option<u32>,
     events: progress::EventsFormat,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
     let run_folder = viga_core::RunFolder::open(folder)?;
@@ -445,7 +446,7 @@ async fn resume(
     let provider = build_provider(&provider_settings)?;
     if let Some(settings) = flat::FlatSettings::recorded(folder)? {
         let (config, _) = run_folder.read_args()?;
-        let domain = flat::start_domain(settings, contain, config.program_timeout).await?;
+        let domain = flat::start_domain(settings, contained, config.program_timeout).await?;
         let handle = viga_core::resume(folder, provider, domain, max_iterations)?;
         let followed = follow(handle, &mut out).await?;
         return Ok(finish(&followed, &out));
@@ -455,7 +456,7 @@ async fn resume(
     let inputs = viga_core::RunFolder::open(folder)?.worker_inputs()?;
     reads.extend(inputs.iter().cloned());
     let access = Access::reading(reads);
-    let blender = start_run_blender(contain, &access, assets_of(&inputs)).await?;
+    let blender = start_blender(contained, None, access, assets_of(&inputs)).await?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
     progress::stream_model_text(&handle, &out);
@@ -541,7 +542,7 @@ async fn offer_result(
     followed: &Followed,
     args: &RunArgs,
     out: &Output,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<()> {
     if !followed
         .outcome
@@ -575,7 +576,7 @@ async fn offer_result(
         viga_core::attached::ResultChoice::Final,
     )?;
     let user = attach::attach(&args.attach).await?;
-    apply_as_data(&result, &user, out, contain).await?;
+    apply_as_data(&result, &user, out, contained).await?;
     Ok(())
 }
 
@@ -602,7 +603,7 @@ async fn apply(
     trust: ApplyTrust,
     args: &attach::AttachArgs,
     events: progress::EventsFormat,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
     let out = Output::new(events, 0);
     // Checked first, so a wrong folder or iteration is reported as such.
@@ -618,7 +619,7 @@ async fn apply(
         report_program_applied(&applied, &out)?;
         "applied to your scene by running its program (Ctrl-Z takes it back)".to_owned()
     } else {
-        apply_as_data(&result, &user, &out, contain).await?
+        apply_as_data(&result, &user, &out, contained).await?
     };
     // The panel follows `viga apply --events jsonl` as any other command: its last line.
     out.finished(&StopReason::Accepted, &said, None, 0);
@@ -648,10 +649,10 @@ async fn apply_as_data(
     result: &viga_core::attached::ChosenResult,
     user: &attach::UserBlender,
     out: &Output,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<String> {
     let worker =
-        start_attached_worker(user, contain, result.scene(), &result.worker_inputs()?).await?;
+        start_attached_worker(user, contained, result.scene(), &result.worker_inputs()?).await?;
     let imported =
         viga_core::attached::apply_to_user_scene(result, worker.as_ref(), user.transport.as_ref())
             .await;
@@ -714,7 +715,7 @@ fn report_program_applied(
     }
 }
 
-async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
+async fn doctor(contained: &ContainedWorkers) -> Result<std::process::ExitCode> {
     let launcher = match locate() {
         Ok(launcher) => launcher,
         Err(err) => bail!("{err}"),
@@ -755,7 +756,7 @@ async fn doctor(contain: &Contain) -> Result<std::process::ExitCode> {
         println!("{kind}: {variable} {state}");
     }
     worker.shutdown().await;
-    match contain.probe().await {
+    match contained.probe().await {
         Ok(status) => {
             let verdict = if status.is_complete() {
                 "every half holds"

@@ -13,7 +13,7 @@ use viga_serve::ws::{Gateway, GatewayConfig};
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
 
-use crate::contain::Contain;
+use viga_blender::ContainedWorkers;
 
 pub async fn serve(
     attach: &crate::attach::AttachArgs,
@@ -21,7 +21,7 @@ pub async fn serve(
     live: bool,
     addons: Option<&Path>,
     resolution: &str,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
     let (width, height) = crate::args::parse_resolution(resolution)?;
     if trusted && !attach.wanted() {
@@ -46,7 +46,7 @@ pub async fn serve(
     } else {
         // Programs may write only in the worker's own scratch folder, and read the add-ons.
         let access = Access::reading(addons.map(Path::to_path_buf).into_iter().collect());
-        let worker = crate::start_blender(contain, &access).await?;
+        let worker = crate::start_blender(contained, None, access, None).await?;
         let mode = if live {
             ProgramMode::Live
         } else {
@@ -81,7 +81,7 @@ pub async fn serve(
 
 pub async fn gateway(
     args: crate::args::GatewayArgs,
-    contain: &Contain,
+    contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
     use viga_serve::ws::{
         BlenderSessions, Credentials, DialLimits, GatewayLimits, ListenSecurity, TlsFiles,
@@ -129,13 +129,12 @@ pub async fn gateway(
         plain_on_public_address: args.insecure_plain_on_public_address,
     };
     // Each user's Blender runs that user's add-on commands: contained, reading the
-    // add-ons and writing only the user's own folder (the sessions add it).
-    let access = Access::reading(args.addons.iter().cloned().collect());
+    // add-ons and writing only the user's own folder.
     let sessions = BlenderSessions {
         launcher: locate()?,
         addons_folder: args.addons.clone(),
         setup_code,
-        containment: contain.containment(&access)?,
+        contained: contained.clone(),
     };
     let agent = config
         .chat

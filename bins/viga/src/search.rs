@@ -8,9 +8,9 @@ use viga_blender::Access;
 use viga_eval::scene_search::{SceneSearch, run_scene_search};
 
 use crate::args::RunArgs;
-use crate::contain::Contain;
+use viga_blender::ContainedWorkers;
 
-pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
+pub async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<ExitCode> {
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (config, scene) = args.run_config(frames.path())?;
     let Some(start_path) = &args.start else {
@@ -45,7 +45,7 @@ pub async fn run(args: RunArgs, contain: &Contain) -> Result<ExitCode> {
     // The programs it scores are the start program with other numbers: model-written, in
     // the sense that matters (nobody checked them), so they run contained too.
     let access = Access::reading(scene.prepare_blender_reads()?);
-    let worker = crate::start_blender(contain, &access).await?;
+    let worker = crate::start_blender(contained, None, access, None).await?;
     let budget = args.search_budget;
     let show = move |count: u32, loss: f64| println!("  program {count}/{budget}: PL {loss:.6}");
     let report = run_scene_search(&spec, worker, &folder, &show).await?;

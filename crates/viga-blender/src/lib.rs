@@ -9,8 +9,10 @@
 //! ([`frame`], [`client`]); the [`BlenderTransport`] trait and its typed commands
 //! ([`BlenderCommands`]); warm, supervised workers ([`Worker`]: per-call timeout, kill and
 //! restart on a hang or crash, scene restored from the last checkpoint) and a
-//! [`WorkerPool`]; one-shot scripts in a fresh process ([`oneshot`], the cold path); the
-//! viga Blender extension built from the bridge ([`addon`]) and attaching to a person's
+//! [`WorkerPool`]; the one way a worker for model-written programs is configured and
+//! started, contained under the caller's policy and launcher ([`ContainedWorkers`]: access
+//! resolved, the renderers' confinement, a probe of what holds); one-shot scripts in a
+//! fresh process ([`oneshot`], the cold path); the viga Blender extension built from the bridge ([`addon`]) and attaching to a person's
 //! running Blender through the connection file it writes ([`attach`]).
 //!
 //! **Must not:** know about models, prompts, memory or the agent loop. Layers above talk to
@@ -22,6 +24,7 @@ pub mod addon;
 pub mod attach;
 pub mod bridge;
 pub mod client;
+pub mod contained;
 pub mod environment;
 pub mod frame;
 pub use viga_locate::blender as locate;
@@ -33,6 +36,7 @@ pub mod transport;
 pub mod worker;
 
 pub use bridge::BridgeMode;
+pub use contained::{ASSETS_DIR_ENV, ContainedWorkers, ContainedWorkersError, WorkerRequest};
 pub use locate::{BlenderLauncher, LocateError, locate};
 pub use pool::{PooledWorker, WorkerPool};
 pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use viga_blender::locate;
+use viga_blender::{ContainedWorkers, ContainmentPolicy, locate};
 use viga_serve::ws::{
     BlenderSessions, Credentials, DialLimits, Gateway, GatewayConfig, GatewayLimits, ListenSecurity,
 };
@@ -49,7 +49,7 @@ async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile:
         setup_code: Some(SETUP.to_owned()),
         // The launcher is the viga binary, which this crate's tests do not build; the
         // gateway's contained sessions are tested through it (bins/viga/tests/suite/gateway.rs).
-        containment: None,
+        contained: ContainedWorkers::new(ContainmentPolicy::Off, Vec::new()),
     };
     let gateway = Gateway::new(config, Arc::new(sessions)).unwrap();
     let listener = Gateway::bind("127.0.0.1:0".parse().unwrap(), &ListenSecurity::default())

@@ -2,6 +2,7 @@ mod addon_panel;
 mod bridge_hardening;
 mod bridge_wire;
 mod commands;
+mod contained;
 mod frame_fuzz;
 mod locating;
 mod oneshot;

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use viga_blender::{
-    Access, BlenderCommands as _, BlenderLauncher, BlenderTransport, Containment, TransportError,
-    Worker, WorkerConfig,
+    Access, BlenderCommands as _, BlenderLauncher, BlenderTransport, ContainedWorkers,
+    ContainedWorkersError, TransportError, Worker, WorkerRequest,
 };
 use viga_protocol::bridge::{BridgeCommand, SceneReset};
 use viga_skills::ToolError;
@@ -62,6 +62,8 @@ impl std::fmt::Debug for StartedSession {
 pub enum SessionStartError {
     #[error(transparent)]
     Blender(#[from] TransportError),
+    #[error(transparent)]
+    Contained(#[from] ContainedWorkersError),
     #[error("the gateway's setup program failed: {0}")]
     Setup(String),
     #[error("the add-ons could not be loaded: {0}")]
@@ -91,9 +93,9 @@ pub struct BlenderSessions {
     pub addons_folder: Option<PathBuf>,
     /// A program run on a fresh factory scene when a user's Blender starts.
     pub setup_code: Option<String>,
-    /// How each user's Blender is contained (it reads the add-ons; the session lets it
-    /// write in the user's own folder and nowhere else); `None` runs it uncontained.
-    pub containment: Option<Containment>,
+    /// How each user's Blender is contained: it reads the add-ons and writes in the user's
+    /// own folder and nowhere else (a policy that is off runs it uncontained).
+    pub contained: ContainedWorkers,
 }
 
 #[async_trait]
@@ -103,12 +105,13 @@ impl SessionFactory for BlenderSessions {
         user: &UserName,
         folder: &Path,
     ) -> Result<StartedSession, SessionStartError> {
-        let mut worker_config = WorkerConfig::new(self.launcher.clone());
-        worker_config.name = format!("user-{user}");
-        worker_config.containment = self.containment.clone().map(|containment| {
-            containment.with_access(&Access::writing(vec![folder.to_path_buf()]))
-        });
-        let worker = Worker::start(worker_config).await?;
+        let access = Access {
+            readable: self.addons_folder.iter().cloned().collect(),
+            writable: vec![folder.to_path_buf()],
+        };
+        let request =
+            WorkerRequest::new(self.launcher.clone(), access).named(format!("user-{user}"));
+        let worker = self.contained.start(&request).await?;
         let setup = self.setup_code.as_deref().unwrap_or_default();
         let result = worker
             .execute(setup, Some(SceneReset::Factory), None)
