@@ -237,14 +237,6 @@ async fn start_blender(
     Ok(Arc::new(worker))
 }
 
-/// The run's asset folder among its worker inputs ([`viga_core::RunFolder::worker_inputs`]).
-fn assets_of(inputs: &[PathBuf]) -> Option<&Path> {
-    inputs
-        .iter()
-        .find(|path| path.ends_with(viga_skills::assets::ASSETS_DIR))
-        .map(PathBuf::as_path)
-}
-
 /// Warns on stderr when model-written programs will run with less containment than asked
 /// for; the run folder records the full status either way.
 fn say_containment(worker: &Worker) {
@@ -363,8 +355,14 @@ async fn start_own(
     } = run;
     let mut reads = scene.prepare_blender_reads()?;
     let inputs = folder.worker_inputs()?;
-    reads.extend(inputs.iter().cloned());
-    let worker = start_blender(contained, None, Access::reading(reads), assets_of(&inputs)).await?;
+    reads.extend(inputs.paths());
+    let worker = start_blender(
+        contained,
+        None,
+        Access::reading(reads),
+        Some(&inputs.assets),
+    )
+    .await?;
     let handle = match init {
         Some(service) => {
             out.say(&format!(
@@ -412,15 +410,15 @@ async fn start_attached_worker(
     user: &attach::UserBlender,
     contained: &ContainedWorkers,
     scene: &viga_core::scene::SceneSettings,
-    inputs: &[PathBuf],
+    inputs: &viga_core::folder::WorkerInputs,
 ) -> Result<Arc<Worker>> {
     let mut reads = scene.prepare_blender_reads()?;
-    reads.extend(inputs.iter().cloned());
+    reads.extend(inputs.paths());
     start_blender(
         contained,
         Some(&user.connection),
         Access::reading(reads),
-        assets_of(inputs),
+        Some(&inputs.assets),
     )
     .await
 }
@@ -454,9 +452,9 @@ async fn resume(
     let (_, scene) = viga_core::scene::resumable_scene(folder)?;
     let mut reads = scene.prepare_blender_reads()?;
     let inputs = viga_core::RunFolder::open(folder)?.worker_inputs()?;
-    reads.extend(inputs.iter().cloned());
+    reads.extend(inputs.paths());
     let access = Access::reading(reads);
-    let blender = start_blender(contained, None, access, assets_of(&inputs)).await?;
+    let blender = start_blender(contained, None, access, Some(&inputs.assets)).await?;
     let domain = SceneDomain::for_resume(folder, blender, Arc::clone(&provider))?;
     let handle = viga_core::resume(folder, provider, Arc::new(domain), max_iterations)?;
     progress::stream_model_text(&handle, &out);

@@ -133,6 +133,22 @@ impl SavedProvider {
     }
 }
 
+/// The folders of a run folder its worker reads ([`RunFolder::worker_inputs`]), absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInputs {
+    /// Generated and fetched assets; the run's programs find it in `VIGA_ASSETS_DIR`.
+    pub assets: PathBuf,
+    /// A reconstruction's meshes and scene (`--init`).
+    pub init: PathBuf,
+}
+
+impl WorkerInputs {
+    /// Both folders, for the worker's read access.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        vec![self.assets.clone(), self.init.clone()]
+    }
+}
+
 /// Removes the run folder `root` made for a run that then failed to start, and the timestamp
 /// and mode folders above it when they are left empty, so a failed start leaves nothing. A
 /// folder whose run started (it has an event log) is never removed.
@@ -271,19 +287,19 @@ impl RunFolder {
         discard_unstarted(&self.root);
     }
 
-    /// The folders of the run whose files its worker opens (generated assets in `assets/`,
-    /// a reconstruction's meshes and scene in `init/`), made now: a contained worker is
+    /// The folders of the run whose files its worker opens, made now: a contained worker is
     /// allowed to read them, and nothing else of the run folder.
-    pub fn worker_inputs(&self) -> Result<Vec<PathBuf>, CoreError> {
-        ["assets", "init"]
-            .into_iter()
-            .map(|name| {
-                let path = std::path::absolute(self.root.join(name))
-                    .map_err(|err| io(&self.root.join(name), err))?;
-                std::fs::create_dir_all(&path).map_err(|err| io(&path, err))?;
-                Ok(path)
-            })
-            .collect()
+    pub fn worker_inputs(&self) -> Result<WorkerInputs, CoreError> {
+        let made = |name: &str| -> Result<PathBuf, CoreError> {
+            let path = std::path::absolute(self.root.join(name))
+                .map_err(|err| io(&self.root.join(name), err))?;
+            std::fs::create_dir_all(&path).map_err(|err| io(&path, err))?;
+            Ok(path)
+        };
+        Ok(WorkerInputs {
+            assets: made(viga_skills::assets::ASSETS_DIR)?,
+            init: made(crate::scene::init::INIT_MESHES)?,
+        })
     }
 
     /// Keeps the program of iteration `index`, in `language`.

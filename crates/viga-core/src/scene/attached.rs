@@ -73,7 +73,7 @@ impl UserSceneSnapshot {
     }
 
     /// What of the run folder its worker may read ([`RunFolder::worker_inputs`]).
-    pub fn worker_inputs(&self) -> Result<Vec<PathBuf>, CoreError> {
+    pub fn worker_inputs(&self) -> Result<crate::folder::WorkerInputs, CoreError> {
         self.folder.worker_inputs()
     }
 }
@@ -232,7 +232,7 @@ impl ChosenResult {
 
     /// The folders of the run folder the worker that makes the result reads
     /// ([`RunFolder::worker_inputs`]).
-    pub fn worker_inputs(&self) -> Result<Vec<PathBuf>, CoreError> {
+    pub fn worker_inputs(&self) -> Result<crate::folder::WorkerInputs, CoreError> {
         self.folder.worker_inputs()
     }
 
