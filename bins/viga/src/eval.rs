@@ -243,13 +243,21 @@ pub async fn run(
         } => {
             // Contained like every evaluation, so its figures include what containment costs.
             let worker = contained.worker_config(&WorkerRequest::new(locate()?, reads(&data)))?;
-            crate::eval_bench::bench(
-                &data,
-                worker,
-                render.spec()?,
-                Duration::from_millis(model_latency_ms),
-            )
-            .await?;
+            let latency = Duration::from_millis(model_latency_ms);
+            let render = render.spec()?;
+            let rows = viga_eval::throughput::throughput(&data, &worker, render, latency).await?;
+            let containment = worker
+                .containment
+                .as_ref()
+                .map_or("uncontained".to_owned(), |containment| {
+                    format!("contained ({})", containment.policy)
+                });
+            println!(
+                "\n{render} on {}, workers {containment}; the agent's model is a stand-in answering after {} ms per call:",
+                data.display(),
+                latency.as_millis()
+            );
+            print_throughput(&rows);
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
@@ -491,4 +499,31 @@ async fn run_with_progress(
 fn print_summary(summary: &Summary, out: &Path) {
     println!("\n{}", report::markdown(summary));
     println!("results: {}", out.join(report::MARKDOWN_FILE).display());
+}
+
+/// The throughput rows as a Markdown table, each system's speed-up against its own 1-worker row.
+fn print_throughput(rows: &[viga_eval::throughput::ThroughputRow]) {
+    println!(
+        "| system | workers | instances | seconds | instances/hour | speed-up | machine CPU busy |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut base = 1.0;
+    for row in rows {
+        let rate = row.instances_per_hour();
+        if row.workers == 1 {
+            base = rate;
+        }
+        let cpu = row.cpu_busy.map_or_else(
+            || "n/a".to_owned(),
+            |share| format!("{:.0}%", share * 100.0),
+        );
+        println!(
+            "| {} | {} | {} | {:.1} | {rate:.0} | {:.2}x | {cpu} |",
+            row.system,
+            row.workers,
+            row.scored,
+            row.seconds,
+            rate / base
+        );
+    }
 }

@@ -7,7 +7,6 @@ mod attach;
 mod contain;
 mod ending;
 mod eval;
-mod eval_bench;
 mod eval_flat;
 mod flat;
 mod gn;

@@ -42,6 +42,7 @@ pub mod scores;
 pub mod search;
 pub mod shard;
 pub mod slidebench;
+pub mod throughput;
 
 use std::path::{Path, PathBuf};
 
