@@ -108,24 +108,12 @@ pub async fn start_domain(
     }
 }
 
-/// What the renderer's launcher reported; off when the policy is off. A contained renderer
-/// that reported nothing is an error: the run would not know what holds.
+/// What holds for the renderer, from its launcher's report; said on stderr when it is less
+/// than asked for.
 fn status_of(report: Option<String>, contained: &ContainedWorkers) -> Result<ContainmentStatus> {
-    match report {
-        Some(json) => {
-            let status: ContainmentStatus = serde_json::from_str(&json)
-                .context("the containment launcher's report is unreadable")?;
-            if !status.is_complete() && status.policy != viga_blender::ContainmentPolicy::Off {
-                eprintln!(
-                    "warning: model-written programs run with {}",
-                    status.summary()
-                );
-            }
-            Ok(status)
-        }
-        None if contained.is_off() => Ok(ContainmentStatus::off()),
-        None => bail!("the renderer was started contained but its launcher reported nothing"),
-    }
+    let status = contained.renderer_status(report.as_deref())?;
+    crate::say_containment(&status);
+    Ok(status)
 }
 
 /// `viga run --mode slides|page`.

@@ -232,14 +232,13 @@ async fn start_blender(
 ) -> Result<Arc<Worker>> {
     let request = WorkerRequest::new(attach::blender_for(attached)?, access).with_assets(assets);
     let worker = contained.start(&request).await?;
-    say_containment(&worker);
+    say_containment(&worker.containment());
     Ok(Arc::new(worker))
 }
 
 /// Warns on stderr when model-written programs will run with less containment than asked
 /// for; the run folder records the full status either way.
-fn say_containment(worker: &Worker) {
-    let status = worker.containment();
+fn say_containment(status: &viga_blender::ContainmentStatus) {
     if status.policy != viga_blender::ContainmentPolicy::Off && !status.is_complete() {
         eprintln!(
             "warning: model-written programs run with {}",

@@ -98,6 +98,8 @@ pub enum ContainedWorkersError {
     ProbeStatus(#[source] serde_json::Error),
     #[error("{0}")]
     ProbeRefused(String),
+    #[error("the renderer was started contained but its launcher reported nothing")]
+    NoRendererReport,
     /// Blender itself did not start; the transport's error says why.
     #[error(transparent)]
     Start(TransportError),
@@ -202,6 +204,21 @@ impl ContainedWorkers {
             // Reads are limited: the renderer names what its processes read.
             readable: Some(Vec::new()),
         }))
+    }
+
+    /// What holds for a slide or page renderer started with [`Self::confinement`], from its
+    /// launcher's report (the renderer's `contained_report`); off when the policy is off. A
+    /// contained renderer that reported nothing is an error: the run would not know what
+    /// holds.
+    pub fn renderer_status(
+        &self,
+        report: Option<&str>,
+    ) -> Result<ContainmentStatus, ContainedWorkersError> {
+        match report {
+            Some(json) => serde_json::from_str(json).map_err(ContainedWorkersError::ProbeStatus),
+            None if self.is_off() => Ok(ContainmentStatus::off()),
+            None => Err(ContainedWorkersError::NoRendererReport),
+        }
     }
 
     /// What containment this system gives a worker under the policy, found by running the
@@ -393,5 +410,25 @@ mod tests {
     async fn the_probe_of_the_policy_off_runs_nothing() {
         let workers = ContainedWorkers::new(ContainmentPolicy::Off, Vec::new());
         assert_eq!(workers.probe().await.unwrap(), ContainmentStatus::off());
+    }
+
+    #[test]
+    fn a_renderer_report_is_its_status_and_a_silent_contained_renderer_is_refused() {
+        let (auto, _folder) = workers(ContainmentPolicy::Auto);
+        let reported = serde_json::to_string(&ContainmentStatus::off()).unwrap();
+        assert_eq!(
+            auto.renderer_status(Some(&reported)).unwrap(),
+            ContainmentStatus::off()
+        );
+        assert!(matches!(
+            auto.renderer_status(None),
+            Err(ContainedWorkersError::NoRendererReport)
+        ));
+        assert!(matches!(
+            auto.renderer_status(Some("not json")),
+            Err(ContainedWorkersError::ProbeStatus(_))
+        ));
+        let (off, _folder) = workers(ContainmentPolicy::Off);
+        assert_eq!(off.renderer_status(None).unwrap(), ContainmentStatus::off());
     }
 }
