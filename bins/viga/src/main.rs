@@ -513,20 +513,16 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
 /// The exit code for a run (and the JSON-lines `finished` line); a failed run says what to
 /// do about it.
 fn finish(followed: &Followed, out: &Output) -> std::process::ExitCode {
-    // A page run's last good program is its page.
-    let final_program = [
-        viga_core::folder::FINAL_PROGRAM,
-        viga_core::page::FINAL_PAGE,
-    ]
-    .iter()
-    .map(|name| followed.folder.join(name))
-    .find(|path| path.is_file());
+    let final_program = followed
+        .outcome
+        .as_ref()
+        .and_then(|outcome| outcome.final_program.as_deref());
     ending::finish(
         out,
         ending::RunEnd {
             stop: followed.outcome.as_ref().map(|o| &o.stop),
             message: String::new(),
-            final_program: final_program.as_deref(),
+            final_program,
             folder: Some(&followed.folder),
         },
     )

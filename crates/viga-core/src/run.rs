@@ -34,6 +34,8 @@ pub struct RunOutcome {
     pub folder: std::path::PathBuf,
     /// The program of the last iteration that ran without error.
     pub final_code: Option<String>,
+    /// Where that program is kept in the run folder (`final.py`, a page's `final.html`).
+    pub final_program: Option<std::path::PathBuf>,
 }
 
 impl RunOutcome {
@@ -238,11 +240,16 @@ impl Run {
             stop: stop.clone(),
             iterations: recorded,
         })?;
+        let final_program = self
+            .folder
+            .root()
+            .join(crate::folder::final_program_name(&self.format.language));
         Ok(RunOutcome {
             stop,
             iterations: recorded,
             folder: self.folder.root().to_path_buf(),
             final_code: self.final_code.clone(),
+            final_program: Some(final_program).filter(|path| path.is_file()),
         })
     }
 

@@ -81,7 +81,18 @@ fn finished_in(out: &Output, outcome: &str) -> PathBuf {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    PathBuf::from(folder.unwrap())
+    // The last line names the program the run kept, where it is.
+    let folder = PathBuf::from(folder.unwrap());
+    if outcome == "accepted" {
+        let kept = finished.unwrap()["final_program"]
+            .as_str()
+            .map(PathBuf::from);
+        assert_eq!(
+            kept,
+            Some(std::path::absolute(folder.join("final.py")).unwrap())
+        );
+    }
+    folder
 }
 
 fn read_json(path: &Path) -> Value {
