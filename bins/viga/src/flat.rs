@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use viga_blender::{Access, ContainmentStatus};
 use viga_core::Domain;
-use viga_core::page::{PAGE_DOMAIN, PageDomain, PageSettings, parse_viewport};
+use viga_core::page::{PAGE_DOMAIN, PageDomain, PageSettings};
 use viga_core::slides::{SLIDES_DOMAIN, SlidesDomain, SlidesSettings};
 use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
 use viga_web::{WebConfig, WebWorker};
@@ -51,28 +51,9 @@ fn settings_of(args: &RunArgs, config: &viga_core::RunConfig) -> Result<FlatSett
             Ok(FlatSettings::Slides(settings))
         }
         Mode::Page => {
-            let viewport = match (
-                &args.viewport,
-                config.targets.iter().find(|t| t.view.is_none()),
-            ) {
-                (Some(text), _) => {
-                    parse_viewport(text).map_err(|why| anyhow::anyhow!("--viewport: {why}"))?
-                }
-                (None, Some(target)) => {
-                    let bytes = std::fs::read(&target.path)
-                        .with_context(|| format!("cannot read {}", target.path.display()))?;
-                    let (width, height) = viga_skills::metrics::image_size(&bytes)
-                        .with_context(|| format!("{}", target.path.display()))?;
-                    parse_viewport(&format!("{width}x{height}")).map_err(|why| {
-                        anyhow::anyhow!(
-                            "the target {} cannot be a window: {why}; give --viewport",
-                            target.path.display()
-                        )
-                    })?
-                }
-                (None, None) => viga_core::page::DEFAULT_VIEWPORT,
-            };
-            Ok(FlatSettings::Page(PageSettings { viewport }))
+            let settings = PageSettings::for_targets(args.viewport.as_deref(), &config.targets)
+                .context("--viewport")?;
+            Ok(FlatSettings::Page(settings))
         }
         Mode::Scene => bail!("a scene run is not a slides or page run"),
     }

@@ -65,6 +65,32 @@ impl Default for PageSettings {
 }
 
 impl PageSettings {
+    /// The settings of a run whose window is `viewport` when given (`WIDTHxHEIGHT`), else
+    /// the size of its first target picture without a view of its own, else
+    /// [`DEFAULT_VIEWPORT`]: a screenshot then compares with the target pixel for pixel.
+    pub fn for_targets(
+        viewport: Option<&str>,
+        targets: &[crate::TargetSpec],
+    ) -> Result<Self, ViewportChoiceError> {
+        let viewport = match (viewport, targets.iter().find(|t| t.view.is_none())) {
+            (Some(text), _) => parse_viewport(text).map_err(ViewportChoiceError::Given)?,
+            (None, Some(target)) => {
+                let unreadable = |why: String| ViewportChoiceError::Target {
+                    path: target.path.clone(),
+                    why,
+                };
+                let bytes = std::fs::read(&target.path)
+                    .map_err(|err| unreadable(format!("cannot be read: {err}")))?;
+                let (width, height) = viga_skills::metrics::image_size(&bytes)
+                    .map_err(|err| unreadable(err.to_string()))?;
+                check_viewport(Viewport { width, height })
+                    .map_err(|why| unreadable(format!("cannot be a window: {why}")))?
+            }
+            (None, None) => DEFAULT_VIEWPORT,
+        };
+        Ok(Self { viewport })
+    }
+
     pub fn problems(&self) -> Vec<String> {
         check_viewport(self.viewport)
             .err()
@@ -72,6 +98,17 @@ impl PageSettings {
             .into_iter()
             .collect()
     }
+}
+
+/// Why a page run's window could not be chosen ([`PageSettings::for_targets`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ViewportChoiceError {
+    /// The viewport given is not one.
+    #[error("{0}")]
+    Given(String),
+    /// The target picture the window would take its size from.
+    #[error("the target {} {why}; give the window's size", path.display())]
+    Target { path: PathBuf, why: String },
 }
 
 fn check_viewport(viewport: Viewport) -> Result<Viewport, String> {
@@ -576,6 +613,32 @@ mod tests {
         for bad in ["390", "0x10", "wide", "5000x10"] {
             assert!(parse_viewport(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_window_is_the_given_size_else_the_target_pictures_else_the_default() {
+        let folder = tempfile::tempdir().unwrap();
+        let shot = folder.path().join("shot.png");
+        std::fs::write(&shot, viga_testkit::picture::halves_png(390, 844)).unwrap();
+        let targets = [crate::TargetSpec::picture(&shot)];
+        let window = |given: Option<&str>, targets: &[crate::TargetSpec]| {
+            PageSettings::for_targets(given, targets).map(|settings| settings.viewport)
+        };
+        let phone = Viewport {
+            width: 390,
+            height: 844,
+        };
+        assert_eq!(window(None, &targets).unwrap(), phone);
+        assert_eq!(window(Some("390x844"), &[]).unwrap(), phone);
+        assert_eq!(window(None, &[]).unwrap(), DEFAULT_VIEWPORT);
+        let err = window(Some("wide"), &targets).unwrap_err();
+        assert!(matches!(err, ViewportChoiceError::Given(_)), "{err}");
+        let missing = [crate::TargetSpec::picture(folder.path().join("gone.png"))];
+        let err = window(None, &missing).unwrap_err().to_string();
+        assert!(err.contains("gone.png cannot be read"), "{err}");
+        std::fs::write(&shot, viga_testkit::picture::halves_png(5000, 10)).unwrap();
+        let err = window(None, &targets).unwrap_err().to_string();
+        assert!(err.contains("cannot be a window"), "{err}");
     }
 
     #[test]
