@@ -252,19 +252,8 @@ fn imported_summary(imported: &GnResultImported) -> String {
 /// The run's configuration; a preset run takes the preset's request and object unless the
 /// command line names them.
 fn run_config(args: &GnArgs, preset: Option<&Preset>) -> GnRunConfig {
-    let request = match (&args.request, preset) {
-        (Some(request), _) => request.clone(),
-        (None, Some(preset)) if !preset.metadata.request.is_empty() => {
-            preset.metadata.request.clone()
-        }
-        (None, Some(preset)) => format!("preset {}", preset.metadata.name),
-        (None, None) => String::new(),
-    };
-    let mut config = GnRunConfig::new(request);
-    config.object = args
-        .object
-        .clone()
-        .or_else(|| preset.and_then(|preset| preset.metadata.object.clone()));
+    let mut config =
+        GnRunConfig::with_preset_defaults(args.request.clone(), args.object.clone(), preset);
     config.max_rounds = args.max_rounds;
     if !args.gates.is_empty() {
         config.gates.required = args.gates.iter().copied().collect();

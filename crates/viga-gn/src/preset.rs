@@ -246,6 +246,30 @@ mod tests {
     }
 
     #[test]
+    fn a_run_takes_what_it_is_not_given_from_its_preset() {
+        use crate::GnRunConfig;
+        let mut preset = sample();
+        preset.metadata.object = Some("Plane".into());
+        let config = GnRunConfig::with_preset_defaults(None, None, Some(&preset));
+        assert_eq!(config.request, preset.metadata.request);
+        assert_eq!(config.object.as_deref(), Some("Plane"));
+        let config = GnRunConfig::with_preset_defaults(
+            Some("denser".into()),
+            Some("Ground".into()),
+            Some(&preset),
+        );
+        assert_eq!(
+            (config.request.as_str(), config.object.as_deref()),
+            ("denser", Some("Ground"))
+        );
+        preset.metadata.request.clear();
+        let config = GnRunConfig::with_preset_defaults(None, None, Some(&preset));
+        assert_eq!(config.request, "preset scatter-cubes");
+        let config = GnRunConfig::with_preset_defaults(None, None, None);
+        assert_eq!((config.request.as_str(), config.object), ("", None));
+    }
+
+    #[test]
     fn presets_round_trip_through_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = PresetStore::new(dir.path().join("presets"));

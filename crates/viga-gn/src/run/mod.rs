@@ -118,6 +118,28 @@ impl GnRunConfig {
             blend: None,
         }
     }
+
+    /// A run of `request` on `object` where what is not given comes from `preset`: the
+    /// request it was saved from (else `preset <name>`, so the run folder and the undo step
+    /// still say what ran) and the object it was saved for.
+    pub fn with_preset_defaults(
+        request: Option<String>,
+        object: Option<String>,
+        preset: Option<&Preset>,
+    ) -> Self {
+        let saved = preset.map(|preset| &preset.metadata);
+        let request = request
+            .or_else(|| {
+                saved.map(|saved| match saved.request.as_str() {
+                    "" => format!("preset {}", saved.name),
+                    request => request.to_owned(),
+                })
+            })
+            .unwrap_or_default();
+        let mut config = Self::new(request);
+        config.object = object.or_else(|| saved.and_then(|saved| saved.object.clone()));
+        config
+    }
 }
 
 /// How a run ended, with its whole log.
