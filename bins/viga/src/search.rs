@@ -31,11 +31,7 @@ pub async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<ExitCode
         render: scene.verifier_render(true),
         budget: args.search_budget,
     };
-    let folder = args
-        .output
-        .join("search")
-        .join(viga_core::folder::timestamp())
-        .join(&config.task_name);
+    let folder = viga_core::folder::new_run_root(&args.output, "search", &config.task_name)?;
     println!(
         "search: from {}, at most {} programs, {}",
         start_path.display(),

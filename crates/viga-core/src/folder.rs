@@ -53,12 +53,10 @@ pub struct RunFolder {
     root: PathBuf,
 }
 
-/// `<output>/<mode>/<timestamp>/<task>/` for a new run, refused when it exists already.
-pub(crate) fn new_run_root(
-    output_root: &Path,
-    mode: &str,
-    task_name: &str,
-) -> Result<PathBuf, CoreError> {
+/// `<output>/<mode>/<timestamp>/<task>/` for a new run, refused when it exists already
+/// (for a run of the loop's own, [`RunFolder::create`] makes it; other kinds of run, such as
+/// a scene search, lay theirs out the same way through this).
+pub fn new_run_root(output_root: &Path, mode: &str, task_name: &str) -> Result<PathBuf, CoreError> {
     let root = output_root.join(mode).join(timestamp()).join(task_name);
     if root.exists() {
         return Err(CoreError::Config(format!(
