@@ -3,7 +3,7 @@
 //! - `setup`: make a Blender available (the project-local bpy virtual environment, or the
 //!   user's own binary named by `VIGA_BLENDER`); idempotent and instant when already done.
 //! - `test`: `setup`, the Debian packages the slide and page tests need (installed in CI as
-//!   root, else named), then the whole test suite.
+//!   root, else named), then the whole test suite (with cargo-nextest when installed).
 //! - `demo`: `setup`, then the smallest real thing viga does today: build a scene in real
 //!   Blender and render it.
 //! - `addon-host`: `setup`, then `viga addon host`: a headless Blender with the viga
@@ -14,6 +14,7 @@ mod demo;
 mod eval;
 mod setup;
 mod system;
+mod test;
 
 use std::process::Command;
 
@@ -35,7 +36,8 @@ enum Task {
     /// Run setup, then build and render a small scene in real Blender (output/demo/).
     Demo,
     /// Run setup, check LibreOffice and Chromium (CI as root installs them), then the whole
-    /// test suite; extra arguments go to `cargo test`.
+    /// test suite (with cargo-nextest when it is installed); extra arguments go to `cargo
+    /// test` instead.
     Test {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         cargo_args: Vec<String>,
@@ -72,23 +74,7 @@ fn main() -> Result<()> {
                 &host_args,
             )
         }
-        Task::Test { cargo_args } => {
-            // N-CLIP's network is a feature of its own; the tests check it too.
-            let test = ["test", "--workspace", "--features", "viga-eval/clip"];
-            // The tests build while setup makes the venv and the packages are checked (or,
-            // in CI, installed); then they run.
-            let before_filters = cargo_args.iter().take_while(|arg| *arg != "--");
-            let mut build: Vec<&str> = test.to_vec();
-            build.extend(before_filters.map(String::as_str));
-            if !build.contains(&"--no-run") {
-                build.push("--no-run");
-            }
-            build_while(&build, || {
-                setup::run()?;
-                system::ensure_packages()
-            })?;
-            cargo(&test, &cargo_args)
-        }
+        Task::Test { cargo_args } => test::run(&cargo_args),
     }
 }
 

@@ -1,0 +1,72 @@
+//! `cargo xtask test`: the whole suite. The tests build while setup makes the venv and the
+//! renderers' packages are checked (in CI, as root, installed); then they run, with
+//! cargo-nextest when it is installed (test binaries side by side, `.config/nextest.toml`),
+//! else with `cargo test`. Extra arguments always go to `cargo test`, whose filters they are.
+
+use std::process::{Command, Stdio};
+
+use anyhow::Result;
+
+/// N-CLIP's network is a feature of its own; the tests check it too.
+const WHOLE_SUITE: [&str; 4] = [
+    "--workspace",
+    "--features",
+    "viga-eval/clip",
+    "--no-fail-fast",
+];
+
+pub fn run(cargo_args: &[String]) -> Result<()> {
+    let mut build = vec!["test"];
+    build.extend(WHOLE_SUITE);
+    build.extend(
+        cargo_args
+            .iter()
+            .take_while(|arg| *arg != "--")
+            .map(String::as_str),
+    );
+    if !build.contains(&"--no-run") {
+        build.push("--no-run");
+    }
+    crate::build_while(&build, || {
+        crate::setup::run()?;
+        crate::system::ensure_packages()
+    })?;
+    if !cargo_args.is_empty() {
+        let mut test = vec!["test"];
+        test.extend(WHOLE_SUITE);
+        return crate::cargo(&test, cargo_args);
+    }
+    if !nextest_installed() {
+        println!(
+            "test: cargo-nextest is not installed, so the test binaries run one after another \
+             (`cargo install cargo-nextest` runs them side by side)"
+        );
+        let mut test = vec!["test"];
+        test.extend(WHOLE_SUITE);
+        return crate::cargo(&test, &[]);
+    }
+    let mut nextest = vec!["nextest", "run"];
+    nextest.extend(WHOLE_SUITE);
+    crate::cargo(&nextest, &[])?;
+    // nextest runs no doc tests; these are the crates' examples.
+    crate::cargo(
+        &[
+            "test",
+            "--doc",
+            "--workspace",
+            "--features",
+            "viga-eval/clip",
+        ],
+        &[],
+    )
+}
+
+fn nextest_installed() -> bool {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    Command::new(cargo)
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
