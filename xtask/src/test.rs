@@ -16,8 +16,8 @@ const WHOLE_SUITE: [&str; 4] = [
 ];
 
 pub fn run(cargo_args: &[String]) -> Result<()> {
-    let mut build = vec!["test"];
-    build.extend(WHOLE_SUITE);
+    let test = test_command(cargo_args);
+    let mut build: Vec<&str> = test.clone();
     build.extend(
         cargo_args
             .iter()
@@ -32,8 +32,6 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
         crate::system::ensure_packages()
     })?;
     if !cargo_args.is_empty() {
-        let mut test = vec!["test"];
-        test.extend(WHOLE_SUITE);
         return crate::cargo(&test, cargo_args);
     }
     if !nextest_installed() {
@@ -41,8 +39,6 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
             "test: cargo-nextest is not installed, so the test binaries run one after another \
              (`cargo install cargo-nextest` runs them side by side)"
         );
-        let mut test = vec!["test"];
-        test.extend(WHOLE_SUITE);
         return crate::cargo(&test, &[]);
     }
     let mut nextest = vec!["nextest", "run"];
@@ -59,6 +55,20 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
         ],
         &[],
     )
+}
+
+/// `cargo test` over the whole suite, or over the packages `cargo_args` names (`-p`), which
+/// may not have N-CLIP's feature.
+fn test_command(cargo_args: &[String]) -> Vec<&'static str> {
+    let names_packages = cargo_args
+        .iter()
+        .take_while(|arg| *arg != "--")
+        .any(|arg| arg.starts_with("-p") || arg.starts_with("--package"));
+    let mut test = vec!["test"];
+    if !names_packages {
+        test.extend(WHOLE_SUITE);
+    }
+    test
 }
 
 fn nextest_installed() -> bool {
