@@ -49,7 +49,7 @@ pub fn run(launcher: BlenderLauncher) -> Result<()> {
     println!("demo: target picture rendered to {}", target.display());
     println!("demo: running the loop with the SCRIPTED provider (replayed answers, no model)\n");
 
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo = crate::cargo_program();
     let status = Command::new(cargo)
         .current_dir(&root)
         .args(["run", "--package", "viga", "--", "run", "--task", TASK])

@@ -81,7 +81,7 @@ fn main() -> Result<()> {
 /// Runs `cargo <build_args>` while `work` runs, and returns what `work` gave once both are
 /// done; when `work` fails, the build is stopped (nothing will use it).
 fn build_while<T>(build_args: &[&str], work: impl FnOnce() -> Result<T>) -> Result<T> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo = crate::cargo_program();
     let mut build = Command::new(&cargo)
         .current_dir(setup::workspace_root())
         .args(build_args)
@@ -105,9 +105,14 @@ fn build_while<T>(build_args: &[&str], work: impl FnOnce() -> Result<T>) -> Resu
     Ok(done)
 }
 
+/// The cargo running us (`CARGO`), else the one on `PATH`.
+fn cargo_program() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
 /// Runs cargo (the one running us) from the workspace root.
 fn cargo(args: &[&str], extra: &[String]) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo = crate::cargo_program();
     let status = Command::new(&cargo)
         .args(args)
         .args(extra)

@@ -72,7 +72,7 @@ fn test_command(cargo_args: &[String]) -> Vec<&'static str> {
 }
 
 fn nextest_installed() -> bool {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo = crate::cargo_program();
     Command::new(cargo)
         .args(["nextest", "--version"])
         .stdout(Stdio::null())
