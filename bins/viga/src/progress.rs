@@ -62,6 +62,12 @@ impl Printer {
             RunEvent::WorkerRestarted { reason } => {
                 println!("  Blender restarted: {}", first_line(reason))
             }
+            RunEvent::ReplyRefused { reason, .. } => {
+                println!(
+                    "  a reply was refused and the program failed: {}",
+                    first_line(reason)
+                )
+            }
             RunEvent::GeneratorToolCalled { call, .. } => {
                 println!(
                     "  generator used {}{}: {}",

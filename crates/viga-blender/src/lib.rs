@@ -31,7 +31,6 @@ pub use viga_locate::blender as locate;
 pub mod oneshot;
 pub mod pool;
 pub mod private_dir;
-pub mod scratch;
 pub mod transport;
 pub mod worker;
 
@@ -40,5 +39,6 @@ pub use contained::{ASSETS_DIR_ENV, ContainedWorkers, ContainedWorkersError, Wor
 pub use locate::{BlenderLauncher, LocateError, locate};
 pub use pool::{PooledWorker, WorkerPool};
 pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};
+pub use viga_process::ScratchFolder;
 pub use viga_sandbox::{Access, Containment, ContainmentPolicy, ContainmentStatus, Half};
 pub use worker::{Worker, WorkerConfig};

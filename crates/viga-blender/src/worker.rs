@@ -26,6 +26,7 @@ use crate::bridge::{BridgeMode, write_bridge_script};
 use crate::client::{CallError, FramedClient, transport_error};
 use crate::locate::BlenderLauncher;
 use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
+use viga_process::ScratchFolder;
 use viga_sandbox::{Access, CONTAINED_MARKER, Containment, ContainmentStatus};
 
 /// The bridge's socket in a contained worker's scratch folder.
@@ -174,6 +175,8 @@ pub struct Worker {
     /// Holds the worker's checkpoints, and is a contained Blender's temporary folder and
     /// the place of its bridge's socket; removed with the worker.
     state_dir: tempfile::TempDir,
+    /// The same folder, as it is read: only files viga named, no link followed.
+    scratch: ScratchFolder,
     /// What containment Blender runs under, as the launcher of the running process reported
     /// it.
     containment: SyncMutex<ContainmentStatus>,
@@ -208,6 +211,7 @@ impl Worker {
                 running: Some(running),
                 checkpoint: None,
             }),
+            scratch: ScratchFolder::new(state_dir.path().to_path_buf()),
             state_dir,
             containment: SyncMutex::new(containment),
             restarts: AtomicU32::new(0),
@@ -363,8 +367,19 @@ impl BlenderTransport for Worker {
         }
     }
 
-    fn shared_folder(&self) -> Option<&std::path::Path> {
-        Some(self.state_dir.path())
+    fn shared_folder(&self) -> Option<&ScratchFolder> {
+        Some(&self.scratch)
+    }
+
+    async fn distrust(&self, why: &str) -> Recovery {
+        let mut state = self.state.lock().await;
+        if let Some(mut running) = state.running.take() {
+            running.kill_own_group();
+            let _ = running.child.kill().await;
+        }
+        let recovery = self.restart(&mut state).await;
+        tracing::warn!(worker = %self.config.name, %why, %recovery, "a reply of Blender was refused; Blender replaced");
+        recovery
     }
 
     fn containment(&self) -> Option<ContainmentStatus> {
@@ -372,12 +387,12 @@ impl BlenderTransport for Worker {
     }
 
     fn last_program_output(&self) -> Option<String> {
-        use crate::scratch::read_tail;
-        let log = self.state_dir.path().join(PROGRAM_LOG);
+        let log = Path::new(PROGRAM_LOG);
         // Written by the program's Blender: read as untrusted (no links, bounded).
-        let mut bytes =
-            read_tail(&log.with_extension("log.1"), PROGRAM_LOG_TAIL_BYTES).unwrap_or_default();
-        bytes.extend(read_tail(&log, PROGRAM_LOG_TAIL_BYTES).ok()?);
+        let mut bytes = (self.scratch)
+            .read_tail(&log.with_extension("log.1"), PROGRAM_LOG_TAIL_BYTES)
+            .unwrap_or_default();
+        bytes.extend(self.scratch.read_tail(log, PROGRAM_LOG_TAIL_BYTES).ok()?);
         let start = bytes.len().saturating_sub(PROGRAM_LOG_TAIL_BYTES as usize);
         Some(String::from_utf8_lossy(&bytes[start..]).into_owned())
     }

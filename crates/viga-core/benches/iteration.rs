@@ -9,7 +9,6 @@
 //!
 //! `cargo bench -p viga-core --bench iteration` (env VIGA_BENCH_ITERATIONS, default 5).
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -105,8 +104,12 @@ impl BlenderTransport for Noted {
         self.worker.describe()
     }
 
-    fn shared_folder(&self) -> Option<&Path> {
+    fn shared_folder(&self) -> Option<&viga_blender::ScratchFolder> {
         self.worker.shared_folder()
+    }
+
+    async fn distrust(&self, why: &str) -> viga_blender::Recovery {
+        self.worker.distrust(why).await
     }
 
     fn last_program_output(&self) -> Option<String> {

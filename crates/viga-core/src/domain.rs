@@ -308,10 +308,17 @@ struct WatchRecord {
     last_failed_restart: Option<WorkerFault>,
     /// A loss nobody recovers from: the run cannot go on.
     unrecoverable: Option<WorkerFault>,
+    /// Every refused reply so far; a [`RefusalMark`] is a position in this count.
+    refusals: u64,
+    last_refusal: Option<String>,
 }
 
 /// How many restarts may fail one after the other before the run gives up on its worker.
 const RESTART_FAILURES_TOLERATED: u32 = 1;
+
+/// A point in a [`WorkerWatch`]'s count of refused replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RefusalMark(u64);
 
 /// A point in a [`WorkerWatch`]'s history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,6 +372,28 @@ impl WorkerWatch {
             record.failed_restarts_in_a_row += 1;
             record.last_failed_restart = Some(fault);
         }
+    }
+
+    /// A reply of the worker broke the rules of what was asked (`why`, in words): it named
+    /// a file viga did not name, or a size or count nobody asked for. Only a program that
+    /// rewrote the worker's side makes one, so the program that ran last is to blame.
+    pub fn refused(&self, why: impl Into<String>) {
+        if let Ok(mut record) = self.record.lock() {
+            record.refusals += 1;
+            record.last_refusal = Some(why.into());
+        }
+    }
+
+    pub(crate) fn refusal_mark(&self) -> RefusalMark {
+        RefusalMark(self.record.lock().map(|r| r.refusals).unwrap_or_default())
+    }
+
+    /// The last refused reply since `mark`, in words.
+    pub(crate) fn refused_since(&self, mark: RefusalMark) -> Option<String> {
+        let record = self.record.lock().ok()?;
+        (record.refusals > mark.0)
+            .then(|| record.last_refusal.clone())
+            .flatten()
     }
 
     /// The worker is lost and nothing will restart it.

@@ -24,6 +24,9 @@ use crate::run::{Run, Tally};
 pub const PROGRAM_TIMEOUT_ERROR: &str = "ProgramTimeout";
 /// `error_type` of a program during which its worker (Blender) died twice in a row.
 pub const BLENDER_CRASH_ERROR: &str = "BlenderCrashed";
+/// The error type of a program after which a reply of the worker was refused (it named a
+/// file viga did not name, a size or count nobody asked for).
+pub const REPLY_REFUSED_ERROR: &str = "ReplyRefused";
 
 /// The program an iteration kept (the last attempt's) and how it went.
 pub(crate) struct Attempt {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use viga_memory::{Memory, MemoryConfig, RunLog};
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
-use viga_protocol::iteration::{FailureClass, Feedback, IterationRecord, Timings};
+use viga_protocol::iteration::{ExecutionError, FailureClass, Feedback, IterationRecord, Timings};
 use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 use viga_skills::metrics::{image_size, photometric_loss};
@@ -18,7 +18,7 @@ use crate::config::RunConfig;
 use crate::domain::{Domain, ProgramFormat, SinceMark, TargetView, ViewRender};
 use crate::folder::RunFolder;
 use crate::handle::RunLink;
-use crate::program::Attempt;
+use crate::program::{Attempt, REPLY_REFUSED_ERROR};
 use crate::prompts::Prompts;
 use crate::recover::PhaseEnd;
 use crate::scores::Scores;
@@ -292,12 +292,12 @@ impl Run {
         self.emit(RunEvent::IterationStarted { index })?;
         self.domain
             .begin_iteration(&self.folder.renders_dir(index)?);
-        let (plan, attempt) = if self.config.generator_tools {
+        let (plan, mut attempt) = if self.config.generator_tools {
             self.generate_with_tools(index, &mut tally).await?
         } else {
             self.generate(index, &mut tally).await?
         };
-        let (feedback, render_ids) = self.critique(index, &attempt, &mut tally).await?;
+        let (feedback, render_ids) = self.critique(index, &mut attempt, &mut tally).await?;
         self.emit(RunEvent::FeedbackProduced {
             index,
             feedback: feedback.clone(),
@@ -373,11 +373,12 @@ impl Run {
     /// The iteration's critique and the renders behind it: the verifier's whenever the
     /// program left a scene, even when all fast retries failed (seed 002); a synthetic one
     /// when it left none (no code, stopped at the timeout, Blender died with it), since
-    /// there is nothing new to look at.
+    /// there is nothing new to look at. A reply of the worker refused meanwhile makes the
+    /// program a failure (E1) the model is told about.
     async fn critique(
         &mut self,
         index: u32,
-        attempt: &Attempt,
+        attempt: &mut Attempt,
         tally: &mut Tally,
     ) -> Result<(Feedback, Vec<String>), CoreError> {
         if !attempt.left_a_scene {
@@ -385,7 +386,14 @@ impl Run {
             return Ok((feedback, Vec::new()));
         }
         let verification_started = Instant::now();
-        let verdict: Verdict = verify(self, index, attempt, tally).await?;
+        let refusals = self.domain.watch().refusal_mark();
+        let verdict = verify(self, index, attempt, tally).await;
+        if !matches!(verdict, Err(CoreError::Cancelled))
+            && let Some(reason) = self.domain.watch().refused_since(refusals)
+        {
+            return self.refused_reply(index, attempt, reason);
+        }
+        let verdict: Verdict = verdict?;
         tally.timings.verification_ms += verification_started.elapsed().as_secs_f64() * 1000.0;
         self.folder
             .write_verifier_thought(index, &verdict.thoughts)?;
@@ -398,6 +406,38 @@ impl Run {
             }
         }
         Ok((verdict.feedback, verdict.render_ids))
+    }
+
+    /// The iteration whose program made the worker break the rules (`reason`): recorded as
+    /// its failure, never kept as a result, and said to the model as the critique.
+    fn refused_reply(
+        &mut self,
+        index: u32,
+        attempt: &mut Attempt,
+        reason: String,
+    ) -> Result<(Feedback, Vec<String>), CoreError> {
+        self.emit(RunEvent::ReplyRefused {
+            index,
+            reason: reason.clone(),
+        })?;
+        let worker = self.domain.worker_name().to_owned();
+        attempt.failure = Some(FailureClass::E1);
+        attempt.result.error = Some(ExecutionError {
+            error_type: REPLY_REFUSED_ERROR.to_owned(),
+            message: format!("a reply of {worker} was refused: {reason}"),
+            traceback: String::new(),
+            line: None,
+        });
+        let feedback = Feedback {
+            visual_differences: vec![format!(
+                "iteration {index}'s program failed: after it ran, a reply of {worker} broke viga's rules ({reason}). Nothing it named was read, and {worker} was restarted."
+            )],
+            suggestions: vec![
+                "write a program that only builds the scene: leave viga's bridge, its commands and its replies alone".to_owned(),
+            ],
+            accepted: false,
+        };
+        Ok((feedback, Vec::new()))
     }
 
     async fn plan(&mut self, index: u32, tally: &mut Tally) -> Result<String, CoreError> {

@@ -33,8 +33,6 @@ const MAX_NODE_GROUPS: usize = 64;
 const MAX_MODIFIERS: usize = 64;
 const MAX_INPUTS: usize = 512;
 const MAX_TEXT_CHARS: usize = 4096;
-/// The file name the copy has in the worker's scratch folder while the worker opens it.
-const STAGED_COPY: &str = "attached-scene.blend";
 
 /// A copy of a person's scene, open in viga's worker, and the node groups as they were.
 #[derive(Debug, Clone)]
@@ -58,16 +56,25 @@ impl SceneCopy {
                 source,
             })?;
         let transport = worker.transport();
-        let staged = transport
-            .shared_folder()
-            .map(|folder| folder.join(STAGED_COPY));
-        if let Some(staged) = &staged {
-            std::fs::copy(copy, staged).map_err(|err| GnError::file(staged, err))?;
-        }
-        let opened = staged.as_deref().unwrap_or(copy);
+        // A contained worker reads only its own folder: the copy goes in under a fresh name,
+        // created new there (a link a program left under some name is never written through).
+        let staged = match transport.shared_folder() {
+            Some(folder) => {
+                let name = folder.fresh_name("scene-copy", "blend");
+                folder
+                    .place(&name, copy)
+                    .map_err(|err| GnError::file(&folder.full_path(&name), err))?;
+                Some((folder, name))
+            }
+            None => None,
+        };
+        let opened = match &staged {
+            Some((folder, name)) => folder.full_path(name),
+            None => copy.to_path_buf(),
+        };
         let loaded = transport.load_blend(&opened.to_string_lossy()).await;
-        if let Some(staged) = &staged {
-            let _ = std::fs::remove_file(staged);
+        if let Some((folder, name)) = &staged {
+            let _ = folder.remove(name);
         }
         loaded.map_err(|source| GnError::Blender {
             function: "open the copy of your scene".to_owned(),

@@ -160,6 +160,14 @@ pub enum RunEvent {
     WorkerRestarted {
         reason: String,
     },
+    /// A reply of the worker broke the rules of what viga asked for (it named a file viga did
+    /// not name, or a size, camera or count nobody asked for): nothing it named was read,
+    /// the worker was replaced, and iteration `index`'s program is recorded as failed (E1)
+    /// and the model is told why.
+    ReplyRefused {
+        index: u32,
+        reason: String,
+    },
     RenderProduced {
         index: u32,
         render_id: String,

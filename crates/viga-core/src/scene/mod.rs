@@ -492,7 +492,6 @@ impl Domain for SceneDomain {
 /// write) saves there, and the file is moved into place; one without (a person's Blender)
 /// writes `path` itself.
 pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Result<(), WorkerFault> {
-    use std::sync::atomic::{AtomicU64, Ordering};
     let saving = |err: TransportError| {
         let fault = into_fault(err);
         WorkerFault {
@@ -511,27 +510,29 @@ pub async fn save_scene_as(blender: &dyn BlenderTransport, path: &Path) -> Resul
             .map_err(saving)?;
         return Ok(());
     };
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let staged = shared.join(format!(
-        "scene-{}.blend",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
+    let staged = shared.fresh_name("scene", "blend");
     blender
-        .save_blend(&staged.to_string_lossy())
+        .save_blend(&shared.full_path(&staged).to_string_lossy())
         .await
         .map_err(saving)?;
     let io = |err: std::io::Error| {
         WorkerFault::other(format!("{}: {err}", path.display())).with_source(err)
     };
-    // Copied, not renamed: the staged name is in a folder programs write, so it is opened
-    // as untrusted (a link swapped in for it is refused).
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
-    let copied = viga_blender::scratch::copy_regular(&staged, path).map_err(io);
-    let _ = std::fs::remove_file(&staged);
+    // Copied out of a folder programs write: only the name viga gave, read as untrusted (a
+    // link swapped in for it is refused), never what the reply says it saved.
+    let copied = shared
+        .copy_out(&staged, MAX_SAVED_SCENE_BYTES, path)
+        .map(drop)
+        .map_err(io);
+    let _ = shared.remove(&staged);
     copied
 }
+
+/// The largest scene viga copies out of a worker's folder (a result's `final.blend`).
+const MAX_SAVED_SCENE_BYTES: u64 = 4 << 30;
 
 /// The recorded domain of a run folder in a line for its report: a scene's verifier renders
 /// (engine, size, samples, the size of the canonical views), or another domain's name.

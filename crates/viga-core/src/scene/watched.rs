@@ -74,9 +74,9 @@ pub(crate) fn blender_fault(err: &TransportError) -> WorkerFault {
         | TransportError::Handshake(_)
         | TransportError::HandshakeRefused { .. }
         | TransportError::Lost { .. } => FaultKind::Unavailable,
-        TransportError::Refused { .. } | TransportError::MalformedReply { .. } => {
-            FaultKind::Refused
-        }
+        TransportError::Refused { .. }
+        | TransportError::MalformedReply { .. }
+        | TransportError::Untrusted { .. } => FaultKind::Refused,
     };
     WorkerFault {
         kind,
@@ -111,8 +111,18 @@ impl BlenderTransport for WatchedBlender {
         self.inner.last_program_output()
     }
 
-    fn shared_folder(&self) -> Option<&std::path::Path> {
+    fn shared_folder(&self) -> Option<&viga_blender::ScratchFolder> {
         self.inner.shared_folder()
+    }
+
+    async fn distrust(&self, why: &str) -> Recovery {
+        self.watch.refused(why);
+        let recovery = self.inner.distrust(why).await;
+        if let Recovery::RestartFailed(failed) = &recovery {
+            let fault = WorkerFault::new(FaultKind::Unavailable, failed.clone());
+            self.watch.restart_failed(fault);
+        }
+        recovery
     }
 
     fn containment(&self) -> Option<viga_sandbox::ContainmentStatus> {

@@ -113,8 +113,12 @@ impl BlenderTransport for Saboteur {
         self.worker.describe()
     }
 
-    fn shared_folder(&self) -> Option<&Path> {
+    fn shared_folder(&self) -> Option<&viga_blender::ScratchFolder> {
         self.worker.shared_folder()
+    }
+
+    async fn distrust(&self, why: &str) -> viga_blender::Recovery {
+        self.worker.distrust(why).await
     }
 }
 

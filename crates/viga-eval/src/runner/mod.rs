@@ -204,8 +204,12 @@ impl BlenderTransport for Lent {
         self.0.describe()
     }
 
-    fn shared_folder(&self) -> Option<&Path> {
+    fn shared_folder(&self) -> Option<&viga_blender::ScratchFolder> {
         self.0.shared_folder()
+    }
+
+    async fn distrust(&self, why: &str) -> viga_blender::Recovery {
+        self.0.distrust(why).await
     }
 
     fn last_program_output(&self) -> Option<String> {

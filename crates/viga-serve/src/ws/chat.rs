@@ -618,8 +618,11 @@ fn read_view(run_folder: &Path, render_id: &str) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let png =
-        viga_blender::scratch::read_regular(&run_folder.join(relative), MAX_VIEW_BYTES).ok()?;
+    // Beneath the run folder with no link anywhere on the way: a folder on the way that a
+    // server Blender swapped for a link is refused too.
+    let png = viga_blender::ScratchFolder::new(run_folder.to_path_buf())
+        .read(relative, MAX_VIEW_BYTES)
+        .ok()?;
     png.starts_with(b"\x89PNG\r\n\x1a\n").then_some(png)
 }
 

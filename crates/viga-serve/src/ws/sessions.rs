@@ -384,6 +384,13 @@ impl BlenderTransport for LeasedBlender {
         session.blender().call(command, timeout).await
     }
 
+    async fn distrust(&self, why: &str) -> viga_blender::Recovery {
+        match self.lease.session().await {
+            Ok(session) => session.blender().distrust(why).await,
+            Err(err) => viga_blender::Recovery::RestartFailed(err.to_string()),
+        }
+    }
+
     fn describe(&self) -> String {
         format!("{}'s Blender on the server", self.lease.user())
     }
