@@ -36,6 +36,12 @@ impl From<TransportError> for ToolError {
             | TransportError::Lost {
                 recovery: viga_blender::Recovery::Restarted { .. },
                 ..
+            }
+            // A refused reply is the program's doing: said to the model, with the worker
+            // replaced (or, a person's Blender, left to them).
+            | TransportError::Untrusted {
+                recovery: viga_blender::Recovery::Restarted { .. } | viga_blender::Recovery::None,
+                ..
             } => Self::Recoverable(err.to_string()),
             _ => Self::Fatal(err.to_string()),
         }
