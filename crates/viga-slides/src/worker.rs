@@ -462,27 +462,42 @@ impl SlideWorker {
             "max_slides": self.config.max_slides,
             "max_deck_slides": self.config.max_deck_slides,
         });
-        let result = self.collect_render(&out, &request).await;
+        let asked = AskedSlides { number, width };
+        let result = self.collect_render(&out, &request, &asked).await;
         let _ = std::fs::remove_dir_all(&out_dir);
         result
     }
 
-    async fn collect_render(&self, out: &Path, request: &Value) -> Result<DeckRender, SlidesError> {
+    async fn collect_render(
+        &self,
+        out: &Path,
+        request: &Value,
+        asked: &AskedSlides,
+    ) -> Result<DeckRender, SlidesError> {
         let reply = self.office_call("render", request).await?;
         let reply: RenderReply =
             serde_json::from_value(reply).map_err(|err| SlidesError::Output {
                 op: "render",
                 message: err.to_string(),
             })?;
-        let mut slides = Vec::with_capacity(reply.images.len());
+        let mut slides: Vec<SlideImage> = Vec::with_capacity(reply.images.len());
         for image in reply.images {
             let unusable = |message: String| SlidesError::Output {
                 op: "render",
                 message,
             };
-            // A plain name the helper chose; anything else is not read.
-            if image.file.contains('/') || image.file.starts_with('.') {
-                return Err(unusable(format!("a render named {:?}", image.file)));
+            // Only the files the renderer was asked for: a slide asked for, once, under the
+            // name it is given for that slide, as wide as asked.
+            let expected_file = format!("slide-{}.png", image.slide);
+            let wanted = asked.number.is_none_or(|number| number == image.slide)
+                && image.slide >= 1
+                && image.slide <= reply.slide_count.min(self.config.max_slides)
+                && !slides.iter().any(|kept| kept.number == image.slide);
+            if image.file != expected_file || !wanted || image.width != asked.width {
+                return Err(unusable(format!(
+                    "the renderer answered with {:?} for slide {} at {} pixels wide, which viga did not ask for",
+                    image.file, image.slide, image.width
+                )));
             }
             let png = self
                 .scratch
@@ -639,4 +654,10 @@ fn crop(slide: &SlideImage, region: Region) -> Result<SlideImage, String> {
         height,
         png,
     })
+}
+
+/// Which slides a render asked for (one, or every slide) and how wide.
+struct AskedSlides {
+    number: Option<usize>,
+    width: u32,
 }

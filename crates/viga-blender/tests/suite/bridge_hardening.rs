@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use viga_blender::client::FramedClient;
-use viga_blender::{BlenderCommands, TransportError};
+use viga_blender::{BlenderCommands, BlenderTransport as _, TransportError};
 use viga_protocol::bridge::{FaultKind, RenderEngine, RenderRequest, RenderSpec, SceneReset};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
@@ -260,8 +260,13 @@ async fn a_render_path_blender_would_read_as_a_template_is_written_as_given() {
             },
             output_path: Some(wanted.to_string_lossy().into_owned()),
         };
-        let output = worker.render(request, None).await.unwrap();
-        assert_eq!(super::png_size(&output.image.data), (16, 8));
+        // The bridge's own handling of a client's path: the typed command names its own file.
+        let reply = worker
+            .call(viga_protocol::bridge::BridgeCommand::Render(request), None)
+            .await
+            .unwrap();
+        assert_eq!(reply["path"], wanted.to_string_lossy().as_ref());
+        assert_eq!(super::png_size(&std::fs::read(&wanted).unwrap()), (16, 8));
         let files: Vec<_> = std::fs::read_dir(folder.path())
             .unwrap()
             .map(|entry| entry.unwrap().file_name())

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use viga_blender::{BlenderCommands, TransportError};
+use viga_blender::{BlenderCommands, BlenderTransport as _, TransportError};
 use viga_protocol::bridge::{
     CameraPose, FaultKind, FrameRequest, FramedViewsRequest, RenderEngine, RenderRequest,
     RenderSpec, SceneReset,
@@ -209,9 +209,11 @@ async fn framed_views_are_framed_and_rendered_in_one_call() {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("non-empty list"), "{err}");
+        // The bridge's own check of a client's paths: the typed command names its own files.
+        let request = views_of(vec![front, front], vec!["/tmp/one.png".into()]);
         let err = worker
-            .render_framed_views(
-                views_of(vec![front, front], vec!["/tmp/one.png".into()]),
+            .call(
+                viga_protocol::bridge::BridgeCommand::RenderFramedViews(request),
                 None,
             )
             .await

@@ -474,7 +474,19 @@ impl WebWorker {
         if let Some(tab) = state.tab.as_mut() {
             tab.viewport = viewport;
         }
-        decode_png(&shot)
+        let picture = decode_png(&shot)?;
+        // The window is shown at one device pixel per CSS pixel: a picture of another width
+        // is not the one asked for.
+        if picture.width != viewport.width {
+            return Err(WebError::Output {
+                op: "screenshot",
+                message: format!(
+                    "the picture is {} pixels wide, not the {} asked for",
+                    picture.width, viewport.width
+                ),
+            });
+        }
+        Ok(picture)
     }
 
     /// Loads `html` and takes a screenshot of the window: what a program's render is.
