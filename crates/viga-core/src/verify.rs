@@ -113,7 +113,17 @@ async fn verdict(
     tally: &mut Tally,
 ) -> Result<Verdict, CoreError> {
     let mut render_ids = Vec::new();
+    let refusals = run.domain.watch().refusal_mark();
     let opening = first_look(run, index, attempt, notes, &mut render_ids, tally).await?;
+    if run.domain.watch().refused_since(refusals).is_some() {
+        // A reply was refused while looking: the program failed, and the iteration's critique
+        // says so in place of any verdict, so the verifier is not asked (and paid) for one.
+        return Ok(Verdict {
+            feedback: Feedback::default(),
+            render_ids,
+            thoughts: String::new(),
+        });
+    }
     let tools = OfferedTools::verifier(run.domain.as_ref())?;
     let mut messages = vec![ChatMessage::user(opening)];
     let mut thoughts = format!("# Verification of iteration {index}\n");

@@ -63,7 +63,7 @@ impl SceneCopy {
                 let name = folder.fresh_name("scene-copy", "blend");
                 folder
                     .place(&name, copy)
-                    .map_err(|err| GnError::file(&folder.full_path(&name), err))?;
+                    .map_err(|err| GnError::file(folder.full_path(&name), err))?;
                 Some((folder, name))
             }
             None => None,

@@ -489,9 +489,12 @@ impl SlideWorker {
             // Only the files the renderer was asked for: a slide asked for, once, under the
             // name it is given for that slide, as wide as asked.
             let expected_file = format!("slide-{}.png", image.slide);
+            let last = match asked.number {
+                Some(number) => number.min(reply.slide_count),
+                None => reply.slide_count.min(self.config.max_slides),
+            };
             let wanted = asked.number.is_none_or(|number| number == image.slide)
-                && image.slide >= 1
-                && image.slide <= reply.slide_count.min(self.config.max_slides)
+                && (1..=last).contains(&image.slide)
                 && !slides.iter().any(|kept| kept.number == image.slide);
             if image.file != expected_file || !wanted || image.width != asked.width {
                 return Err(unusable(format!(

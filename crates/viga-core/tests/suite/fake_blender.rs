@@ -74,7 +74,9 @@ async fn every_reply_has_the_shape_its_command_promises() {
     let views = blender.render_framed_views(request, None).await.unwrap();
     assert_eq!(views.len(), 2);
     assert_eq!(views[1].framing.location, [0.0, 0.0, 7.0]);
-    assert!(written.is_file(), "written where the request said");
+    // The typed command decides where pictures travel: a caller's paths are not written to
+    // (nor read back), and a transport without a shared folder gets them inline.
+    assert!(!written.exists(), "the caller's path is not used");
     blender.set_camera(CameraPose::default()).await.unwrap();
     blender
         .set_visibility(vec!["Crate".into()], false)
