@@ -172,9 +172,9 @@ impl ContainedWorkers {
             config.name.clone_from(name);
         }
         if let Some(assets) = &request.assets {
-            config
-                .program_env
-                .push((ASSETS_DIR_ENV.to_owned(), assets.clone()));
+            // By the path it is granted by: the one the programs can reach.
+            let assets = crate::real_paths::real_path(assets);
+            config.program_env.push((ASSETS_DIR_ENV.to_owned(), assets));
         }
         Ok(config)
     }

@@ -31,6 +31,7 @@ pub use viga_locate::blender as locate;
 pub mod oneshot;
 pub mod pool;
 pub mod private_dir;
+pub mod real_paths;
 pub mod transport;
 pub mod worker;
 

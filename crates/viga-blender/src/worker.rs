@@ -323,6 +323,8 @@ impl BlenderTransport for Worker {
         command: BridgeCommand,
         timeout: Option<Duration>,
     ) -> Result<Value, TransportError> {
+        // A contained Blender reaches its inputs only by the real paths they were granted by.
+        let command = crate::real_paths::with_real_paths(command);
         let name = command.name();
         let checkpoint_path = match &command {
             BridgeCommand::Checkpoint { path } => Some(PathBuf::from(path)),

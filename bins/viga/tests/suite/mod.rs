@@ -21,6 +21,7 @@ mod kill_and_resume;
 mod mcp_stdio;
 mod modes;
 mod panel;
+mod paths;
 mod replies;
 mod resume_untrusted;
 mod search_generator;

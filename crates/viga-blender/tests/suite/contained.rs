@@ -50,7 +50,8 @@ async fn a_started_worker_gets_its_resolved_access_and_the_runs_assets() {
             .unwrap();
         worker.shutdown().await;
         assert!(result.succeeded(), "{result:?}");
-        assert_eq!(result.stdout.trim(), assets.display().to_string());
+        let reachable = viga_blender::real_paths::real_path(&assets);
+        assert_eq!(result.stdout.trim(), reachable.display().to_string());
         assert!(results.is_dir(), "the writable folder is made");
         let launches = std::fs::read_to_string(folder.path().join("launches.log")).unwrap();
         let writable = format!("--write {} ", results.canonicalize().unwrap().display());

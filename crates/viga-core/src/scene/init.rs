@@ -252,7 +252,8 @@ fn import_program(object: &ReconstructedObject) -> String {
         MeshFormat::Glb => "bpy.ops.import_scene.gltf",
         MeshFormat::Obj => "bpy.ops.wm.obj_import",
     };
-    let path = python_string(&object.mesh.to_string_lossy());
+    // By the real path it is granted by: a contained Blender reaches nothing else.
+    let path = python_string(&viga_blender::real_paths::real_path(&object.mesh).to_string_lossy());
     let name = python_string(&object.name);
     let Transform {
         location,

@@ -178,7 +178,8 @@ pub fn python_string(text: &str) -> String {
 /// so any file name (quotes, backslashes, line breaks) is safe. A file of no format viga
 /// imports raises.
 pub fn import_snippet(path: &Path, source: &str, asset: &str) -> String {
-    let path_literal = python_string(&path.to_string_lossy());
+    // By the real path it is granted by: a contained Blender reaches nothing else.
+    let path_literal = python_string(&viga_blender::real_paths::real_path(path).to_string_lossy());
     let operator = match AssetFormat::of_path(path) {
         Some(AssetFormat::Blend) => None,
         Some(AssetFormat::Glb | AssetFormat::Gltf) => Some("bpy.ops.import_scene.gltf"),
