@@ -46,6 +46,9 @@ RESULT_WALK_SKIPPED = frozenset({
     "polygons", "loops", "attributes", "points", "curves", "splines", "layers", "frames",
     "strokes", "keyframe_points", "fcurves", "nodes", "links", "interface",
 })
+# Path settings Blender reads only when another setting says so: an Ocean modifier's cache
+# folder (set to a temporary folder by default) is read only once it is baked.
+RESULT_PATH_USED_WHEN = {("OceanModifier", "filepath"): "is_cached"}
 _node_file_uses = {}
 
 
@@ -140,6 +143,9 @@ def result_walk_paths(struct, where, depth, seen):
             continue
         if prop.type == "STRING" and prop.subtype in RESULT_PATH_SUBTYPES:
             value = getattr(struct, key, "")
+            used_when = RESULT_PATH_USED_WHEN.get((struct.bl_rna.identifier, key))
+            if used_when is not None and not getattr(struct, used_when, True):
+                continue
             if isinstance(value, str) and value.strip():
                 return (where + key, value)
         elif prop.type == "POINTER":
