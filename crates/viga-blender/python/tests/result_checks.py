@@ -378,6 +378,19 @@ bpy.data.objects['Plane'].modifiers.new('Textured', 'NODES').node_group = tree
 
 
 @check
+def a_point_cache_on_disk_is_refused():
+    program = """
+import bpy
+bpy.data.objects['Plane'].modifiers.new('Cloth', 'CLOTH').point_cache.use_disk_cache = True
+"""
+    base = person_scene()
+    result, plan = made(base, program, "point_cache")
+    bpy.ops.wm.open_mainfile(filepath=base)
+    refused(lambda: import_scene(result, plan), 'the object "Plane" has a file path',
+            "modifiers[0].point_cache: a cache on disk")
+
+
+@check
 def an_ocean_that_is_not_baked_comes_in():
     # Its cache folder (a temporary folder by default) is read only once it is baked.
     program = "import bpy\nbpy.data.objects['Plane'].modifiers.new('Ocean', 'OCEAN')\n"

@@ -126,37 +126,46 @@ def result_block_path_use(collection, block, name, own_paths):
             "only images and fonts packed into it" % (result_noun_of(collection), name, path))
 
 
+def result_setting(struct, key):
+    """A setting's value, or None where Blender cannot give it here."""
+    try:
+        return getattr(struct, key, None)
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return None
+
+
 def result_walk_paths(struct, where, depth, seen):
     """The first non-empty file path setting, or disk cache, of `struct` and the settings
     under it (not other datablocks), as (where, value)."""
     if struct is None or depth > RESULT_WALK_DEPTH:
         return None
-    pointer = struct.as_pointer()
-    if pointer in seen:
+    # A struct at the start of another shares its address: the type tells them apart.
+    identity = (struct.as_pointer(), struct.bl_rna.identifier)
+    if identity in seen:
         return None
-    seen.add(pointer)
+    seen.add(identity)
     if isinstance(struct, bpy.types.PointCache) and (struct.use_disk_cache or struct.use_external):
-        return (where + ".point_cache", "a cache on disk")
+        return (where, "a cache on disk")
     for prop in struct.bl_rna.properties:
         key = prop.identifier
         if key in RESULT_WALK_SKIPPED:
             continue
         if prop.type == "STRING" and prop.subtype in RESULT_PATH_SUBTYPES:
-            value = getattr(struct, key, "")
+            value = result_setting(struct, key)
             used_when = RESULT_PATH_USED_WHEN.get((struct.bl_rna.identifier, key))
-            if used_when is not None and not getattr(struct, used_when, True):
+            if used_when is not None and not result_setting(struct, used_when):
                 continue
             if isinstance(value, str) and value.strip():
                 return (where + key, value)
         elif prop.type == "POINTER":
-            value = getattr(struct, key, None)
+            value = result_setting(struct, key)
             # Other datablocks are checked on their own (or are the person's).
             if value is not None and not isinstance(value, bpy.types.ID):
                 found = result_walk_paths(value, "%s%s." % (where, key), depth + 1, seen)
                 if found:
                     return found
         elif prop.type == "COLLECTION":
-            members = getattr(struct, key, None)
+            members = result_setting(struct, key)
             for index, member in enumerate(itertools.islice(members or (), RESULT_WALK_ITEMS)):
                 if isinstance(member, bpy.types.ID):
                     break
