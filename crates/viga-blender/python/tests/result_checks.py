@@ -20,6 +20,8 @@ import traceback
 import bpy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The bridge is imported from the source tree, which is left as it is.
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(HERE))
 
 from viga_bridge.common import BridgeError  # noqa: E402 - found through the path above
