@@ -710,6 +710,35 @@ async fn gn_attached_works_on_a_copy_and_brings_the_result_back_as_one_undo_step
     .await;
 }
 
+/// What issue #32 measured: a Geometry Nodes run whose group holds an Import Text node (it
+/// would read a file of the person's when evaluated there) is not brought in, and the scene
+/// is as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn gn_attached_refuses_a_group_holding_an_import_text_node() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        let reader = json!({"id": "reader", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "add_node", "id": "text", "bl_idname": "GeometryNodeImportText"}
+        ]}});
+        let script = gn_script_with(files.path(), 0, &[reader]);
+        let client = host.client().await;
+        let before = scene_dump(&client).await;
+        drop(client);
+        let output = gn_attached(&host, files.path(), &script, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("holds an Import Text node")
+                && stderr.contains("would read a file in your Blender"),
+            "{stderr}"
+        );
+        let client = host.client().await;
+        assert_eq!(scene_dump(&client).await, before, "the scene changed");
+    })
+    .await;
+}
+
 /// Trusted mode runs the steps in the person's Blender itself (the mark lands on their
 /// cube), confirmed for the run; unconfirmed, nothing runs.
 #[tokio::test(flavor = "multi_thread")]
