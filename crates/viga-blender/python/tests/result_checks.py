@@ -393,6 +393,21 @@ bpy.data.objects['Plane'].modifiers.new('Cloth', 'CLOTH').point_cache.use_disk_c
 
 
 @check
+def a_particle_system_comes_in():
+    # Fingerprints once failed on particle settings' empty texture slots.
+    program = """
+import bpy
+bpy.context.view_layer.objects.active = bpy.data.objects['Plane']
+bpy.ops.object.particle_system_add()
+"""
+    base = person_scene()
+    result, plan = made(base, program, "particles")
+    bpy.ops.wm.open_mainfile(filepath=base)
+    import_scene(result, plan)
+    assert len(bpy.data.objects["Plane"].particle_systems) == 1
+
+
+@check
 def an_ocean_that_is_not_baked_comes_in():
     # Its cache folder (a temporary folder by default) is read only once it is baked.
     program = "import bpy\nbpy.data.objects['Plane'].modifiers.new('Ocean', 'OCEAN')\n"
