@@ -5,7 +5,8 @@ in it was written where model code ran, so nothing of it runs: datablocks are ap
 with auto-run on), and before any of the person's data changes, every appended datablock is
 checked (result_refusal: only the kinds the result may bring, nothing linked from another
 file, no text, no driver needing Python, no node tree or node type written in Python, no
-script node). A result that fails is removed again, and the scene is as it was; one that
+script node; result_file_use in result_files.py: nothing that would read or write a file in
+the person's Blender). A result that fails is removed again, and the scene is as it was; one that
 passes is ONE undo step. Geometry Nodes results and scene results share all of this."""
 
 import os
