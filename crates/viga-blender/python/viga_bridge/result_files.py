@@ -44,7 +44,9 @@ RESULT_WALK_ITEMS = 256
 RESULT_WALK_SKIPPED = frozenset({
     "rna_type", "bl_rna", "id_data", "original", "library_weak_reference", "vertices", "edges",
     "polygons", "loops", "attributes", "points", "curves", "splines", "layers", "frames",
-    "strokes", "keyframe_points", "fcurves", "nodes", "links", "interface",
+    "strokes", "keyframe_points", "fcurves", "nodes", "links", "interface", "uv_layers",
+    "vertex_colors", "color_attributes", "corner_normals", "polygon_normals", "vertex_normals",
+    "loop_triangles", "loop_triangle_polygons", "curve_offset_data", "position_data",
 })
 # Path settings Blender reads only when another setting says so: an Ocean modifier's cache
 # folder (set to a temporary folder by default) is read only once it is baked.
