@@ -328,7 +328,7 @@ modifier.filepath = SECRET
     base = person_scene()
     result, plan = made(base, program, "mesh_cache")
     bpy.ops.wm.open_mainfile(filepath=base)
-    refused(lambda: import_scene(result, plan), 'the object "Plane" has a file path', "modifiers[0].filepath", "which your Blender would use")
+    refused(lambda: import_scene(result, plan), 'the object "Plane" has a file path', 'modifiers["Cache"].filepath', "which your Blender would use")
 
 
 # --------------------------------------------------------------------------- taken in
@@ -389,7 +389,7 @@ bpy.data.objects['Plane'].modifiers.new('Cloth', 'CLOTH').point_cache.use_disk_c
     result, plan = made(base, program, "point_cache")
     bpy.ops.wm.open_mainfile(filepath=base)
     refused(lambda: import_scene(result, plan), 'the object "Plane" has a file path',
-            "modifiers[0].point_cache: a cache on disk")
+            'modifiers["Cloth"].point_cache: a cache on disk')
 
 
 @check

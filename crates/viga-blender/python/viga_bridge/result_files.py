@@ -171,7 +171,10 @@ def result_walk_paths(struct, where, depth, seen):
             for index, member in enumerate(itertools.islice(members or (), RESULT_WALK_ITEMS)):
                 if isinstance(member, bpy.types.ID):
                     break
-                found = result_walk_paths(member, "%s%s[%d]." % (where, key, index), depth + 1, seen)
+                # A member is named by its name where it has one (a modifier), as in Blender's UI.
+                label = getattr(member, "name", None)
+                label = '"%s"' % label if isinstance(label, str) and label else str(index)
+                found = result_walk_paths(member, "%s%s[%s]." % (where, key, label), depth + 1, seen)
                 if found:
                     return found
     return None
