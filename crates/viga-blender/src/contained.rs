@@ -18,6 +18,12 @@ use crate::worker::{Worker, WorkerConfig};
 /// The variable that tells a run's programs where its fetched and generated assets are.
 pub const ASSETS_DIR_ENV: &str = "VIGA_ASSETS_DIR";
 
+/// The program a worker runs just before it saves a scene result for a person's Blender:
+/// images and fonts the run loaded from its asset folder ([`ASSETS_DIR_ENV`]) are packed
+/// into the result (the person's Blender takes in no image or font read from a file outside
+/// it), and every other path is made absolute.
+pub const PACK_RESULT_ASSETS: &str = include_str!("../python/result_assets.py");
+
 /// How every worker that runs model-written programs is contained: the policy, the
 /// containment launcher that applies it, and (for tests only) halves left out.
 #[derive(Debug, Clone)]

@@ -36,7 +36,9 @@ pub mod transport;
 pub mod worker;
 
 pub use bridge::BridgeMode;
-pub use contained::{ASSETS_DIR_ENV, ContainedWorkers, ContainedWorkersError, WorkerRequest};
+pub use contained::{
+    ASSETS_DIR_ENV, ContainedWorkers, ContainedWorkersError, PACK_RESULT_ASSETS, WorkerRequest,
+};
 pub use locate::{BlenderLauncher, LocateError, locate};
 pub use pool::{PooledWorker, WorkerPool};
 pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};

@@ -150,8 +150,9 @@ pub enum BridgeCommand {
     /// Make the open scene match a scene run's result, from the .blend at `path` (saved by
     /// viga's worker), as one undo step named `message`, following `plan`: what it names is
     /// appended, checked (no text, no driver needing Python, nothing linked, no node type
-    /// written in Python, no script node) and put in place. No program runs; a result the
-    /// bridge refuses leaves the scene as it was. For a person's Blender.
+    /// written in Python, no script node, nothing that would read or write a file there) and
+    /// put in place. No program runs; a result the bridge refuses leaves the scene as it was.
+    /// For a person's Blender.
     ImportSceneResult {
         path: String,
         plan: SceneResultPlan,

@@ -441,6 +441,12 @@ async fn a_result_carrying_code_or_links_is_refused_and_the_scene_is_untouched()
             "import bpy\nbpy.ops.mesh.primitive_cube_add()\nobj = bpy.context.object\nobj.name = 'Scripted'\n\
              material = bpy.data.materials.new('Osl')\nnode = material.node_tree.nodes.new('ShaderNodeScript')\n\
              node.mode = 'EXTERNAL'\nnode.filepath = '/tmp/evil.osl'\nobj.data.materials.append(material)\n",
+            // What issue #32 measured: an Import OBJ node aimed at the home folder.
+            "import bpy, os\ntree = bpy.data.node_groups.new('Reader', 'GeometryNodeTree')\n\
+             tree.interface.new_socket('Geometry', in_out='OUTPUT', socket_type='NodeSocketGeometry')\n\
+             node = tree.nodes.new('GeometryNodeImportOBJ')\nnode.inputs['Path'].default_value = os.path.expanduser('~')\n\
+             tree.links.new(node.outputs[0], tree.nodes.new('NodeGroupOutput').inputs[0])\n\
+             bpy.ops.mesh.primitive_cube_add()\nbpy.context.object.modifiers.new('Reader', 'NODES').node_group = tree\n",
         ];
         let script = iterations_script(files.path(), &programs);
         let run_folder = accepted_run_folder(&attached_run(&host, files.path(), &script, programs.len()));
@@ -452,6 +458,7 @@ async fn a_result_carrying_code_or_links_is_refused_and_the_scene_is_untouched()
             "driver that needs Python",
             "linked from another file",
             "script node",
+            "holds an Import OBJ node, which would read a file in your Blender",
         ];
         for (index, needle) in needles.iter().enumerate() {
             let iteration = (index + 1).to_string();
@@ -468,6 +475,41 @@ async fn a_result_carrying_code_or_links_is_refused_and_the_scene_is_untouched()
                 "iteration {iteration}: the scene changed"
             );
         }
+    })
+    .await;
+}
+
+/// A texture the run loaded from its own assets comes into the person's scene packed (the
+/// worker packs it before it saves the result): the person's Blender reads no file for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_from_the_runs_assets_comes_in_packed() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        // The picture is put in the run's assets after the run, so while it runs the
+        // program makes the crate without it.
+        let program = "import bpy, os\npath = os.path.join(os.environ['VIGA_ASSETS_DIR'], 'wood.png')\n\
+             material = bpy.data.materials.new('Wood')\nnode = material.node_tree.nodes.new('ShaderNodeTexImage')\n\
+             node.image = bpy.data.images.load(path) if os.path.isfile(path) else None\n\
+             bpy.ops.mesh.primitive_cube_add()\nobj = bpy.context.object\nobj.name = 'Crate'\n\
+             obj.data.materials.append(material)\n";
+        let script = iterations_script(files.path(), &[program]);
+        let run_folder = accepted_run_folder(&attached_run(&host, files.path(), &script, 1));
+        let client = host.client().await;
+        let make_png = format!(
+            "import bpy\nimage = bpy.data.images.new('png', 4, 4)\nimage.filepath_raw = {:?}\n\
+             image.file_format = 'PNG'\nimage.save()\nbpy.data.images.remove(image)\n",
+            run_folder.join("assets/wood.png").display().to_string()
+        );
+        assert!(client.execute(&make_png, None, None).await.unwrap().succeeded());
+        drop(client);
+        let applied = viga_apply(&host, &run_folder, &[]);
+        assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+        let client = host.client().await;
+        assert_eq!(
+            print_in(&client, "[(i.name, i.packed_file is not None) for i in bpy.data.images]").await,
+            "[('wood.png', True)]"
+        );
     })
     .await;
 }
@@ -664,6 +706,35 @@ async fn gn_attached_works_on_a_copy_and_brings_the_result_back_as_one_undo_step
             plane_modifiers(&client).await.is_empty(),
             "one undo takes the run back"
         );
+    })
+    .await;
+}
+
+/// What issue #32 measured: a Geometry Nodes run whose group holds an Import Text node (it
+/// would read a file of the person's when evaluated there) is not brought in, and the scene
+/// is as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn gn_attached_refuses_a_group_holding_an_import_text_node() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let host = Host::start(Some(&user_blend(files.path())));
+        let reader = json!({"id": "reader", "type": "GN_OPS", "payload": {"ops": [
+            {"op": "add_node", "id": "text", "bl_idname": "GeometryNodeImportText"}
+        ]}});
+        let script = gn_script_with(files.path(), 0, &[reader]);
+        let client = host.client().await;
+        let before = scene_dump(&client).await;
+        drop(client);
+        let output = gn_attached(&host, files.path(), &script, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("holds an Import Text node")
+                && stderr.contains("would read a file in your Blender"),
+            "{stderr}"
+        );
+        let client = host.client().await;
+        assert_eq!(scene_dump(&client).await, before, "the scene changed");
     })
     .await;
 }

@@ -160,7 +160,8 @@ def fp_state(struct, depth, skip=()):
             if len(value) and isinstance(value[0], bpy.types.ID):
                 state[key] = [item.name for item in value]
             elif depth > 0 and len(value) <= FP_WALKED_ITEMS:
-                state[key] = [fp_state(item, depth - 1) for item in value]
+                # A collection can hold empty members (particle settings' unused texture slots).
+                state[key] = [None if item is None else fp_state(item, depth - 1) for item in value]
             else:
                 state[key] = fp_array_hash(value)
         elif kind == "STRING" and subtype in ("FILE_PATH", "DIR_PATH") and value:

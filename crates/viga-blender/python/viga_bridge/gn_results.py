@@ -7,7 +7,7 @@ import math
 import bpy
 
 from .common import BridgeError, text_field
-from .results import RESULT_TREE_TYPES, result_append, result_appended_since, result_as_one_undo_step, result_check_appended, result_drop_unused, result_file, result_ids, result_name, result_remove, result_use_own
+from .results import RESULT_TREE_TYPES, result_append, result_appended_since, result_as_one_undo_step, result_check_appended, result_drop_unused, result_file, result_ids, result_name, result_own_copies, result_remove, result_use_builtin_fonts, result_use_own
 
 GN_RESULT_LIMITS = {"node_groups": 64, "modifiers": 64, "inputs": 512}
 GN_STRING_CHARS = 4096
@@ -126,7 +126,10 @@ def gn_checked_result(path, names, modifiers):
         for name, group in appended.items():
             if group is None or group.bl_idname not in RESULT_TREE_TYPES:
                 raise BridgeError("result_refused", "the run's result %r is not a node group Blender can use here" % name)
-        result_check_appended(added, GN_DEPENDENCY_COLLECTIONS)
+        requested = {group.as_pointer() for group in appended.values()}
+        own_copies = result_own_copies(added, requested, before, file_names, path)
+        result_check_appended(added, GN_DEPENDENCY_COLLECTIONS, {
+            "before": before, "own_copies": own_copies, "file_names": file_names, "path": path})
         plan = []
         for obj_name, modifier_name, group_name, inputs in modifiers:
             where = "modifier %r on %r" % (modifier_name, obj_name)
@@ -151,6 +154,7 @@ def gn_apply_result(result):
     """Puts a checked result into the person's data: groups of a name the scene has replace
     it (wherever it is used), what the groups use that the scene already has is the scene's,
     and the modifiers get their groups and input values."""
+    result_use_builtin_fonts(result)
     before, appended, added = result["before"], result["appended"], result["added"]
     requested = list(appended.values())
     replaced = []

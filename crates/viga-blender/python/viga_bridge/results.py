@@ -5,7 +5,8 @@ in it was written where model code ran, so nothing of it runs: datablocks are ap
 with auto-run on), and before any of the person's data changes, every appended datablock is
 checked (result_refusal: only the kinds the result may bring, nothing linked from another
 file, no text, no driver needing Python, no node tree or node type written in Python, no
-script node). A result that fails is removed again, and the scene is as it was; one that
+script node; result_file_use in result_files.py: nothing that would read or write a file in
+the person's Blender). A result that fails is removed again, and the scene is as it was; one that
 passes is ONE undo step. Geometry Nodes results and scene results share all of this."""
 
 import os
@@ -15,6 +16,7 @@ import bpy
 
 from .common import BridgeError
 from .blend_files import checked_path
+from .result_files import RESULT_BUILTIN_FONT, result_file_use, result_noun_of, result_own_paths
 from .undo import ensure_undo_base, push_undo_step, undo_one_step
 
 # Node tree types Blender itself defines; a tree of any other type is written in Python.
@@ -23,6 +25,8 @@ RESULT_TREE_TYPES = ("GeometryNodeTree", "ShaderNodeTree", "CompositorNodeTree",
 RESULT_CODE_NODES = ("ShaderNodeScript",)
 # The longest datablock name Blender keeps, in bytes.
 RESULT_NAME_BYTES = 255
+# Datablocks that are a file read from a path, which no result brings (said so in plain words).
+RESULT_FILE_KINDS = ("sounds", "movieclips", "cache_files")
 
 
 def result_name(value, what):
@@ -70,6 +74,10 @@ def result_refusal(collection, block, allowed):
     the bpy.data collections this kind of result may bring."""
     kind = "%s %r" % (type(block).__name__, block.name)
     if collection not in allowed:
+        if collection in RESULT_FILE_KINDS:
+            return "the %s \"%s\" would read the file %s in your Blender; a result brings no %ss" % (
+                result_noun_of(collection), block.name, getattr(block, "filepath", "") or "it names",
+                result_noun_of(collection))
         return "%s (bpy.data.%s) is not part of this kind of result" % (kind, collection)
     if collection != "libraries" and block.library is not None:
         return "%s is linked from another file (%s)" % (kind, block.library.filepath)
@@ -90,13 +98,30 @@ def result_refusal(collection, block, allowed):
     return None
 
 
-def result_check_appended(added, allowed):
+def result_check_appended(added, allowed, appended):
     """Refuses the result when one of the appended datablocks `added` ((collection, ID)
-    pairs) is refused."""
+    pairs) is refused, or one that stays would read or write a file in this Blender.
+    `appended`: what the append left: the scene's own datablocks before it ("before",
+    {(collection, name): ID}), the pointers of the appended copies of them that theirs
+    replace before anything stays ("own_copies": what theirs use is theirs), and the result
+    file's names ("file_names", "path")."""
+    own_paths = result_own_paths(appended["before"])
     for collection, block in added:
         refused = result_refusal(collection, block, allowed)
+        if not refused and collection != "libraries" and block.as_pointer() not in appended["own_copies"]:
+            name = result_original_name(block, collection, appended["file_names"], appended["path"])
+            refused = result_file_use(collection, block, name, own_paths)
         if refused:
             raise BridgeError("result_refused", "the run's result was refused: %s" % refused)
+
+
+def result_own_copies(added, requested, before, file_names, path):
+    """The pointers of the appended datablocks that are copies of the scene's own and that
+    result_use_own will replace by theirs: not asked for (`requested`, pointers), and of a
+    name the scene had (`before`)."""
+    return {block.as_pointer() for collection, block in added
+            if collection != "libraries" and block.as_pointer() not in requested
+            and (collection, result_original_name(block, collection, file_names, path)) in before}
 
 
 def result_original_name(block, collection, file_names, path):
@@ -156,6 +181,32 @@ def result_use_own(result, requested):
             duplicates.append(block)
     result_remove(duplicates)
     return duplicates
+
+
+def result_builtin_font(block):
+    return isinstance(block, bpy.types.VectorFont) and block.filepath == RESULT_BUILTIN_FONT
+
+
+def result_use_builtin_fonts(result):
+    """Blender's built-in font is Blender's own, not the result's: an appended copy of it is
+    replaced by the scene's built-in font when it has one (Blender keeps that font's name
+    read-only, so it is never renamed). `result["appended"]` ({key: ID}) then names the
+    scene's font, and `result["added"]` no longer holds the copy."""
+    own = next((block for (collection, _name), block in result["before"].items()
+                if collection == "fonts" and result_builtin_font(block)), None)
+    if own is None:
+        return
+    copies = [block for collection, block in result["added"]
+              if collection == "fonts" and result_builtin_font(block)]
+    pointers = {block.as_pointer() for block in copies}
+    for block in copies:
+        block.user_remap(own)
+    for key, block in list(result["appended"].items()):
+        if block is not None and block.as_pointer() in pointers:
+            result["appended"][key] = own
+    result["added"] = [(collection, block) for collection, block in result["added"]
+                       if block.as_pointer() not in pointers]
+    result_remove(copies)
 
 
 def result_remove(blocks):

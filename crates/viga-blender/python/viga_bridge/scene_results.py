@@ -16,7 +16,7 @@ objects, and datablocks linked from libraries are never replaced."""
 import bpy
 
 from .common import BridgeError, text_field
-from .results import result_append, result_appended_since, result_as_one_undo_step, result_check_appended, result_drop_unused, result_file, result_ids, result_name, result_noun, result_remove, result_use_own
+from .results import result_append, result_appended_since, result_as_one_undo_step, result_builtin_font, result_check_appended, result_drop_unused, result_file, result_ids, result_name, result_noun, result_own_copies, result_remove, result_use_builtin_fonts, result_use_own
 
 SCENE_RESULT_LIMITS = {"objects": 10000, "remove": 10000, "data": 10000, "collections": 1000,
                        "object_collections": 64}
@@ -144,7 +144,11 @@ def scene_checked_result(path, plan):
         for (collection, name), block in appended.items():
             if block is None:
                 raise BridgeError("result_refused", "the run's result %s %r cannot be used here" % (result_noun(collection), name))
-        result_check_appended(added, SCENE_RESULT_COLLECTIONS)
+        # A result that does not start from the scene keeps its copies: all of it is checked.
+        requested = {block.as_pointer() for block in appended.values()}
+        own_copies = result_own_copies(added, requested, before, file_names, path) if plan["from_open_scene"] else set()
+        result_check_appended(added, SCENE_RESULT_COLLECTIONS, {
+            "before": before, "own_copies": own_copies, "file_names": file_names, "path": path})
     except BaseException:
         result_remove(block for _collection, block in result_appended_since(before_ids))
         raise
@@ -185,6 +189,7 @@ def scene_place(scene, obj, names, parents, collections, made):
 def scene_apply_result(result):
     """Makes the open scene match the checked result (see the section's comment)."""
     scene = bpy.context.scene
+    result_use_builtin_fonts(result)
     plan, before, appended = result["plan"], result["before"], result["appended"]
     requested = {block.as_pointer() for block in appended.values()}
     report = {"added": [], "replaced": [], "removed": [], "data_replaced": [], "data_added": [],
@@ -193,6 +198,8 @@ def scene_apply_result(result):
     for collection, names in plan["changed"].items():
         for name in names:
             new = appended[(collection, name)]
+            if result_builtin_font(new):
+                continue
             old = before.get((collection, name))
             if old is not None and scene_replaceable(old):
                 old.user_remap(new)
@@ -202,6 +209,9 @@ def scene_apply_result(result):
     for collection, names in plan["added"].items():
         for name in names:
             new = appended[(collection, name)]
+            # Blender's built-in font is the scene's own (or Blender's, named by Blender).
+            if result_builtin_font(new):
+                continue
             new.name = name
             report["data_added"].append("%s/%s" % (collection, new.name))
     # What the appended datablocks use that the run left unchanged is the person's own (a

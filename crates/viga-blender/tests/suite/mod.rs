@@ -6,6 +6,7 @@ mod contained;
 mod frame_fuzz;
 mod locating;
 mod oneshot;
+mod result_files;
 mod supervision;
 
 use viga_blender::{BlenderLauncher, Worker, WorkerConfig, locate};

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_blender::{BlenderCommands as _, BlenderTransport, PACK_RESULT_ASSETS};
 use viga_protocol::bridge::{
     AppliedProgram, BridgeCommand, BroughtObject, SceneFingerprints, SceneLink,
     SceneResultImported, SceneResultPlan,
@@ -39,11 +39,6 @@ const MAX_NAME_BYTES: usize = 255;
 const MAX_FINGERPRINTED: usize = 100_000;
 /// The most collections an object may be in.
 const MAX_OBJECT_COLLECTIONS: usize = 64;
-/// Has Blender keep every file path of the scene absolute before it is saved, so a scene
-/// saved in the worker's scratch folder and moved into the run folder still finds the files
-/// it uses (a path relative to the scratch folder would not).
-const ABSOLUTE_PATHS: &str =
-    "import bpy\nif bpy.data.filepath:\n    bpy.ops.file.make_paths_absolute()\n";
 
 /// A new run on a person's open scene: its folder, made, with the copy of their scene in
 /// it, ready to start once its worker is ([`start_on_snapshot`]). Made before the worker
@@ -280,15 +275,16 @@ impl ChosenResult {
             )));
         }
         let after = fingerprint_scene(worker).await?;
-        let absolute = worker
-            .execute(ABSOLUTE_PATHS, None, None)
+        // The run's own images and fonts are packed into the result (the person's Blender
+        // reads no file a result names), and other paths made absolute, so a scene saved in
+        // the worker's scratch folder and moved into the run folder still names its files.
+        let packed = worker
+            .execute(PACK_RESULT_ASSETS, None, None)
             .await
-            .map_err(|err| {
-                blender_error("Blender could not make the result's paths absolute", err)
-            })?;
-        if let Some(error) = absolute.error {
+            .map_err(|err| blender_error("Blender could not pack the result's own files", err))?;
+        if let Some(error) = packed.error {
             return Err(CoreError::Config(format!(
-                "the result's file paths could not be made absolute: {}",
+                "the result's own images and fonts could not be packed: {}",
                 error.message
             )));
         }
