@@ -136,9 +136,9 @@ fn show(timed: &TimedEvent, jsonl: bool) {
         return;
     }
     match &timed.event {
-        RunEvent::ModelCalled { index, .. } => println!("step {index}"),
-        RunEvent::ToolInvoked { summary, .. } => println!("  {summary}"),
-        RunEvent::Warning { message } => println!("  warning: {message}"),
+        RunEvent::ModelCalled { index, .. } => say!("step {index}"),
+        RunEvent::ToolInvoked { summary, .. } => say!("  {summary}"),
+        RunEvent::Warning { message } => say!("  warning: {message}"),
         _ => {}
     }
 }

@@ -401,11 +401,11 @@ fn show(timed: &TimedEvent, jsonl: bool) {
         return;
     }
     match &timed.event {
-        RunEvent::GnStateChanged { round, to, .. } => println!("[round {round}] {to:?}"),
+        RunEvent::GnStateChanged { round, to, .. } => say!("[round {round}] {to:?}"),
         RunEvent::GnStepFinished { record } => match record.status {
             StepStatus::Running => {}
-            StepStatus::Succeeded => println!("  step {}: {}", record.step_id, record.message),
-            StepStatus::Failed => println!(
+            StepStatus::Succeeded => say!("  step {}: {}", record.step_id, record.message),
+            StepStatus::Failed => say!(
                 "  step {} FAILED: {}",
                 record.step_id,
                 record.error.as_deref().unwrap_or("")
@@ -413,10 +413,10 @@ fn show(timed: &TimedEvent, jsonl: bool) {
         },
         RunEvent::GatesChecked { report, .. } if !report.success => {
             for message in &report.messages {
-                println!("  gate failed: {message}");
+                say!("  gate failed: {message}");
             }
         }
-        RunEvent::Warning { message } => println!("  warning: {message}"),
+        RunEvent::Warning { message } => say!("  warning: {message}"),
         _ => {}
     }
 }

@@ -1,6 +1,14 @@
 //! `viga`: the command line. Thin: it parses arguments, builds the configuration, and hands
 //! everything else to the library crates.
 
+/// Prints a line that holds outside text (names from a scene, a model's words, a program's
+/// output) with its control characters shown as codes, so none of it steers the terminal.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", viga_io::terminal::terminal_safe(&format!($($arg)*)))
+    };
+}
+
 mod agent;
 mod args;
 mod attach;

@@ -20,17 +20,17 @@ impl Printer {
                 resumed_from_iteration: Some(index),
                 ..
             } => {
-                println!("resuming at iteration {index}");
+                say!("resuming at iteration {index}");
             }
             RunEvent::IterationStarted { index } => {
                 if self.max_iterations > 0 {
-                    println!("iteration {index}/{}", self.max_iterations);
+                    say!("iteration {index}/{}", self.max_iterations);
                 } else {
-                    println!("iteration {index}");
+                    say!("iteration {index}");
                 }
             }
             RunEvent::PlanProduced { plan, .. } => {
-                println!("  plan: {}", first_line(plan));
+                say!("  plan: {}", first_line(plan));
             }
             RunEvent::ExecutionFinished {
                 result,
@@ -43,7 +43,7 @@ impl Printer {
                     .as_ref()
                     .map(ToString::to_string)
                     .unwrap_or_else(|| failure.describe().to_owned());
-                println!(
+                say!(
                     "  attempt {}: {failure} {}",
                     attempt + 1,
                     first_line(&detail)
@@ -52,24 +52,24 @@ impl Printer {
             RunEvent::ExecutionFinished {
                 result, attempt, ..
             } => {
-                println!(
+                say!(
                     "  attempt {}: ran in {:.0} ms",
                     attempt + 1,
                     result.duration_ms
                 );
             }
-            RunEvent::FastRetry { .. } => println!("  asking for a fix (fast retry)"),
+            RunEvent::FastRetry { .. } => say!("  asking for a fix (fast retry)"),
             RunEvent::WorkerRestarted { reason } => {
-                println!("  Blender restarted: {}", first_line(reason))
+                say!("  Blender restarted: {}", first_line(reason))
             }
             RunEvent::ReplyRefused { reason, .. } => {
-                println!(
+                say!(
                     "  a reply was refused and the program failed: {}",
                     first_line(reason)
                 )
             }
             RunEvent::GeneratorToolCalled { call, .. } => {
-                println!(
+                say!(
                     "  generator used {}{}: {}",
                     call.tool,
                     if call.ok { "" } else { " (failed)" },
@@ -77,7 +77,7 @@ impl Printer {
                 );
             }
             RunEvent::ToolInvoked { tool, ok, .. } => {
-                println!(
+                say!(
                     "  verifier used {tool}{}",
                     if *ok { "" } else { " (failed)" }
                 );
@@ -93,13 +93,13 @@ impl Printer {
                     .first()
                     .map(String::as_str)
                     .unwrap_or("");
-                println!(
+                say!(
                     "  verifier: {verdict}{}{}",
                     if first.is_empty() { "" } else { "; " },
                     first_line(first)
                 );
             }
-            RunEvent::Warning { message } => println!("  warning: {message}"),
+            RunEvent::Warning { message } => say!("  warning: {message}"),
             RunEvent::RunFinished { stop, iterations } => {
                 let why = match stop {
                     StopReason::Accepted => "the verifier accepted the scene".to_owned(),
@@ -107,7 +107,7 @@ impl Printer {
                     StopReason::Cancelled => "cancelled".to_owned(),
                     StopReason::Failed { message, .. } => format!("failed: {message}"),
                 };
-                println!("stopped after {iterations} iterations: {why}");
+                say!("stopped after {iterations} iterations: {why}");
             }
             _ => {}
         }
@@ -152,7 +152,9 @@ impl Output {
     }
 
     /// A line for the person at the terminal.
+    /// A line for the person; outside text in it (names from a scene) steers no terminal.
     pub fn say(&self, text: &str) {
+        let text = viga_io::terminal::terminal_safe(text);
         match self.format {
             EventsFormat::Text => println!("{text}"),
             EventsFormat::Jsonl => eprintln!("{text}"),

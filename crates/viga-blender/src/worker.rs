@@ -174,7 +174,7 @@ pub struct Worker {
     state: Mutex<State>,
     /// Holds the worker's checkpoints, and is a contained Blender's temporary folder and
     /// the place of its bridge's socket; removed with the worker.
-    state_dir: tempfile::TempDir,
+    state_dir: viga_process::PrivateFolder,
     /// The same folder, as it is read: only files viga named, no link followed.
     scratch: ScratchFolder,
     /// What containment Blender runs under, as the launcher of the running process reported
@@ -189,12 +189,9 @@ pub struct Worker {
 impl Worker {
     /// Starts Blender and completes the handshake.
     pub async fn start(config: WorkerConfig) -> Result<Self, TransportError> {
-        let state_dir = tempfile::Builder::new()
-            .prefix("viga-worker-")
-            .tempdir()
-            .map_err(|err| {
-                TransportError::Start(format!("could not create the worker's state folder: {err}"))
-            })?;
+        let state_dir = viga_process::private_folder("viga-worker-").map_err(|err| {
+            TransportError::Start(format!("could not create the worker's state folder: {err}"))
+        })?;
         let busy_us = Arc::new(AtomicU64::new(0));
         let running = spawn(&config, state_dir.path(), &busy_us).await?;
         let hello = running.client.hello().clone();

@@ -3,8 +3,8 @@
 //! The plain I/O that more than one crate needs, written once: whole-file writes that a
 //! kill never leaves half done and the clock run records are stamped with ([`files`]); what
 //! every HTTP client of viga needs: the TLS crypto provider, whether a server is on this
-//! machine, an error with its causes on one line ([`net`]); and an API key that never
-//! prints ([`Secret`]).
+//! machine, an error with its causes on one line ([`net`]); an API key that never
+//! prints ([`Secret`]); and outside text made safe to print to a terminal ([`terminal`]).
 //!
 //! **Owns:** those primitives. **Must not:** depend on any other viga crate, know about
 //! runs, models, Blender or the loop.
@@ -14,5 +14,6 @@
 pub mod files;
 pub mod net;
 mod secret;
+pub mod terminal;
 
 pub use secret::Secret;

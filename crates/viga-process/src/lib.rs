@@ -18,6 +18,7 @@ mod confine;
 mod environment;
 mod group;
 mod lost;
+mod owned;
 mod scratch;
 
 pub use capture::{BoundedCapture, OutputTail, read_message};
@@ -25,4 +26,5 @@ pub use confine::{CONTAINED_MARKER, Confinement, EmptyLauncher};
 pub use environment::clean_environment;
 pub use group::{Ended, kill_group, wait_then_kill_group};
 pub use lost::{LostReason, Recovery, WorkerLost};
-pub use scratch::{ScratchFolder, private_folder};
+pub use owned::{PrivateFolder, private_folder, remove_stale_folders};
+pub use scratch::ScratchFolder;

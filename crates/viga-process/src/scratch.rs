@@ -144,20 +144,6 @@ fn plain(relative: &Path) -> io::Result<&Path> {
     Ok(relative)
 }
 
-/// A new folder in the temporary folder, named `prefix` and random letters, that only this
-/// user may enter (mode 0700; `tempfile`'s default is 0755), removed when dropped: a worker's
-/// scratch folder, scripts and kept results.
-pub fn private_folder(prefix: &str) -> io::Result<tempfile::TempDir> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(prefix);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        builder.permissions(std::fs::Permissions::from_mode(0o700));
-    }
-    builder.tempdir()
-}
-
 fn too_large(relative: &Path, limit: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
@@ -248,17 +234,6 @@ fn remove_beneath(root: &Path, relative: &Path) -> io::Result<()> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_private_folder_is_for_this_user_alone() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let folder = private_folder("viga-test-").unwrap();
-        let mode = std::fs::metadata(folder.path())
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
-    }
 
     #[test]
     fn links_anywhere_fifos_and_big_files_are_refused() {

@@ -186,7 +186,7 @@ pub struct SlideWorker {
     /// Private to this worker (mode 0700): `scratch/` (where the processes may write),
     /// `scripts/`, `kept/` (decks, written by viga only). Held for its removal on drop:
     /// last, so the processes (above) are killed before their folder goes.
-    _root: tempfile::TempDir,
+    _root: viga_process::PrivateFolder,
 }
 
 impl SlideWorker {

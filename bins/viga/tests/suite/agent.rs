@@ -353,3 +353,56 @@ fn the_agent_writes_only_its_own_runs_results_folder() {
             .unwrap();
     assert_eq!(status["writes"]["active"], true, "{status}");
 }
+
+/// An object whose name holds terminal escape sequences (a title change, a screen clear)
+/// reaches the terminal as codes, in the command's summary (JSON) and in the model's answer
+/// that repeats it: the person's terminal is not steered by a scene.
+#[test]
+fn names_from_the_scene_are_printed_with_their_control_characters_escaped() {
+    const NAME: &str = "Lamp\u{1b}]0;owned\u{7}\u{1b}[2J";
+    let files = tempfile::tempdir().unwrap();
+    let objects = format!(
+        "bpy.ops.mesh.primitive_cube_add(size=1, location=(0, 0, 0.5))\nbpy.context.object.name = 'Table'\n\
+         bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3, 0, 0.2))\nbpy.context.object.name = {}\n",
+        serde_json::Value::from(NAME)
+    );
+    let blend = support::blend_with(files.path(), "escapes.blend", &objects);
+    let script = script_file(
+        files.path(),
+        vec![
+            tool_turn(
+                json!({}),
+                "place_object_relative",
+                json!({"object1_name": NAME, "object2_name": "Table", "side": "left"}),
+            ),
+            // The model names the object as the scene does, in its answer.
+            json!({"response": {"text": format!("Moved {NAME}."), "finish_reason": "stop"}}),
+        ],
+    );
+    let mut command = Command::new(VIGA);
+    command
+        .args(["agent", REQUEST, "--resolution", "32"])
+        .arg("--addons")
+        .arg(workspace_file("fixtures/addons"))
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .arg("--blend")
+        .arg(&blend)
+        .arg("--output")
+        .arg(files.path().join("runs"));
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed.contains("Lamp\\u{1b}]0;owned\\u{7}\\u{1b}[2J"),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains('\u{1b}') && !printed.contains('\u{7}'),
+        "{printed}"
+    );
+}

@@ -170,7 +170,7 @@ pub struct WebWorker {
     pages: AtomicU64,
     /// Chromium's home, profile and temporary files (mode 0700), removed with the worker:
     /// last, so Chromium (above) is killed before its folder goes.
-    root: tempfile::TempDir,
+    root: viga_process::PrivateFolder,
 }
 
 impl WebWorker {
