@@ -180,9 +180,17 @@ pub struct GatewayArgs {
     /// A user's Blender is stopped once they have had no connection open for this long.
     #[arg(long, value_name = "SECONDS", default_value_t = viga_serve::ws::GatewayLimits::default().session_idle.as_secs())]
     pub session_idle: u64,
-    /// Connections open at once; more are closed as soon as they arrive.
+    /// Connections of people whose hello (with a token) was accepted, open at once; a hello
+    /// beyond it is told to try again later.
     #[arg(long, value_name = "N", default_value_t = viga_serve::ws::GatewayLimits::default().max_connections)]
     pub max_connections: usize,
+    /// Connections that have not said hello yet, open at once (a budget of their own, so they
+    /// never take a user's place); when it is spent, the oldest of them is closed.
+    #[arg(long, value_name = "N", default_value_t = viga_serve::ws::GatewayLimits::default().max_waiting)]
+    pub max_waiting_connections: usize,
+    /// Of the connections that have not said hello, how many one address may hold.
+    #[arg(long, value_name = "N", default_value_t = viga_serve::ws::GatewayLimits::default().waiting_per_address)]
+    pub waiting_per_address: usize,
     /// A connection that sends no message for this long is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = viga_serve::ws::GatewayLimits::default().connection_idle.as_secs())]
     pub connection_idle: u64,

@@ -87,8 +87,11 @@ pub async fn gateway(
         BlenderSessions, Credentials, DialLimits, GatewayLimits, ListenSecurity, TlsFiles,
     };
     anyhow::ensure!(
-        args.max_sessions >= 1 && args.max_connections >= 1,
-        "--max-sessions and --max-connections must be at least 1"
+        args.max_sessions >= 1
+            && args.max_connections >= 1
+            && args.max_waiting_connections >= 1
+            && args.waiting_per_address >= 1,
+        "--max-sessions, --max-connections, --max-waiting-connections and --waiting-per-address must be at least 1"
     );
     let credentials = Credentials::from_environment(args.users.as_deref())?;
     let setup_code = match &args.setup {
@@ -110,6 +113,8 @@ pub async fn gateway(
             max_sessions: args.max_sessions,
             session_idle: std::time::Duration::from_secs(args.session_idle),
             max_connections: args.max_connections,
+            max_waiting: args.max_waiting_connections,
+            waiting_per_address: args.waiting_per_address,
             connection_idle: std::time::Duration::from_secs(args.connection_idle),
             ..GatewayLimits::default()
         },

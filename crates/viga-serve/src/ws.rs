@@ -25,6 +25,7 @@
 //! user's folder under [`GatewayConfig::files_root`], and plain WebSocket is refused on
 //! addresses other machines can reach unless asked for ([`ListenSecurity`]).
 
+mod admission;
 mod chat;
 mod connection;
 mod credentials;
@@ -41,7 +42,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::time::timeout;
 
 pub use chat::{ChatSettings, MAX_QUERY_CHARS};
@@ -69,8 +69,16 @@ pub struct GatewayLimits {
     pub max_sessions: usize,
     /// A session whose user has had no connection open for this long is stopped.
     pub session_idle: Duration,
-    /// Connections open at once; one beyond it is closed as soon as it is accepted.
+    /// Connections whose hello was accepted, open at once; a hello beyond it is refused
+    /// ("try again later") and its connection closed.
     pub max_connections: usize,
+    /// Connections that have not said hello yet, open at once (a budget apart from
+    /// `max_connections`, so they can never take a user's slot); when it is spent, the
+    /// oldest of them is closed to make room for the newest.
+    pub max_waiting: usize,
+    /// Of `max_waiting`, how many one address may hold; past it, that address's oldest is
+    /// closed first.
+    pub waiting_per_address: usize,
     /// Time for the WebSocket handshake after the TCP connection is accepted.
     pub handshake_timeout: Duration,
     /// Time for an accepted hello after the handshake.
@@ -85,6 +93,8 @@ impl Default for GatewayLimits {
             max_sessions: 8,
             session_idle: Duration::from_secs(600),
             max_connections: 256,
+            max_waiting: 64,
+            waiting_per_address: 16,
             handshake_timeout: Duration::from_secs(10),
             hello_timeout: Duration::from_secs(10),
             connection_idle: Duration::from_secs(300),
@@ -139,7 +149,7 @@ pub struct Gateway {
     dialed: dialed::DialedBlenders,
     conversations: chat::Conversations,
     chat: Option<ChatSettings>,
-    connection_slots: Arc<Semaphore>,
+    admission: Arc<admission::Admission>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -172,7 +182,11 @@ impl Gateway {
                 limits.max_sessions,
                 limits.session_idle,
             ),
-            connection_slots: Arc::new(Semaphore::new(limits.max_connections)),
+            admission: admission::Admission::new(
+                limits.max_connections,
+                limits.max_waiting,
+                limits.waiting_per_address,
+            ),
             dialed: dialed::DialedBlenders::new(config.dial),
             conversations: chat::Conversations::default(),
             chat: config.chat,
@@ -212,18 +226,20 @@ impl Gateway {
                     continue;
                 }
             };
-            let Ok(slot) = Arc::clone(&self.connection_slots).try_acquire_owned() else {
-                tracing::debug!(%peer, max = self.limits.max_connections, "connection closed: the gateway holds as many as it may");
-                drop(stream);
-                continue;
-            };
+            let ticket = self.admission.arrive(peer.ip());
             let gateway = Arc::clone(self);
             let tls = listener.tls.clone();
             tokio::spawn(async move {
-                if let Err(err) = gateway.serve_stream(stream, tls).await {
-                    tracing::debug!(%peer, "connection ended: {err}");
+                tokio::select! {
+                    served = gateway.serve_stream(stream, tls, &ticket) => {
+                        if let Err(err) = served {
+                            tracing::debug!(%peer, "connection ended: {err}");
+                        }
+                    }
+                    () = ticket.evicted() => {
+                        tracing::debug!(%peer, "closed before its hello, to make room for a newer connection");
+                    }
                 }
-                drop(slot);
             });
         }
     }
@@ -234,6 +250,7 @@ impl Gateway {
         self: &Arc<Self>,
         stream: tokio::net::TcpStream,
         tls: Option<tokio_rustls::TlsAcceptor>,
+        ticket: &admission::Ticket,
     ) -> Result<(), connection::ConnectionEnd> {
         let limit = self.limits.handshake_timeout;
         let max_blender_message = self.dialed.limits().max_message_bytes;
@@ -260,13 +277,13 @@ impl Gateway {
         match opened {
             http::Opened::Answered => Ok(()),
             http::Opened::WebSocket(http::Door::Gateway, socket) => {
-                connection::serve_connection(self, *socket).await
+                connection::serve_connection(self, *socket, ticket).await
             }
             http::Opened::WebSocket(http::Door::Blender, socket) => {
-                dialed::serve_blender(self, *socket).await
+                dialed::serve_blender(self, *socket, ticket).await
             }
             http::Opened::WebSocket(http::Door::Chat, socket) => {
-                chat::serve_chat(self, *socket).await
+                chat::serve_chat(self, *socket, ticket).await
             }
         }
     }

@@ -229,42 +229,92 @@ async fn two_hundred_users_against_a_cap_of_eight_are_refused_then_admitted_afte
 }
 
 #[tokio::test]
-async fn connections_beyond_the_cap_are_closed_at_once_and_the_listener_serves_on() {
+async fn hellos_beyond_the_cap_are_refused_at_once_and_a_freed_slot_comes_back() {
     within(TEST_LIMIT, "the connection-cap test", async {
         let limits = GatewayLimits {
             max_connections: 3,
             ..GatewayLimits::default()
         };
         let gateway = start(1, limits).await;
-        let mut held = vec![
-            connect(gateway.address).await,
-            connect(gateway.address).await,
-            connect(gateway.address).await,
-        ];
+        let mut held = Vec::new();
+        for n in 0..3 {
+            let mut socket = connect(gateway.address).await;
+            assert_eq!(
+                ask(&mut socket, hello(&format!("h{n}"), "user-000")).await["ok"],
+                true
+            );
+            held.push(socket);
+        }
         let began = Instant::now();
-        let refused = tokio_tungstenite::connect_async(format!("ws://{}", gateway.address)).await;
-        assert!(refused.is_err(), "a fourth connection was served");
+        let mut fourth = connect(gateway.address).await;
+        let refused = ask(&mut fourth, hello("h3", "user-000")).await;
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("try again later"),
+            "{refused}"
+        );
+        let reason = closed_because(&mut fourth).await;
+        assert!(reason.contains("try again later"), "{reason}");
         assert!(
             began.elapsed() < Duration::from_secs(1),
-            "the fourth connection was left hanging"
+            "the fourth hello was left hanging"
         );
 
         held.pop().unwrap().close(None).await.unwrap();
         // The freed slot is back as soon as the gateway has seen the close.
         let waited = Instant::now();
-        let mut client = loop {
+        loop {
+            let mut client = connect(gateway.address).await;
+            client
+                .send(Message::text(hello("again", "user-000").to_string()))
+                .await
+                .unwrap();
+            match client.next().await {
+                Some(Ok(Message::Text(text))) => {
+                    let reply: Value = serde_json::from_str(text.as_str()).unwrap();
+                    assert_eq!(reply["ok"], true, "{reply}");
+                    break;
+                }
+                other => assert!(
+                    waited.elapsed() < Duration::from_secs(5),
+                    "the slot was never freed: {other:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn three_hundred_silent_connections_opened_first_leave_a_user_with_a_token_served() {
+    within(TEST_LIMIT, "the silent-connections test", async {
+        let gateway = start(1, GatewayLimits::default()).await;
+        // More silent connections than both budgets together (the waiting one and the
+        // users'), all from this address, half in the WebSocket handshake and half past it.
+        let mut silent_tcp = Vec::new();
+        for _ in 0..150 {
+            silent_tcp.push(TcpStream::connect(gateway.address).await.unwrap());
+        }
+        let mut silent_websockets = Vec::new();
+        for _ in 0..150 {
             if let Ok((socket, _)) =
                 tokio_tungstenite::connect_async(format!("ws://{}", gateway.address)).await
             {
-                break socket;
+                silent_websockets.push(socket);
             }
-            assert!(
-                waited.elapsed() < Duration::from_secs(5),
-                "the slot was never freed"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        }
+        let mut client = connect(gateway.address).await;
         assert_eq!(ask(&mut client, hello("h", "user-000")).await["ok"], true);
+        let tools = ask(
+            &mut client,
+            json!({"type": "list_tools", "message_id": "t"}),
+        )
+        .await;
+        assert_eq!(tools["result"], json!([]), "{tools}");
+        drop((silent_tcp, silent_websockets));
     })
     .await;
 }

@@ -217,6 +217,7 @@ fn respond(message_id: Option<String>, outcome: Result<Value, String>) -> ChatOu
 pub(super) async fn serve_chat(
     gateway: &Arc<Gateway>,
     mut socket: Socket,
+    ticket: &super::admission::Ticket,
 ) -> Result<(), ConnectionEnd> {
     let limits = &gateway.limits;
     let hello_deadline = Instant::now() + limits.hello_timeout;
@@ -235,6 +236,10 @@ pub(super) async fn serve_chat(
             _ => continue,
         };
         let (reply, user) = hello(gateway, text.as_str());
+        if user.is_some() && !ticket.admit() {
+            close(&mut socket, super::connection::FULL).await;
+            return Ok(());
+        }
         send(&mut socket, &reply).await?;
         if let Some(user) = user {
             break user;

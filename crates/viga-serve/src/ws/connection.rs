@@ -60,6 +60,7 @@ pub(super) fn small_messages() -> WebSocketConfig {
 pub(super) async fn serve_connection(
     gateway: &Gateway,
     mut socket: Socket,
+    ticket: &super::admission::Ticket,
 ) -> Result<(), ConnectionEnd> {
     let limits = &gateway.limits;
     let hello_deadline = Instant::now() + limits.hello_timeout;
@@ -83,7 +84,7 @@ pub(super) async fn serve_connection(
             }
         };
         let reply = match frame {
-            Message::Text(text) => gateway.reply_to(text.as_str(), &mut greeted).await,
+            Message::Text(text) => gateway.reply_to(text.as_str(), &mut greeted, ticket).await,
             Message::Binary(_) => respond(
                 None,
                 Err("binary frames are not accepted; send JSON text".to_owned()),
@@ -95,10 +96,17 @@ pub(super) async fn serve_connection(
         timeout(limits.connection_idle, socket.send(reply))
             .await
             .map_err(|_| ConnectionEnd::SendTimeout(limits.connection_idle))??;
+        if ticket.turned_away() {
+            close(&mut socket, FULL.to_owned()).await;
+            return Ok(());
+        }
         // Idle time counts from the reply, so a long command does not use it up.
         idle_deadline = Instant::now() + limits.connection_idle;
     }
 }
+
+/// Why a hello with a valid token is refused when every slot of the greeted is taken.
+pub(super) const FULL: &str = "the server holds as many connections as it may; try again later";
 
 /// Tells the client why the connection ends, if it is still reading.
 async fn close(socket: &mut Socket, reason: String) {

@@ -388,6 +388,7 @@ impl BlenderTransport for DialedTransport {
 pub(super) async fn serve_blender(
     gateway: &Gateway,
     mut socket: Socket,
+    ticket: &super::admission::Ticket,
 ) -> Result<(), ConnectionEnd> {
     let limits = &gateway.limits;
     let hello = match timeout(limits.hello_timeout, next_text(&mut socket)).await {
@@ -403,16 +404,31 @@ pub(super) async fn serve_blender(
             return Ok(());
         }
     };
-    let (message_id, user, instance, version) = match read_hello(gateway, &hello) {
+    let greeted = read_hello(gateway, &hello).and_then(|greeted| {
+        // A valid hello when every slot is taken: refused, and the add-on tries again.
+        if ticket.admit() {
+            Ok(greeted)
+        } else {
+            Err((greeted.0, super::connection::FULL.to_owned()))
+        }
+    });
+    let (message_id, user, instance, version) = match greeted {
         Ok(greeted) => greeted,
         Err((message_id, message)) => {
+            let retry = message == super::connection::FULL;
             let refused = ToBlender::Refused {
                 message_id,
                 message: message.clone(),
-                retry: false,
+                retry,
             };
             let _ = send(&mut socket, &refused).await;
-            close(&mut socket, CloseCode::from(CLOSE_REFUSED), message).await;
+            // Refused for good (the add-on stops dialling), or only for now.
+            let code = if retry {
+                CloseCode::Again
+            } else {
+                CloseCode::from(CLOSE_REFUSED)
+            };
+            close(&mut socket, code, message).await;
             return Ok(());
         }
     };

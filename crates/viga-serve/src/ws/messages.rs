@@ -81,13 +81,18 @@ pub(super) fn check_message_id(message_id: &str) -> Result<(), String> {
 impl Gateway {
     /// The reply to one text message. `greeted` is the connection's session once it has
     /// said hello.
-    pub(super) async fn reply_to(&self, text: &str, greeted: &mut Option<Lease>) -> Message {
+    pub(super) async fn reply_to(
+        &self,
+        text: &str,
+        greeted: &mut Option<Lease>,
+        ticket: &super::admission::Ticket,
+    ) -> Message {
         let incoming: Incoming = match serde_json::from_str(text) {
             Ok(incoming) => incoming,
             Err(err) => return respond(None, Err(format!("unreadable message: {err}"))),
         };
         let message_id = incoming.message_id().to_owned();
-        let outcome = self.handle(incoming, greeted).await;
+        let outcome = self.handle(incoming, greeted, ticket).await;
         respond(Some(&message_id), outcome)
     }
 
@@ -95,6 +100,7 @@ impl Gateway {
         &self,
         incoming: Incoming,
         greeted: &mut Option<Lease>,
+        ticket: &super::admission::Ticket,
     ) -> Result<Value, String> {
         check_message_id(incoming.message_id())?;
         if let Incoming::Hello {
@@ -103,7 +109,7 @@ impl Gateway {
             token,
         } = &incoming
         {
-            return self.hello(message_id, user, token, greeted).await;
+            return self.hello(message_id, user, token, greeted, ticket).await;
         }
         let Some(lease) = greeted.as_ref() else {
             return Err("say hello (with your user and your token) first".to_owned());
@@ -144,6 +150,7 @@ impl Gateway {
         user: &str,
         token: &str,
         greeted: &mut Option<Lease>,
+        ticket: &super::admission::Ticket,
     ) -> Result<Value, String> {
         if let Some(lease) = greeted {
             return Err(format!(
@@ -154,6 +161,10 @@ impl Gateway {
         let Some(user) = self.credentials.authenticate(user, token) else {
             return Err(REFUSED_HELLO.to_owned());
         };
+        // A person with a token takes a slot of the greeted before a Blender is leased.
+        if !ticket.admit() {
+            return Err(super::connection::FULL.to_owned());
+        }
         let lease = self.sessions.lease(&user).map_err(|err| err.to_string())?;
         {
             let session = lease
