@@ -412,6 +412,9 @@ async fn evaluate(
         )
         .await?,
     );
+    // Said once for the pool, as `viga run` says it for its worker; eval.json, each
+    // instance's folder and the report record it.
+    crate::say_containment(&pool.acquire().await?.containment());
     let summary = run_with_progress(&config, pool, proposer).await?;
     for (instance, error) in &summary.failed {
         eprintln!("FAILED {instance}: {error}");

@@ -53,6 +53,32 @@ pub struct EvalSettings {
     /// judge, and no judge scores anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<String>,
+    /// What containment the workers that ran the programs were under, as the first run into
+    /// this folder found it (`eval.json` only; each instance's folder records its own
+    /// worker's in `containment.json`); absent in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Observed::is_none")]
+    pub containment: Observed<Option<viga_blender::ContainmentStatus>>,
+}
+
+/// A fact of the machine an evaluation ran on, recorded beside its settings but never
+/// compared: results made under other containment (a shard on another node) are the same
+/// results.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Observed<T>(pub T);
+
+impl<T> PartialEq for Observed<T> {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Observed<T> {}
+
+impl<T> Observed<Option<T>> {
+    fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
 }
 
 /// The definition of Chamfer distance a result used (see [`crate::chamfer`]).

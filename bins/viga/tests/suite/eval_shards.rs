@@ -161,3 +161,42 @@ fn bad_search_views_are_refused_before_anything_runs() {
         assert!(!out.exists(), "{views}: a refused run writes nothing");
     }
 }
+
+/// An evaluation says what held, as `viga run` does: with a half of containment missing (the
+/// launcher's test switch) it warns under `auto`, and eval.json, each instance's folder and
+/// the report record it, for a baseline too.
+#[test]
+fn an_evaluation_with_a_half_missing_warns_and_records_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut command = eval(&out, "0/1", "noop");
+    command
+        .args(["--instances", "placement2"])
+        .env("VIGA_CONTAIN_TEST_WITHOUT", "network")
+        .env("VIGA_CONTAINMENT", "auto");
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: model-written programs run with")
+            && stderr.contains("network NOT contained"),
+        "{stderr}"
+    );
+    let settings = json(out.join("eval.json"));
+    assert_eq!(
+        settings["containment"]["network"]["active"], false,
+        "{settings}"
+    );
+    assert_eq!(
+        settings["containment"]["writes"]["active"], true,
+        "{settings}"
+    );
+    let instance = json(out.join("placement2/containment.json"));
+    assert_eq!(instance["network"]["active"], false, "{instance}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("Containment of the workers: NOT every half held")
+            && report.contains("network NOT contained"),
+        "{report}"
+    );
+}

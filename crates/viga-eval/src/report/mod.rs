@@ -566,6 +566,7 @@ mod tests {
             fit_views: None,
             cd_definition: ChamferDefinition::CURRENT,
             judge: None,
+            containment: crate::scores::Observed(None),
         }
     }
 

@@ -401,6 +401,9 @@ fn notes(summary: &Summary) -> Vec<String> {
         }
     };
     notes.extend(views_notes(summary));
+    if let Some(status) = &summary.settings.containment.0 {
+        notes.push(containment_note(status));
+    }
     let as_start: Vec<String> = summary
         .all_instances
         .iter()
@@ -500,4 +503,20 @@ pub fn html(summary: &Summary) -> String {
     }
     out.push_str("</ul>\n");
     out
+}
+
+/// What the workers that ran the programs were contained under: each half and each limit in
+/// words, and plainly when something did not hold.
+fn containment_note(status: &viga_blender::ContainmentStatus) -> String {
+    let verdict = if status.policy == viga_blender::ContainmentPolicy::Off {
+        "the programs ran uncontained (--containment off)".to_owned()
+    } else if status.is_complete() {
+        format!("every half held ({})", status.policy)
+    } else {
+        format!("NOT every half held ({})", status.policy)
+    };
+    format!(
+        "Containment of the workers: {verdict}: {}.",
+        status.summary()
+    )
 }

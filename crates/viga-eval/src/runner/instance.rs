@@ -8,6 +8,9 @@ use std::time::Instant;
 
 use viga_blender::BlenderTransport;
 
+/// The file in an instance's folder that records its worker's containment.
+pub(crate) const CONTAINMENT_FILE: &str = "containment.json";
+
 #[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
 use crate::judge::{Judge, Judgement};
@@ -85,6 +88,11 @@ pub(super) async fn evaluate(
 ) -> Result<InstanceScores, EvalError> {
     let started = Instant::now();
     let dir = config.out.join(&instance.name);
+    // What the worker that runs this instance's programs is contained under, whichever
+    // system proposes them (a baseline's folder too).
+    if let Some(status) = blender.containment() {
+        crate::scores::write_json(&dir.join(CONTAINMENT_FILE), &status)?;
+    }
     let goal = render_goal(config, instance, blender.as_ref(), &dir).await?;
     let answer_leak = match &goal.camera_poses {
         Some(poses) => Some(

@@ -270,7 +270,10 @@ pub async fn run(
         .shard
         .select(config.suite.discover(&config.data, &config.selection)?);
     proposer.check(&instances)?;
-    let blender_version = pool.acquire().await?.hello().blender_version.clone();
+    let (blender_version, containment) = {
+        let worker = pool.acquire().await?;
+        (worker.hello().blender_version.clone(), worker.containment())
+    };
     let settings = EvalSettings {
         suite: config.suite,
         system: proposer.system(),
@@ -282,6 +285,7 @@ pub async fn run(
         fit_views: proposer.fit_views(),
         cd_definition: ChamferDefinition::CURRENT,
         judge: config.judge.as_ref().map(Judge::label),
+        containment: crate::scores::Observed(Some(containment)),
     };
     std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     check_settings(&config.out, &settings)?;
@@ -414,7 +418,12 @@ fn spawn_evaluations(
     clip: Option<&Arc<ClipBackend>>,
     pending: Vec<Instance>,
 ) -> JoinSet<(String, Result<InstanceScores, EvalError>)> {
-    let settings = Arc::new(settings);
+    // An instance's scores carry the settings, not the machine's facts: its own worker's
+    // containment is in its folder's containment.json.
+    let settings = Arc::new(EvalSettings {
+        containment: crate::scores::Observed(None),
+        ..settings
+    });
     // Each job takes the next instance only once it has a worker, so instances start in
     // order (one worker: one after the other, as listed), whichever job the runtime polls
     // first: a run is reproducible, scripted sessions included.
