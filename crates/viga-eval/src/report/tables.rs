@@ -401,9 +401,7 @@ fn notes(summary: &Summary) -> Vec<String> {
         }
     };
     notes.extend(views_notes(summary));
-    if let Some(status) = &summary.settings.containment.0 {
-        notes.push(containment_note(status));
-    }
+    notes.extend(summary.settings.containment.0.as_ref().map(containment_note));
     let as_start: Vec<String> = summary
         .all_instances
         .iter()
