@@ -185,9 +185,11 @@ import json, os, shutil, signal, struct, sys, time, zlib
 SCENARIO = json.loads({scenario!r})
 args = sys.argv[1:]
 stdin = sys.stdin.read() if SCENARIO.get("read_stdin") else ""
-with open(SCENARIO["argv_file"], "w") as handle:
+# Written whole, then renamed into place: a check that waits for the file reads all of it.
+with open(SCENARIO["argv_file"] + ".partial", "w") as handle:
     json.dump({{"argv": args, "pid": os.getpid(), "containment": os.environ.get("VIGA_CONTAINMENT"),
                "test_without": os.environ.get("VIGA_CONTAIN_TEST_WITHOUT"), "stdin": stdin}}, handle)
+os.replace(SCENARIO["argv_file"] + ".partial", SCENARIO["argv_file"])
 # Like viga, which installs its own SIGINT handler: a fake started from a shell that ignores
 # SIGINT (a background job, nohup, CI) would otherwise inherit the ignored signal.
 signal.signal(signal.SIGINT, signal.SIG_IGN if SCENARIO.get("ignore_sigint") else signal.default_int_handler)

@@ -78,9 +78,10 @@ async fn the_agent_edits_the_start_program_and_its_final_program_is_scored() {
         assert!(scores["pl"].as_f64().unwrap() < 1e-4, "{scores}");
         let note = scores["proposal_note"].as_str().unwrap();
         assert!(note.starts_with("1 iterations, accepted"), "{note}");
-        // The agent's run folder says what the pooled Blender ran under, as any run's does.
+        // The instance's folder and the agent's run folder in it say what the pooled Blender
+        // ran under, as any run's does.
         let recorded = files_named(&out.path().join("lighting1"), "containment.json");
-        assert_eq!(recorded.len(), 1, "{recorded:?}");
+        assert_eq!(recorded.len(), 2, "{recorded:?}");
         let status: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&recorded[0]).unwrap()).unwrap();
         assert!(status.get("policy").is_some(), "{status}");
