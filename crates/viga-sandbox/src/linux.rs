@@ -15,6 +15,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
+pub(crate) use crate::cgroup::oom_killed;
 use crate::launch::{Guards, Plan};
 use crate::{ContainError, Guard, Half};
 
@@ -119,7 +120,15 @@ fn pci_device_folders() -> Vec<PathBuf> {
 
 pub(crate) fn contain(plan: &Plan) -> Result<Guards, ContainError> {
     leave_terminal()?;
+    // Before the user namespace: the cgroup's files belong to the host's user.
+    let leaf = crate::enforce::cgroup_leaf(plan);
     let namespaces = Namespaces::enter(plan)?;
+    // After it: RLIMIT_NPROC then counts the processes of this namespace alone.
+    let context = crate::enforce::Context {
+        leaf: &leaf,
+        own_user_namespace: namespaces.user,
+    };
+    let limits = crate::enforce::limits(plan, &context);
     let mut unix_sockets = match &namespaces.mount {
         Ok(()) => hide(plan),
         Err(why) => Guard::absent(why.clone()),
@@ -154,6 +163,8 @@ pub(crate) fn contain(plan: &Plan) -> Result<Guards, ContainError> {
         reads,
         unix_sockets,
         processes: namespaces.processes,
+        limits,
+        cgroup: leaf.ok().map(|leaf| leaf.dir),
     })
 }
 
@@ -167,6 +178,8 @@ fn leave_terminal() -> Result<(), ContainError> {
 
 /// What the namespaces gave.
 struct Namespaces {
+    /// A user namespace of its own.
+    user: bool,
     network: Guard,
     /// A mount namespace of its own, or why not.
     mount: Result<(), String>,
@@ -183,6 +196,7 @@ impl Namespaces {
         let wanted = [Half::Network, Half::UnixSockets, Half::Processes];
         if wanted.iter().all(|half| !plan.wants(*half)) {
             return Ok(Self {
+                user: false,
                 network: Guard::absent(left_out(Half::Network)),
                 mount: Err(left_out(Half::UnixSockets)),
                 processes: Guard::absent(left_out(Half::Processes)),
@@ -190,6 +204,7 @@ impl Namespaces {
         }
         if let Err(why) = enter_user_namespace()? {
             return Ok(Self {
+                user: false,
                 network: Guard::absent(why.clone()),
                 mount: Err(why.clone()),
                 processes: Guard::absent(format!(
@@ -224,6 +239,7 @@ impl Namespaces {
             }
         };
         Ok(Self {
+            user: true,
             network,
             mount,
             processes,
