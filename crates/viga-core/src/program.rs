@@ -25,6 +25,10 @@ pub const PROGRAM_TIMEOUT_ERROR: &str = "ProgramTimeout";
 /// `error_type` of a program during which its worker (Blender) died twice in a row.
 pub const BLENDER_CRASH_ERROR: &str = "BlenderCrashed";
 
+/// `error_type` of a program the containment launcher stopped for going past a limit it
+/// watches (the scratch limit; the memory limit of a cgroup).
+pub const LIMIT_ERROR: &str = "LimitExceeded";
+
 /// The program an iteration kept (the last attempt's) and how it went.
 pub(crate) struct Attempt {
     pub code: Option<String>,
@@ -48,6 +52,8 @@ enum Executed {
     TimedOut(Duration, Option<String>),
     /// The worker died twice in a row while running it; it was restarted each time.
     Crashed(String),
+    /// The launcher stopped it past a limit (its sentence); the worker was restarted.
+    PastLimit(String),
 }
 
 /// One attempt's program run (or the lack of one) and how it went, in the words the
@@ -151,6 +157,11 @@ impl Run {
                         crashed_message(self.domain.worker_name(), &loss),
                         Duration::ZERO,
                     ),
+                    Executed::PastLimit(sentence) => stopped(
+                        LIMIT_ERROR,
+                        past_limit_message(self.domain.worker_name(), &sentence),
+                        Duration::ZERO,
+                    ),
                 }
             }
         };
@@ -220,6 +231,10 @@ impl Run {
                     self.emit(RunEvent::WorkerRestarted {
                         reason: loss.clone(),
                     })?;
+                    // The program's own doing, said by the launcher: no second run.
+                    if let Some(sentence) = limit_sentence(&loss) {
+                        return Ok(Executed::PastLimit(sentence));
+                    }
                     if lost_once {
                         return Ok(Executed::Crashed(loss));
                     }
@@ -323,6 +338,31 @@ fn tail(text: &str, budget: usize) -> String {
     )
 }
 
+/// The launcher's sentence about the limit it stopped the program for, from the worker's
+/// loss (its last error output holds the launcher's [`viga_sandbox::LIMIT_MARKER`] line).
+fn limit_sentence(loss: &str) -> Option<String> {
+    let line = loss
+        .lines()
+        .rev()
+        .find_map(|line| line.split_once(viga_sandbox::LIMIT_MARKER))?
+        .1;
+    // The limit's name, then the sentence.
+    let (_, sentence) = line.split_once(' ')?;
+    Some(sentence.trim().to_owned())
+}
+
+fn past_limit_message(worker: &str, sentence: &str) -> String {
+    let mut chars = sentence.chars();
+    let sentence: String = chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
+    format!(
+        "{sentence} ({worker} was restarted with an empty scratch folder).\nUse less: fewer or \
+         smaller files, renders and caches, smaller meshes and textures."
+    )
+}
+
 fn crashed_message(worker: &str, loss: &str) -> String {
     format!(
         "{worker} died twice in a row while running the program ({loss}).\nThe program probably \
@@ -367,5 +407,30 @@ mod tests {
         assert_eq!(tried.failure, Some(FailureClass::E1));
         assert!(!tried.left_a_scene);
         assert_eq!(seconds(Duration::from_millis(2500)), "2.5");
+    }
+
+    #[test]
+    fn a_loss_past_a_limit_is_told_in_the_launchers_words() {
+        let loss = "Blender exited (signal: 9 (SIGKILL)); last error output:\nsome Blender line\nVIGA_LIMIT scratch the program wrote more than the scratch limit (64 MiB) into its scratch folder and was stopped";
+        let sentence = limit_sentence(loss).unwrap_or_default();
+        assert_eq!(
+            sentence,
+            "the program wrote more than the scratch limit (64 MiB) into its scratch folder and was stopped"
+        );
+        assert_eq!(limit_sentence("Blender exited (signal: 9 (SIGKILL))"), None);
+        let tried = stopped(
+            LIMIT_ERROR,
+            past_limit_message("Blender", &sentence),
+            Duration::ZERO,
+        );
+        let error = tried.result.error.unwrap_or_default();
+        assert!(
+            error
+                .message
+                .starts_with("The program wrote more than the scratch limit (64 MiB)"),
+            "{}",
+            error.message
+        );
+        assert_eq!(tried.failure, Some(FailureClass::E1));
     }
 }
