@@ -91,6 +91,9 @@ pub(crate) struct Guards {
     pub limits: LimitsStatus,
     /// The cgroup v2 leaf the launcher moved into, when one bounds the program.
     pub cgroup: Option<PathBuf>,
+    /// The first process of the program's PID namespace, holding its own `/proc`, when the
+    /// program is not it; it ends when its input (held by the launcher alone) closes.
+    pub init: Option<std::process::Child>,
 }
 
 /// What the launcher has set up before it runs the program.
@@ -99,6 +102,7 @@ struct Entered {
     /// Variables the program is not to get.
     removed: Vec<OsString>,
     cgroup: Option<PathBuf>,
+    init: Option<std::process::Child>,
 }
 
 /// How a launch ended.
@@ -118,14 +122,20 @@ pub enum Launched {
 pub fn launch(request: &ContainRequest) -> Result<Launched, ContainError> {
     let parent = std::os::unix::process::parent_id();
     let plan = Plan::resolve(request)?;
-    let entered = enter(&plan)?;
-    announce(&entered.status)?;
-    if request.probe {
+    let mut entered = enter(&plan)?;
+    let announced = announce(&entered.status);
+    if request.probe || announced.is_err() {
+        end(&mut entered.init);
+        announced?;
         return Ok(Launched::Probed(Box::new(entered.status)));
     }
-    let program = program_command(&request.command, &entered)?;
-    let watch = Watch::new(&plan, &entered.status.limits);
-    let code = run(program, parent, watch)?;
+    let ran = program_command(&request.command, &entered).and_then(|program| {
+        let watch = Watch::new(&plan, &entered.status.limits);
+        run(program, parent, watch)
+    });
+    // The program is gone: what it left in its namespace goes with the first process.
+    end(&mut entered.init);
+    let code = ran?;
     if let Some(leaf) = &entered.cgroup
         && crate::platform::oom_killed(leaf)
         && let Some(memory) = plan.limits.memory
@@ -156,6 +166,7 @@ fn enter(plan: &Plan) -> Result<Entered, ContainError> {
             status: ContainmentStatus::off(),
             removed: Vec::new(),
             cgroup: None,
+            init: None,
         });
     }
     let guards = crate::platform::contain(plan)?;
@@ -170,7 +181,9 @@ fn enter(plan: &Plan) -> Result<Entered, ContainError> {
         environment,
         limits: guards.limits,
     };
+    let mut init = guards.init;
     if plan.policy == ContainmentPolicy::Require && !status.is_complete() {
+        end(&mut init);
         return Err(ContainError::Unavailable {
             missing: status.missing_names().join(", "),
             summary: status.summary(),
@@ -180,7 +193,17 @@ fn enter(plan: &Plan) -> Result<Entered, ContainError> {
         status,
         removed,
         cgroup: guards.cgroup,
+        init,
     })
+}
+
+/// Ends the PID namespace's first process, and with it every process left in it: it
+/// reads a pipe until the launcher closes it.
+fn end(init: &mut Option<std::process::Child>) {
+    if let Some(mut init) = init.take() {
+        drop(init.stdin.take());
+        let _ = init.wait();
+    }
 }
 
 /// The environment half: the session's display, bus and agent variables are not passed on.

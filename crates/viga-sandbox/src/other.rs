@@ -13,6 +13,7 @@ pub(crate) fn contain(_plan: &Plan) -> Result<Guards, ContainError> {
         processes: why(),
         limits: LimitsStatus::all_missing("limits need Linux (cgroups and resource limits)"),
         cgroup: None,
+        init: None,
     })
 }
 
