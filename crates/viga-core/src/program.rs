@@ -423,13 +423,11 @@ mod tests {
             past_limit_message("Blender", &sentence),
             Duration::ZERO,
         );
-        let error = tried.result.error.unwrap_or_default();
+        let message = tried.result.error.map(|error| error.message);
+        let message = message.unwrap_or_default();
         assert!(
-            error
-                .message
-                .starts_with("The program wrote more than the scratch limit (64 MiB)"),
-            "{}",
-            error.message
+            message.starts_with("The program wrote more than the scratch limit (64 MiB)"),
+            "{message}"
         );
         assert_eq!(tried.failure, Some(FailureClass::E1));
     }
