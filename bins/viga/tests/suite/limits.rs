@@ -245,3 +245,86 @@ fn viga_doctor_and_the_status_name_each_limit() {
     assert_eq!(viga_limits.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("not a valid process limit"), "{stderr}");
 }
+
+/// Through `viga run`: a program past the scratch limit is a failure of the program (E1,
+/// `LimitExceeded`) told to the model in the launcher's words at once, without running it a
+/// second time as a crash would be; the fixed program then runs in the restarted worker,
+/// and `containment.json` records the limits.
+#[test]
+fn viga_run_tells_the_model_which_limit_its_program_went_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let turn =
+        |text: &str| serde_json::json!({"response": {"text": text, "finish_reason": "stop"}});
+    let turns = serde_json::json!([
+        turn("1. a cube"),
+        turn(&format!("```python\n{FILL_SCRATCH}```")),
+        {"expect": {"last_message_contains": "scratch limit (64 MiB)"},
+         "response": {"text": "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add()\n```", "finish_reason": "stop"}},
+        {"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
+            {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
+        ]}}
+    ]);
+    let script = crate::support::script_file(dir.path(), "script.json", turns);
+    let out = dir.path().join("out");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args(["--scratch-limit", "64M", "--file-size-limit", "32M"])
+        .args(["run", "--task", "a cube", "--resolution", "32"])
+        .args(["--max-iterations", "1", "--events", "jsonl", "--output"])
+        .arg(&out)
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .env_remove("VIGA_CONTAINMENT");
+    let output = viga_testkit::output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["kind"] == "event")
+        .map(|line| line["event"].clone())
+        .collect();
+    let of = |kind: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|event| event["type"] == kind)
+            .collect()
+    };
+    assert_eq!(
+        of("worker_restarted").len(),
+        1,
+        "run once only: {events:#?}"
+    );
+    let retry = of("fast_retry");
+    let error = retry[0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(
+            "The program wrote more than the scratch limit (64 MiB) into its scratch folder"
+        ),
+        "{error}"
+    );
+    let stopped = of("execution_finished")[0];
+    assert_eq!(stopped["failure"], "E1", "{stopped}");
+    assert_eq!(
+        stopped["result"]["error"]["error_type"],
+        viga_core::LIMIT_ERROR,
+        "{stopped}"
+    );
+    assert_eq!(of("run_finished")[0]["stop"]["reason"], "accepted");
+    let record = find_containment_json(&out).expect("the run records its containment");
+    let status: Value = serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
+    assert_eq!(status["limits"]["scratch"]["value"], 64 * MIB, "{status}");
+    assert_eq!(status["limits"]["scratch"]["how"], "watched", "{status}");
+    assert_eq!(status["limits"]["file_size"]["value"], 32 * MIB, "{status}");
+}
+
+fn find_containment_json(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            find_containment_json(&path)
+        } else {
+            (entry.file_name() == "containment.json").then_some(path)
+        }
+    })
+}
