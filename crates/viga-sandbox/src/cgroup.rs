@@ -72,23 +72,53 @@ fn writable(dir: &Path) -> bool {
         && access(&dir.join("cgroup.procs"), AccessFlags::W_OK).is_ok()
 }
 
-/// Makes the leaf `<parent>/viga-contain-<id>`, writes `settings` (file name and value)
-/// into it and moves this process there, so all it starts next is inside. Empty leaves of
-/// launchers that ended are removed first (a launcher cannot remove its own: it is in it).
-pub(crate) fn make_leaf(
-    parent: &Path,
-    id: u32,
-    settings: &[(&str, String)],
-) -> Result<PathBuf, String> {
+/// A value to write into one of a leaf's files.
+#[derive(Debug)]
+pub(crate) struct Setting {
+    file: &'static str,
+    value: u64,
+    /// Without it the limit does not hold; an optional one is written where the kernel has
+    /// its file.
+    needed: bool,
+}
+
+impl Setting {
+    pub(crate) fn needed(file: &'static str, value: u64) -> Self {
+        Self {
+            file,
+            value,
+            needed: true,
+        }
+    }
+
+    pub(crate) fn if_there(file: &'static str, value: u64) -> Self {
+        Self {
+            file,
+            value,
+            needed: false,
+        }
+    }
+}
+
+/// Makes the leaf `<parent>/viga-contain-<id>`, writes `settings` into it and moves this
+/// process there, so all it starts next is inside. Empty leaves of launchers that ended are
+/// removed first (a launcher cannot remove its own: it is in it).
+pub(crate) fn make_leaf(parent: &Path, id: u32, settings: &[Setting]) -> Result<PathBuf, String> {
     remove_empty_leaves(parent);
     let leaf = parent.join(format!("{LEAF_PREFIX}{id}"));
     std::fs::create_dir(&leaf)
         .map_err(|err| format!("could not make the cgroup {}: {err}", leaf.display()))?;
     let filled = settings
         .iter()
-        .try_for_each(|(file, value)| {
-            std::fs::write(leaf.join(file), value)
-                .map_err(|err| format!("could not write {file} in {}: {err}", leaf.display()))
+        .filter(|setting| setting.needed || leaf.join(setting.file).exists())
+        .try_for_each(|setting| {
+            std::fs::write(leaf.join(setting.file), setting.value.to_string()).map_err(|err| {
+                format!(
+                    "could not write {} in {}: {err}",
+                    setting.file,
+                    leaf.display()
+                )
+            })
         })
         .and_then(|()| {
             // "0" is the writer itself.
@@ -189,7 +219,13 @@ mod tests {
         let root = tree(&[]);
         let parent = root.path().join("user.slice");
         std::fs::create_dir(parent.join("viga-contain-1")).unwrap();
-        let leaf = make_leaf(&parent, 42, &[("memory.max", "1073741824".to_owned())]).unwrap();
+        let settings = [
+            Setting::needed("memory.max", 1 << 30),
+            Setting::if_there("memory.swap.max", 0),
+        ];
+        let leaf = make_leaf(&parent, 42, &settings).unwrap();
+        // A file the kernel does not have is not made up.
+        assert!(!leaf.join("memory.swap.max").exists());
         assert_eq!(leaf, parent.join("viga-contain-42"));
         assert!(!parent.join("viga-contain-1").exists());
         let max = std::fs::read_to_string(leaf.join("memory.max")).unwrap();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use nix::sys::resource::{Resource, setrlimit};
 
-use crate::cgroup::{CGROUP_ROOT, delegated, make_leaf};
+use crate::cgroup::{CGROUP_ROOT, Setting, delegated, make_leaf};
 use crate::launch::{Plan, SUPERVISION_PERIOD};
 use crate::{Enforcement, Limit, LimitGuard, LimitsStatus, show_size};
 
@@ -30,16 +30,15 @@ pub(crate) fn cgroup_leaf(plan: &Plan) -> Result<Leaf, String> {
     let parent = delegated(&root, &own, &["memory", "pids"])?;
     let mut settings = Vec::new();
     if let Some(memory) = limits.memory {
-        settings.push(("memory.max", memory.to_string()));
-        // Swap would let the program go past the limit at the machine's expense.
-        if parent.join("memory.swap.max").exists() || root.join("memory.swap.current").exists() {
-            settings.push(("memory.swap.max", "0".to_owned()));
-        }
+        settings.push(Setting::needed("memory.max", memory));
+        // Swap would let the program go past the limit at the machine's expense (a kernel
+        // without swap accounting has no such file).
+        settings.push(Setting::if_there("memory.swap.max", 0));
         // One process past the limit ends them all: the worker restarts clean.
-        settings.push(("memory.oom.group", "1".to_owned()));
+        settings.push(Setting::if_there("memory.oom.group", 1));
     }
     if let Some(processes) = limits.processes {
-        settings.push(("pids.max", processes.to_string()));
+        settings.push(Setting::needed("pids.max", processes));
     }
     make_leaf(&parent, std::process::id(), &settings).map(|dir| Leaf { dir })
 }

@@ -32,7 +32,8 @@ def user_error_line(tb_entries):
 
 # The limits the containment launcher applies, as it tells the program (VIGA_LIMITS,
 # "memory=4294967296,file-size=..."): an error they cause is named, so the model knows why.
-_LIMIT_ERRNOS = {errno.EFBIG: "file-size", errno.EAGAIN: "processes"}
+# Where EAGAIN means no process could be started (and not a non-blocking read).
+_PROCESS_STARTERS = {"fork", "_execute_child", "_fork_exec", "posix_spawn", "spawnv", "forkpty"}
 
 
 def _limits():
@@ -53,14 +54,23 @@ def _shown(name, value):
     return "%d bytes" % value
 
 
+def _starting_a_process(exc):
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.name in _PROCESS_STARTERS or "fork" in (frame.line or ""):
+            return True
+    return False
+
+
 def limit_hint(exc):
     """' (the program hit the file-size limit (1 GiB))' when `exc` is what a limit causes."""
     limits = _limits()
     name = None
     if isinstance(exc, MemoryError):
         name = "memory"
-    elif isinstance(exc, OSError) and exc.errno in _LIMIT_ERRNOS:
-        name = _LIMIT_ERRNOS[exc.errno]
+    elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        name = "file-size"
+    elif isinstance(exc, OSError) and exc.errno == errno.EAGAIN and _starting_a_process(exc):
+        name = "processes"
     elif isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
         name = "processes"
     if name not in limits:
