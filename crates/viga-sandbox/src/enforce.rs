@@ -34,8 +34,8 @@ pub(crate) fn cgroup_leaf(plan: &Plan) -> Result<Leaf, String> {
         // Swap would let the program go past the limit at the machine's expense (a kernel
         // without swap accounting has no such file).
         settings.push(Setting::if_there("memory.swap.max", 0));
-        // One process past the limit ends them all: the worker restarts clean.
-        settings.push(Setting::if_there("memory.oom.group", 1));
+        // Not memory.oom.group: the launcher is in the leaf too, and must outlive an
+        // out-of-memory kill to say which limit the program went past.
     }
     if let Some(processes) = limits.processes {
         settings.push(Setting::needed("pids.max", processes));
@@ -76,7 +76,7 @@ fn memory(value: u64, context: &Context) -> LimitGuard {
             Enforcement::Cgroup,
             value,
             format!(
-                "memory.max of {}: the program and all it starts together; past it the kernel ends them",
+                "memory.max of {}: the program and all it starts together, no swap; past it the kernel ends the largest of them",
                 leaf.dir.display()
             ),
         );

@@ -394,6 +394,36 @@ mod tests {
     }
 
     #[test]
+    fn the_scratch_watch_counts_what_the_folders_gained_since_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        // Held before the program starts: not counted.
+        std::fs::write(dir.path().join("before.bin"), vec![1u8; 3 << 20]).unwrap();
+        let request = ContainRequest {
+            policy: ContainmentPolicy::Auto,
+            access: Access::writing(vec![dir.path().to_path_buf()]),
+            hidden: Vec::new(),
+            test_without: Vec::new(),
+            limits: Limits::default().with(Limit::Scratch, Some(1 << 20)),
+            probe: false,
+            command: Vec::new(),
+        };
+        let plan = Plan::resolve(&request).unwrap();
+        let mut status = LimitsStatus::all_missing("test");
+        status.scratch = crate::LimitGuard::held(crate::Enforcement::Watched, 1 << 20, "watched");
+        let watch = Watch::new(&plan, &status);
+        assert_eq!(watch.exceeded(), None);
+        std::fs::write(dir.path().join("during.bin"), vec![1u8; 2 << 20]).unwrap();
+        let sentence = watch.exceeded().unwrap();
+        assert!(
+            sentence.starts_with("the program wrote more than the scratch limit (1 MiB)"),
+            "{sentence}"
+        );
+        // A limit that does not hold is not watched.
+        let unwatched = Watch::new(&plan, &LimitsStatus::all_missing("test"));
+        assert_eq!(unwatched.exceeded(), None);
+    }
+
+    #[test]
     fn exit_codes_pass_on_as_a_shell_reports_them() {
         use std::os::unix::process::ExitStatusExt as _;
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);

@@ -258,8 +258,13 @@ async fn proc_lists_only_the_workers_own_processes() {
             .spawn()
             .unwrap();
         let code = format!(
-            r#"import json, os, subprocess
+            r#"import json, os, subprocess, time
 helper = subprocess.Popen(["sleep", "30"])
+# Under load the helper's command line can read empty while it is still being executed.
+for _ in range(500):
+    if open("/proc/%d/cmdline" % helper.pid, "rb").read():
+        break
+    time.sleep(0.01)
 seen = {{}}
 for name in os.listdir("/proc"):
     if name.isdigit():
