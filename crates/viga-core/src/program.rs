@@ -232,7 +232,10 @@ impl Run {
                         reason: loss.clone(),
                     })?;
                     // The program's own doing, said by the launcher: no second run.
-                    if let Some(sentence) = limit_sentence(&loss) {
+                    let containment = self.domain.containment();
+                    if let Some(sentence) =
+                        limit_sentence(&loss).or_else(|| out_of_memory(&loss, containment.as_ref()))
+                    {
                         return Ok(Executed::PastLimit(sentence));
                     }
                     if lost_once {
@@ -351,6 +354,29 @@ fn limit_sentence(loss: &str) -> Option<String> {
     Some(sentence.trim().to_owned())
 }
 
+/// Blender's allocator says this on its error output when an allocation fails, which under
+/// a memory limit of `RLIMIT_DATA` crashes Blender rather than raising `MemoryError`.
+const BLENDER_OUT_OF_MEMORY: [&str; 2] = ["Malloc returns null", "Memory allocation failed"];
+
+/// The sentence for a worker lost because Blender ran out of memory under a memory limit
+/// that holds: the program's doing, told at once like a limit the launcher stopped it for.
+fn out_of_memory(
+    loss: &str,
+    containment: Option<&viga_sandbox::ContainmentStatus>,
+) -> Option<String> {
+    let memory = &containment?.limits.memory;
+    let value = memory.value.filter(|_| memory.active)?;
+    BLENDER_OUT_OF_MEMORY
+        .iter()
+        .any(|said| loss.contains(said))
+        .then(|| {
+            format!(
+                "the program hit the memory limit ({}): an allocation failed and Blender stopped",
+                viga_sandbox::Limit::Memory.show(value)
+            )
+        })
+}
+
 fn past_limit_message(worker: &str, sentence: &str) -> String {
     let mut chars = sentence.chars();
     let sentence: String = chars
@@ -418,6 +444,20 @@ mod tests {
             "the program wrote more than the scratch limit (64 MiB) into its scratch folder and was stopped"
         );
         assert_eq!(limit_sentence("Blender exited (signal: 9 (SIGKILL))"), None);
+        let crashed = "Blender exited (signal: 11 (SIGSEGV)); last error output:\nMalloc returns null: len=8184 in mempool chunk";
+        let mut status = viga_sandbox::ContainmentStatus::off();
+        assert_eq!(out_of_memory(crashed, Some(&status)), None);
+        status.limits.memory =
+            viga_sandbox::LimitGuard::held(viga_sandbox::Enforcement::Rlimit, 1 << 30, "rlimit");
+        let said = out_of_memory(crashed, Some(&status)).unwrap_or_default();
+        assert!(
+            said.starts_with("the program hit the memory limit (1 GiB)"),
+            "{said}"
+        );
+        assert_eq!(
+            out_of_memory("Blender exited (signal: 11)", Some(&status)),
+            None
+        );
         let tried = stopped(
             LIMIT_ERROR,
             past_limit_message("Blender", &sentence),

@@ -246,29 +246,30 @@ fn viga_doctor_and_the_status_name_each_limit() {
     assert!(stderr.contains("not a valid process limit"), "{stderr}");
 }
 
-/// Through `viga run`: a program past the scratch limit is a failure of the program (E1,
-/// `LimitExceeded`) told to the model in the launcher's words at once, without running it a
-/// second time as a crash would be; the fixed program then runs in the restarted worker,
-/// and `containment.json` records the limits.
-#[test]
-fn viga_run_tells_the_model_which_limit_its_program_went_past() {
-    let dir = tempfile::tempdir().unwrap();
+/// `viga run` with `flags` whose model writes `program` first, then, told `expected`, a
+/// program that works: the run is accepted. Returns its events and run folder.
+fn run_past_a_limit(
+    dir: &std::path::Path,
+    flags: &[&str],
+    program: &str,
+    expected: &str,
+) -> (Vec<Value>, std::path::PathBuf) {
     let turn =
         |text: &str| serde_json::json!({"response": {"text": text, "finish_reason": "stop"}});
     let turns = serde_json::json!([
         turn("1. a cube"),
-        turn(&format!("```python\n{FILL_SCRATCH}```")),
-        {"expect": {"last_message_contains": "scratch limit (64 MiB)"},
+        turn(&format!("```python\n{program}```")),
+        {"expect": {"last_message_contains": expected},
          "response": {"text": "```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add()\n```", "finish_reason": "stop"}},
         {"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
             {"id": "v", "name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}}
         ]}}
     ]);
-    let script = crate::support::script_file(dir.path(), "script.json", turns);
-    let out = dir.path().join("out");
+    let script = crate::support::script_file(dir, "script.json", turns);
+    let out = dir.join("out");
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_viga"));
     command
-        .args(["--scratch-limit", "64M", "--file-size-limit", "32M"])
+        .args(flags)
         .args(["run", "--task", "a cube", "--resolution", "32"])
         .args(["--max-iterations", "1", "--events", "jsonl", "--output"])
         .arg(&out)
@@ -290,19 +291,14 @@ fn viga_run_tells_the_model_which_limit_its_program_went_past() {
             .filter(|event| event["type"] == kind)
             .collect()
     };
+    // Told at once: not run a second time, as a crash would be.
     assert_eq!(
         of("worker_restarted").len(),
         1,
         "run once only: {events:#?}"
     );
-    let retry = of("fast_retry");
-    let error = retry[0]["error"].as_str().unwrap();
-    assert!(
-        error.starts_with(
-            "The program wrote more than the scratch limit (64 MiB) into its scratch folder"
-        ),
-        "{error}"
-    );
+    let error = of("fast_retry")[0]["error"].as_str().unwrap().to_owned();
+    assert!(error.contains(expected), "{error}");
     let stopped = of("execution_finished")[0];
     assert_eq!(stopped["failure"], "E1", "{stopped}");
     assert_eq!(
@@ -311,11 +307,40 @@ fn viga_run_tells_the_model_which_limit_its_program_went_past() {
         "{stopped}"
     );
     assert_eq!(of("run_finished")[0]["stop"]["reason"], "accepted");
+    (events, out)
+}
+
+/// Through `viga run`: a program past the scratch limit is a failure of the program (E1,
+/// `LimitExceeded`) told to the model in the launcher's words at once, and
+/// `containment.json` records the limits.
+#[test]
+fn viga_run_tells_the_model_which_limit_its_program_went_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, out) = run_past_a_limit(
+        dir.path(),
+        &["--scratch-limit", "64M", "--file-size-limit", "32M"],
+        FILL_SCRATCH,
+        "The program wrote more than the scratch limit (64 MiB) into its scratch folder",
+    );
     let record = find_containment_json(&out).expect("the run records its containment");
     let status: Value = serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
     assert_eq!(status["limits"]["scratch"]["value"], 64 * MIB, "{status}");
     assert_eq!(status["limits"]["scratch"]["how"], "watched", "{status}");
     assert_eq!(status["limits"]["file_size"]["value"], 32 * MIB, "{status}");
+}
+
+/// Blender's own allocations past the memory limit (a mesh too big) crash it rather than
+/// raise `MemoryError`: its allocator's last words name it, and the model is told the
+/// memory limit at once.
+#[test]
+fn blender_out_of_memory_under_the_limit_is_told_as_the_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    run_past_a_limit(
+        dir.path(),
+        &["--memory-limit", "1G"],
+        "import bpy\nbpy.ops.mesh.primitive_grid_add(x_subdivisions=6000, y_subdivisions=6000)\n",
+        "The program hit the memory limit (1 GiB)",
+    );
 }
 
 fn find_containment_json(dir: &std::path::Path) -> Option<std::path::PathBuf> {
