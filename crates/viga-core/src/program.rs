@@ -52,7 +52,8 @@ enum Executed {
     TimedOut(Duration, Option<String>),
     /// The worker died twice in a row while running it; it was restarted each time.
     Crashed(String),
-    /// The launcher stopped it past a limit (its sentence); the worker was restarted.
+    /// It went past a limit: the launcher stopped it, or Blender ran out of memory under the
+    /// memory limit (the sentence to tell); the worker was restarted.
     PastLimit(String),
 }
 
