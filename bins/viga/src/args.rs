@@ -22,8 +22,35 @@ pub struct Cli {
     /// all of it holds; off runs Blender uncontained. Default: $VIGA_CONTAINMENT, else auto.
     #[arg(long, global = true, value_name = "off|auto|require")]
     pub containment: Option<viga_blender::ContainmentPolicy>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// What each contained program may use. A size is bytes or a number with K, M, G or T
+/// (binary units); `none` turns a limit off, which `--containment require` accepts (it
+/// refuses a limit that is asked for and cannot hold).
+#[derive(Debug, Default, Args)]
+pub struct LimitArgs {
+    /// Memory of a contained program (a cgroup's memory.max, else RLIMIT_DATA for each
+    /// process). Default: $VIGA_MEMORY_LIMIT, else 4G.
+    #[arg(long, global = true, value_name = "SIZE|none")]
+    pub memory_limit: Option<String>,
+    /// Processes and threads of a contained program (a cgroup's pids.max, else
+    /// RLIMIT_NPROC, which the kernel does not apply to root). Default:
+    /// $VIGA_PROCESS_LIMIT, else 256.
+    #[arg(long, global = true, value_name = "N|none")]
+    pub process_limit: Option<String>,
+    /// Size of any one file a contained program writes (RLIMIT_FSIZE). Default:
+    /// $VIGA_FILE_SIZE_LIMIT, else 1G.
+    #[arg(long, global = true, value_name = "SIZE|none")]
+    pub file_size_limit: Option<String>,
+    /// How much a contained program may add to the folders it writes in (its scratch
+    /// folder, a results folder), measured every 100 ms. Default: $VIGA_SCRATCH_LIMIT,
+    /// else 2G.
+    #[arg(long, global = true, value_name = "SIZE|none")]
+    pub scratch_limit: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
-use viga_blender::{ContainedWorkers, ContainmentPolicy};
+use viga_blender::{ContainedWorkers, ContainmentPolicy, Limit, Limits};
 use viga_sandbox::{ContainRequest, Launched, launch};
 
 /// Names the policy when `--containment` is not given.
@@ -31,9 +31,51 @@ pub fn run_launcher(args: &[OsString]) -> std::process::ExitCode {
     }
 }
 
+/// The variables that give each limit's default when its flag is not given.
+pub const LIMIT_ENV: [(Limit, &str); 4] = [
+    (Limit::Memory, "VIGA_MEMORY_LIMIT"),
+    (Limit::Processes, "VIGA_PROCESS_LIMIT"),
+    (Limit::FileSize, "VIGA_FILE_SIZE_LIMIT"),
+    (Limit::Scratch, "VIGA_SCRATCH_LIMIT"),
+];
+
+/// The limits of contained programs: each flag if given, else its variable, else the
+/// default.
+pub fn limits(args: &crate::args::LimitArgs) -> Result<Limits> {
+    let flags = [
+        &args.memory_limit,
+        &args.process_limit,
+        &args.file_size_limit,
+        &args.scratch_limit,
+    ];
+    let mut limits = Limits::default();
+    for ((limit, variable), flag) in LIMIT_ENV.into_iter().zip(flags) {
+        let (text, source) = match flag {
+            Some(text) => (text.clone(), format!("--{}-limit", flag_name(limit))),
+            None => match std::env::var(variable) {
+                Ok(text) if !text.trim().is_empty() => (text, variable.to_owned()),
+                _ => continue,
+            },
+        };
+        let value = limit
+            .parse_value(&text)
+            .with_context(|| format!("{source}={text:?}"))?;
+        limits.set(limit, value);
+    }
+    Ok(limits)
+}
+
+fn flag_name(limit: Limit) -> &'static str {
+    match limit {
+        Limit::Processes => "process",
+        other => other.as_str(),
+    }
+}
+
 /// How this viga contains the workers that run model-written programs: `--containment` if
-/// given, else `$VIGA_CONTAINMENT`, else auto, through this binary's `viga contain`.
-pub fn chosen(flag: Option<ContainmentPolicy>) -> Result<ContainedWorkers> {
+/// given, else `$VIGA_CONTAINMENT`, else auto, through this binary's `viga contain`, under
+/// `limits`.
+pub fn chosen(flag: Option<ContainmentPolicy>, limits: Limits) -> Result<ContainedWorkers> {
     let policy = match flag {
         Some(policy) => policy,
         None => match std::env::var(POLICY_ENV) {
@@ -51,7 +93,9 @@ pub fn chosen(flag: Option<ContainmentPolicy>) -> Result<ContainedWorkers> {
         .filter(|name| !name.is_empty())
         .map(|name| name.parse().context(TEST_WITHOUT_ENV))
         .collect::<Result<_>>()?;
-    Ok(ContainedWorkers::new(policy, launcher()?).leaving_out(test_without))
+    Ok(ContainedWorkers::new(policy, launcher()?)
+        .leaving_out(test_without)
+        .with_limits(limits))
 }
 
 /// This binary, with the `contain` subcommand.

@@ -55,7 +55,9 @@ fn main() -> std::process::ExitCode {
         return contain::run_launcher(&args[2..]);
     }
     let cli = Cli::parse_from(args);
-    let contained = match contain::chosen(cli.containment) {
+    let contained = match contain::limits(&cli.limits)
+        .and_then(|limits| contain::chosen(cli.containment, limits))
+    {
         Ok(contained) => contained,
         Err(err) => {
             eprintln!("error: {}", describe(&err));
@@ -758,12 +760,17 @@ async fn doctor(contained: &ContainedWorkers) -> Result<std::process::ExitCode> 
     worker.shutdown().await;
     match contained.probe().await {
         Ok(status) => {
-            let verdict = if status.is_complete() {
+            let halves = if status.missing().is_empty() {
                 "every half holds"
             } else {
                 "NOT every half holds"
             };
-            println!("containment ({}): {verdict}", status.policy);
+            let limits = if status.missing_limits().is_empty() {
+                "every limit holds"
+            } else {
+                "NOT every limit holds"
+            };
+            println!("containment ({}): {halves}; {limits}", status.policy);
             for (half, guard) in status.halves() {
                 let held = if guard.active {
                     "contained"
@@ -771,6 +778,10 @@ async fn doctor(contained: &ContainedWorkers) -> Result<std::process::ExitCode> 
                     "NOT contained"
                 };
                 println!("  {half}: {held} ({})", guard.detail);
+            }
+            for (limit, guard) in status.limits.limits() {
+                let shown = viga_sandbox::describe_limit(limit, guard);
+                println!("  {}: {shown}", limit.noun());
             }
         }
         Err(err) => println!("containment: unavailable: {err}"),

@@ -112,14 +112,26 @@ impl FramedClient {
                     "could not connect to the bridge at {endpoint}: {err}"
                 ))
             })?;
-        Self::handshake_over(
+        // The listening process's id as the kernel gives it, in this process's terms: a
+        // contained Blender's own /proc knows only its id inside its PID namespace.
+        let listener = stream
+            .peer_cred()
+            .ok()
+            .and_then(|cred| cred.pid())
+            .and_then(|pid| u32::try_from(pid).ok())
+            .filter(|pid| *pid > 0);
+        let mut client = Self::handshake_over(
             Box::new(stream),
             endpoint,
             token,
             default_timeout,
             handshake_timeout,
         )
-        .await
+        .await?;
+        if let Some(pid) = listener {
+            client.hello.pid = pid;
+        }
+        Ok(client)
     }
 
     /// Performs the hello handshake with `token` over an open connection, waiting at most

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use viga_process::Confinement;
 use viga_sandbox::{
-    Access, CONTAINED_MARKER, ContainError, Containment, ContainmentPolicy, ContainmentStatus, Half,
+    Access, CONTAINED_MARKER, ContainError, Containment, ContainmentPolicy, ContainmentStatus,
+    Half, Limits,
 };
 
 use crate::locate::BlenderLauncher;
@@ -33,6 +34,8 @@ pub struct ContainedWorkers {
     /// its own binary and `contain`), so this crate assumes nothing about its process.
     launcher: Vec<OsString>,
     test_without: Vec<Half>,
+    /// What each program may use (memory, processes, file size, what it writes).
+    limits: Limits,
 }
 
 /// A Blender worker for model-written programs to start.
@@ -119,7 +122,19 @@ impl ContainedWorkers {
             policy,
             launcher,
             test_without: Vec::new(),
+            limits: Limits::default(),
         }
+    }
+
+    /// The same, with every program under `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits every program runs under.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The same, with `halves` of containment left out. For tests only: they show that each
@@ -160,8 +175,9 @@ impl ContainedWorkers {
                 .readable
                 .push(real_path(path).unwrap_or_else(|_| path.clone()));
         }
-        let mut containment =
-            Containment::new(self.launcher.clone(), self.policy).with_access(&resolved);
+        let mut containment = Containment::new(self.launcher.clone(), self.policy)
+            .with_access(&resolved)
+            .with_limits(self.limits);
         containment.test_without.clone_from(&self.test_without);
         Ok(Some(containment))
     }

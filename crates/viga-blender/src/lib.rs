@@ -32,6 +32,7 @@ pub mod oneshot;
 pub mod pool;
 pub mod private_dir;
 pub mod real_paths;
+mod scratch_room;
 pub mod transport;
 pub mod worker;
 
@@ -43,5 +44,7 @@ pub use locate::{BlenderLauncher, LocateError, locate};
 pub use pool::{PooledWorker, WorkerPool};
 pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};
 pub use viga_process::ScratchFolder;
-pub use viga_sandbox::{Access, Containment, ContainmentPolicy, ContainmentStatus, Half};
+pub use viga_sandbox::{
+    Access, Containment, ContainmentPolicy, ContainmentStatus, Half, Limit, Limits, LimitsStatus,
+};
 pub use worker::{Worker, WorkerConfig};

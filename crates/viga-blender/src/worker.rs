@@ -273,6 +273,24 @@ impl Worker {
 
     async fn restart(&self, state: &mut State) -> Recovery {
         self.restarts.fetch_add(1, Ordering::Relaxed);
+        // Room for the next program: the lost one may have filled the folder to its limit.
+        let rotated = PathBuf::from(PROGRAM_LOG).with_extension("log.1");
+        let checkpoint = state
+            .checkpoint
+            .as_ref()
+            .filter(|path| path.parent() == Some(self.state_dir.path()))
+            .and_then(|path| path.file_name())
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        crate::scratch_room::empty_scratch(
+            self.state_dir.path(),
+            &[
+                &checkpoint,
+                PROGRAM_LOG,
+                &rotated.to_string_lossy(),
+                viga_process::OWNER_FILE,
+            ],
+        );
         let running = match spawn(&self.config, self.state_dir.path(), &self.busy_us).await {
             Ok(running) => {
                 if let Ok(mut status) = self.containment.lock() {
@@ -413,6 +431,9 @@ async fn lost_reason(running: &mut Running, err: &CallError) -> LostReason {
     }
     match tokio::time::timeout(Duration::from_secs(3), running.child.wait()).await {
         Ok(Ok(status)) => {
+            // The launcher's last line (a limit it stopped the program for) may still be
+            // on its way from the pipe.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             let tail = running
                 .stderr_tail
                 .lock()

@@ -89,7 +89,7 @@ pub use error::{CoreError, provider_failure_kind, worker_failure_kind};
 pub use extract::first_python_block;
 pub use folder::{RecordedDomain, RunFolder};
 pub use handle::{Cancelled, Canceller, ModelText, RunHandle, RunLink, RunUpdate};
-pub use program::{BLENDER_CRASH_ERROR, PROGRAM_TIMEOUT_ERROR, REPLY_REFUSED_ERROR};
+pub use program::{BLENDER_CRASH_ERROR, LIMIT_ERROR, PROGRAM_TIMEOUT_ERROR, REPLY_REFUSED_ERROR};
 pub use prompts::Prompts;
 pub use run::RunOutcome;
 pub use scene::{VERIFIER_CYCLES_SAMPLES, addon_agent, attached, blender_failure_kind};

@@ -28,6 +28,10 @@ pub const BLENDER_CRASH_ERROR: &str = "BlenderCrashed";
 /// file viga did not name, a size or count nobody asked for).
 pub const REPLY_REFUSED_ERROR: &str = "ReplyRefused";
 
+/// `error_type` of a program the containment launcher stopped for going past a limit it
+/// watches (the scratch limit; the memory limit of a cgroup).
+pub const LIMIT_ERROR: &str = "LimitExceeded";
+
 /// The program an iteration kept (the last attempt's) and how it went.
 pub(crate) struct Attempt {
     pub code: Option<String>,
@@ -51,6 +55,9 @@ enum Executed {
     TimedOut(Duration, Option<String>),
     /// The worker died twice in a row while running it; it was restarted each time.
     Crashed(String),
+    /// It went past a limit: the launcher stopped it, or Blender ran out of memory under the
+    /// memory limit (the sentence to tell); the worker was restarted.
+    PastLimit(String),
 }
 
 /// One attempt's program run (or the lack of one) and how it went, in the words the
@@ -154,6 +161,11 @@ impl Run {
                         crashed_message(self.domain.worker_name(), &loss),
                         Duration::ZERO,
                     ),
+                    Executed::PastLimit(sentence) => stopped(
+                        LIMIT_ERROR,
+                        past_limit_message(self.domain.worker_name(), &sentence),
+                        Duration::ZERO,
+                    ),
                 }
             }
         };
@@ -223,6 +235,13 @@ impl Run {
                     self.emit(RunEvent::WorkerRestarted {
                         reason: loss.clone(),
                     })?;
+                    // The program's own doing, said by the launcher: no second run.
+                    let containment = self.domain.containment();
+                    if let Some(sentence) =
+                        limit_sentence(&loss).or_else(|| out_of_memory(&loss, containment.as_ref()))
+                    {
+                        return Ok(Executed::PastLimit(sentence));
+                    }
                     if lost_once {
                         return Ok(Executed::Crashed(loss));
                     }
@@ -326,6 +345,54 @@ fn tail(text: &str, budget: usize) -> String {
     )
 }
 
+/// The launcher's sentence about the limit it stopped the program for, from the worker's
+/// loss (its last error output holds the launcher's [`viga_sandbox::LIMIT_MARKER`] line).
+fn limit_sentence(loss: &str) -> Option<String> {
+    let line = loss
+        .lines()
+        .rev()
+        .find_map(|line| line.split_once(viga_sandbox::LIMIT_MARKER))?
+        .1;
+    // The limit's name, then the sentence.
+    let (_, sentence) = line.split_once(' ')?;
+    Some(sentence.trim().to_owned())
+}
+
+/// Blender's allocator says this on its error output when an allocation fails, which under
+/// a memory limit of `RLIMIT_DATA` crashes Blender rather than raising `MemoryError`.
+const BLENDER_OUT_OF_MEMORY: [&str; 2] = ["Malloc returns null", "Memory allocation failed"];
+
+/// The sentence for a worker lost because Blender ran out of memory under a memory limit
+/// that holds: the program's doing, told at once like a limit the launcher stopped it for.
+fn out_of_memory(
+    loss: &str,
+    containment: Option<&viga_sandbox::ContainmentStatus>,
+) -> Option<String> {
+    let memory = &containment?.limits.memory;
+    let value = memory.value.filter(|_| memory.active)?;
+    BLENDER_OUT_OF_MEMORY
+        .iter()
+        .any(|said| loss.contains(said))
+        .then(|| {
+            format!(
+                "the program hit the memory limit ({}): an allocation failed and Blender stopped",
+                viga_sandbox::Limit::Memory.show(value)
+            )
+        })
+}
+
+fn past_limit_message(worker: &str, sentence: &str) -> String {
+    let mut chars = sentence.chars();
+    let sentence: String = chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
+    format!(
+        "{sentence} ({worker} was restarted with an empty scratch folder).\nUse less: fewer or \
+         smaller files, renders and caches, smaller meshes and textures."
+    )
+}
+
 fn crashed_message(worker: &str, loss: &str) -> String {
     format!(
         "{worker} died twice in a row while running the program ({loss}).\nThe program probably \
@@ -370,5 +437,42 @@ mod tests {
         assert_eq!(tried.failure, Some(FailureClass::E1));
         assert!(!tried.left_a_scene);
         assert_eq!(seconds(Duration::from_millis(2500)), "2.5");
+    }
+
+    #[test]
+    fn a_loss_past_a_limit_is_told_in_the_launchers_words() {
+        let loss = "Blender exited (signal: 9 (SIGKILL)); last error output:\nsome Blender line\nVIGA_LIMIT scratch the program wrote more than the scratch limit (64 MiB) into its scratch folder and was stopped";
+        let sentence = limit_sentence(loss).unwrap_or_default();
+        assert_eq!(
+            sentence,
+            "the program wrote more than the scratch limit (64 MiB) into its scratch folder and was stopped"
+        );
+        assert_eq!(limit_sentence("Blender exited (signal: 9 (SIGKILL))"), None);
+        let crashed = "Blender exited (signal: 11 (SIGSEGV)); last error output:\nMalloc returns null: len=8184 in mempool chunk";
+        let mut status = viga_sandbox::ContainmentStatus::off();
+        assert_eq!(out_of_memory(crashed, Some(&status)), None);
+        status.limits.memory =
+            viga_sandbox::LimitGuard::held(viga_sandbox::Enforcement::Rlimit, 1 << 30, "rlimit");
+        let said = out_of_memory(crashed, Some(&status)).unwrap_or_default();
+        assert!(
+            said.starts_with("the program hit the memory limit (1 GiB)"),
+            "{said}"
+        );
+        assert_eq!(
+            out_of_memory("Blender exited (signal: 11)", Some(&status)),
+            None
+        );
+        let tried = stopped(
+            LIMIT_ERROR,
+            past_limit_message("Blender", &sentence),
+            Duration::ZERO,
+        );
+        let message = tried.result.error.map(|error| error.message);
+        let message = message.unwrap_or_default();
+        assert!(
+            message.starts_with("The program wrote more than the scratch limit (64 MiB)"),
+            "{message}"
+        );
+        assert_eq!(tried.failure, Some(FailureClass::E1));
     }
 }

@@ -26,5 +26,5 @@ pub use confine::{CONTAINED_MARKER, Confinement, EmptyLauncher};
 pub use environment::clean_environment;
 pub use group::{Ended, kill_group, wait_then_kill_group};
 pub use lost::{LostReason, Recovery, WorkerLost};
-pub use owned::{PrivateFolder, private_folder, remove_stale_folders};
+pub use owned::{OWNER_FILE, PrivateFolder, private_folder, remove_stale_folders};
 pub use scratch::ScratchFolder;

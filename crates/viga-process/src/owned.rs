@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
-/// The marker file an owner keeps locked.
-const OWNER_FILE: &str = ".viga-owner";
+/// The marker file an owner keeps locked (whoever empties the folder leaves it).
+pub const OWNER_FILE: &str = ".viga-owner";
 
 /// How old an unlocked folder must be before it is taken as stale: a folder's maker creates
 /// its marker and then locks it, and a sweep in between must not take it.

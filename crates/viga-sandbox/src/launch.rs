@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use crate::{
     CONTAINED_MARKER, ContainError, ContainRequest, ContainmentPolicy, ContainmentStatus, Guard,
-    Half, session_variables_in,
+    Half, LIMIT_MARKER, LIMITS_ENV, Limit, Limits, LimitsStatus, session_variables_in,
 };
 
-/// How often the launcher looks whether its program ended or its own parent went away.
-const SUPERVISION_PERIOD: Duration = Duration::from_millis(100);
+/// How often the launcher looks whether its program ended, its own parent went away, or
+/// its writable folders grew past the scratch limit.
+pub(crate) const SUPERVISION_PERIOD: Duration = Duration::from_millis(100);
 
 /// A request with its paths resolved: real paths (Landlock rules and mounts name them),
 /// readable paths that do not exist left out.
@@ -23,6 +24,7 @@ pub(crate) struct Plan {
     readable: Vec<PathBuf>,
     pub hidden: Vec<PathBuf>,
     test_without: Vec<Half>,
+    pub limits: Limits,
 }
 
 impl Plan {
@@ -52,6 +54,7 @@ impl Plan {
             readable,
             hidden: request.hidden.clone(),
             test_without: request.test_without.clone(),
+            limits: request.limits,
         })
     }
 
@@ -85,13 +88,28 @@ pub(crate) struct Guards {
     pub reads: Guard,
     pub unix_sockets: Guard,
     pub processes: Guard,
+    pub limits: LimitsStatus,
+    /// The cgroup v2 leaf the launcher moved into, when one bounds the program.
+    pub cgroup: Option<PathBuf>,
+    /// The first process of the program's PID namespace, holding its own `/proc`, when the
+    /// program is not it; it ends when its input (held by the launcher alone) closes.
+    pub init: Option<std::process::Child>,
+}
+
+/// What the launcher has set up before it runs the program.
+struct Entered {
+    status: ContainmentStatus,
+    /// Variables the program is not to get.
+    removed: Vec<OsString>,
+    cgroup: Option<PathBuf>,
+    init: Option<std::process::Child>,
 }
 
 /// How a launch ended.
 #[derive(Debug)]
 pub enum Launched {
     /// A probe: what containment this system gives.
-    Probed(ContainmentStatus),
+    Probed(Box<ContainmentStatus>),
     /// The program ran and ended with this exit code (128 + the signal that ended it).
     Exited(u8),
 }
@@ -104,12 +122,33 @@ pub enum Launched {
 pub fn launch(request: &ContainRequest) -> Result<Launched, ContainError> {
     let parent = std::os::unix::process::parent_id();
     let plan = Plan::resolve(request)?;
-    let (status, removed) = enter(&plan)?;
-    announce(&status)?;
-    if request.probe {
-        return Ok(Launched::Probed(status));
+    let mut entered = enter(&plan)?;
+    let announced = announce(&entered.status);
+    if request.probe || announced.is_err() {
+        end(&mut entered.init);
+        announced?;
+        return Ok(Launched::Probed(Box::new(entered.status)));
     }
-    run(&request.command, &removed, parent).map(Launched::Exited)
+    let ran = program_command(&request.command, &entered).and_then(|program| {
+        let watch = Watch::new(&plan, &entered.status.limits);
+        run(program, parent, watch)
+    });
+    // The program is gone: what it left in its namespace goes with the first process.
+    end(&mut entered.init);
+    let code = ran?;
+    if let Some(leaf) = &entered.cgroup
+        && crate::platform::oom_killed(leaf)
+        && let Some(memory) = plan.limits.memory
+    {
+        say_limit(
+            Limit::Memory,
+            &format!(
+                "the program used more than the memory limit ({}) and the kernel stopped it",
+                Limit::Memory.show(memory)
+            ),
+        );
+    }
+    Ok(Launched::Exited(code))
 }
 
 #[cfg(not(unix))]
@@ -121,9 +160,14 @@ pub fn launch(_request: &ContainRequest) -> Result<Launched, ContainError> {
 
 /// Contains the calling process (and whatever it runs next) as far as the policy and the
 /// kernel allow. Returns the status and the variables the program is not to get.
-fn enter(plan: &Plan) -> Result<(ContainmentStatus, Vec<OsString>), ContainError> {
+fn enter(plan: &Plan) -> Result<Entered, ContainError> {
     if plan.policy == ContainmentPolicy::Off {
-        return Ok((ContainmentStatus::off(), Vec::new()));
+        return Ok(Entered {
+            status: ContainmentStatus::off(),
+            removed: Vec::new(),
+            cgroup: None,
+            init: None,
+        });
     }
     let guards = crate::platform::contain(plan)?;
     let (environment, removed) = environment(plan);
@@ -135,15 +179,31 @@ fn enter(plan: &Plan) -> Result<(ContainmentStatus, Vec<OsString>), ContainError
         unix_sockets: guards.unix_sockets,
         processes: guards.processes,
         environment,
+        limits: guards.limits,
     };
+    let mut init = guards.init;
     if plan.policy == ContainmentPolicy::Require && !status.is_complete() {
-        let missing: Vec<&str> = status.missing().into_iter().map(Half::as_str).collect();
+        end(&mut init);
         return Err(ContainError::Unavailable {
-            missing: missing.join(", "),
+            missing: status.missing_names().join(", "),
             summary: status.summary(),
         });
     }
-    Ok((status, removed))
+    Ok(Entered {
+        status,
+        removed,
+        cgroup: guards.cgroup,
+        init,
+    })
+}
+
+/// Ends the PID namespace's first process, and with it every process left in it: it
+/// reads a pipe until the launcher closes it.
+fn end(init: &mut Option<std::process::Child>) {
+    if let Some(mut init) = init.take() {
+        drop(init.stdin.take());
+        let _ = init.wait();
+    }
 }
 
 /// The environment half: the session's display, bus and agent variables are not passed on.
@@ -180,41 +240,108 @@ fn announce(status: &ContainmentStatus) -> Result<(), ContainError> {
         .map_err(|err| ContainError::Setup(format!("could not write the status: {err}")))
 }
 
-#[cfg(unix)]
-/// Runs the program and stays its parent: in a PID namespace it is the namespace's first
-/// process, and every process it starts ends when it does. Ends it when `parent` (whoever
-/// started the launcher) is gone, or when the launcher is told to stop (SIGTERM, SIGINT,
-/// SIGHUP, SIGQUIT).
-fn run(command: &[OsString], removed: &[OsString], parent: u32) -> Result<u8, ContainError> {
+/// The program's command: without the session's variables, told its limits, and with
+/// SIGXFSZ ignored when a file-size limit holds (through `/bin/sh`'s `trap`, as the
+/// workspace has no unsafe code to set it here and an ignored signal stays ignored across
+/// `exec`), so a write past the limit fails with EFBIG instead of killing the program.
+fn program_command(command: &[OsString], entered: &Entered) -> Result<Command, ContainError> {
     let Some((program, args)) = command.split_first() else {
         return Err(ContainError::Usage("no program to run".to_owned()));
     };
-    let mut child_command = Command::new(program);
-    child_command.args(args);
-    for name in removed {
+    let shell = std::path::Path::new("/bin/sh");
+    let mut child_command = if entered.status.limits.file_size.active && shell.exists() {
+        let mut wrapped = Command::new(shell);
+        wrapped
+            .args(["-c", "trap '' XFSZ; exec \"$0\" \"$@\""])
+            .arg(program)
+            .args(args);
+        wrapped
+    } else {
+        let mut plain = Command::new(program);
+        plain.args(args);
+        plain
+    };
+    for name in &entered.removed {
         child_command.env_remove(name);
     }
-    let mut child = child_command.spawn().map_err(|source| ContainError::Exec {
-        program: program.to_string_lossy().into_owned(),
-        source,
-    })?;
+    let limits = entered.status.limits.environment();
+    if !limits.is_empty() {
+        child_command.env(LIMITS_ENV, limits);
+    }
+    Ok(child_command)
+}
+
+/// The scratch limit as the launcher watches it: what the writable folders held when the
+/// program started, and how much more they may hold.
+struct Watch {
+    folders: Vec<PathBuf>,
+    start: u64,
+    limit: Option<u64>,
+}
+
+impl Watch {
+    fn new(plan: &Plan, limits: &LimitsStatus) -> Self {
+        let folders = plan.writable();
+        let limit = plan.limits.scratch.filter(|_| limits.scratch.active);
+        let start = if limit.is_some() {
+            crate::limits::usage(&folders)
+        } else {
+            0
+        };
+        Self {
+            folders,
+            start,
+            limit,
+        }
+    }
+
+    /// The sentence to stop the program with, when it went past the limit.
+    fn exceeded(&self) -> Option<String> {
+        let limit = self.limit?;
+        let grown = crate::limits::usage(&self.folders).saturating_sub(self.start);
+        (grown > limit).then(|| {
+            format!(
+                "the program wrote more than the scratch limit ({}) into its scratch folder and was stopped",
+                Limit::Scratch.show(limit)
+            )
+        })
+    }
+}
+
+/// The line that tells viga the program was stopped for going past `limit`.
+fn say_limit(limit: Limit, sentence: &str) {
+    eprintln!("{LIMIT_MARKER}{limit} {sentence}");
+}
+
+#[cfg(unix)]
+/// Runs the program and stays its parent: in a PID namespace it is the namespace's first
+/// process, and every process it starts ends when it does. Ends it when `parent` (whoever
+/// started the launcher) is gone, when the launcher is told to stop (SIGTERM, SIGINT,
+/// SIGHUP, SIGQUIT), or when its writable folders grew past the scratch limit.
+fn run(mut command: Command, parent: u32, watch: Watch) -> Result<u8, ContainError> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let mut child = command
+        .spawn()
+        .map_err(|source| ContainError::Exec { program, source })?;
     // Only now: a blocked signal would stay blocked in the program and all it starts.
     let stop_signals = crate::platform::hold_stop_signals();
+    let failed_wait =
+        |err: std::io::Error| ContainError::Setup(format!("could not wait for the program: {err}"));
     loop {
-        let waited = child
-            .try_wait()
-            .map_err(|err| ContainError::Setup(format!("could not wait for the program: {err}")))?;
-        if let Some(status) = waited {
+        if let Some(status) = child.try_wait().map_err(failed_wait)? {
             return Ok(exit_code(status));
         }
-        // Told to stop, or nobody is left to talk to the program or to stop it.
+        let past_limit = watch.exceeded();
+        // Told to stop, past a limit, or nobody is left to talk to the program or stop it.
         if crate::platform::stop_asked(&stop_signals)
+            || past_limit.is_some()
             || std::os::unix::process::parent_id() != parent
         {
             let _ = child.kill();
-            let status = child.wait().map_err(|err| {
-                ContainError::Setup(format!("could not wait for the program: {err}"))
-            })?;
+            let status = child.wait().map_err(failed_wait)?;
+            if let Some(sentence) = past_limit {
+                say_limit(Limit::Scratch, &sentence);
+            }
             return Ok(exit_code(status));
         }
         std::thread::sleep(SUPERVISION_PERIOD);
@@ -252,6 +379,7 @@ mod tests {
             },
             hidden: Vec::new(),
             test_without: vec![Half::Processes],
+            limits: Limits::default(),
             probe: true,
             command: Vec::new(),
         };
@@ -263,6 +391,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing is not a folder"), "{err}");
+    }
+
+    #[test]
+    fn the_scratch_watch_counts_what_the_folders_gained_since_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        // Held before the program starts: not counted.
+        std::fs::write(dir.path().join("before.bin"), vec![1u8; 3 << 20]).unwrap();
+        let request = ContainRequest {
+            policy: ContainmentPolicy::Auto,
+            access: Access::writing(vec![dir.path().to_path_buf()]),
+            hidden: Vec::new(),
+            test_without: Vec::new(),
+            limits: Limits::default().with(Limit::Scratch, Some(1 << 20)),
+            probe: false,
+            command: Vec::new(),
+        };
+        let plan = Plan::resolve(&request).unwrap();
+        let mut status = LimitsStatus::all_missing("test");
+        status.scratch = crate::LimitGuard::held(crate::Enforcement::Watched, 1 << 20, "watched");
+        let watch = Watch::new(&plan, &status);
+        assert_eq!(watch.exceeded(), None);
+        std::fs::write(dir.path().join("during.bin"), vec![1u8; 2 << 20]).unwrap();
+        let sentence = watch.exceeded().unwrap();
+        assert!(
+            sentence.starts_with("the program wrote more than the scratch limit (1 MiB)"),
+            "{sentence}"
+        );
+        // A limit that does not hold is not watched.
+        let unwatched = Watch::new(&plan, &LimitsStatus::all_missing("test"));
+        assert_eq!(unwatched.exceeded(), None);
     }
 
     #[test]

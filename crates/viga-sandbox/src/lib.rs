@@ -17,10 +17,20 @@
 //! The halves ([`Half`]) are reported one by one. Where the kernel offers less,
 //! [`ContainmentPolicy::Auto`] runs with what there is and says so;
 //! [`ContainmentPolicy::Require`] refuses to start the program unless every half holds.
+//!
+//! [`Limits`] bound what the program uses (memory, processes, one file's size, how much it
+//! writes), each by a cgroup v2 leaf where one is delegated, else by a resource limit, and
+//! the written size by the launcher, which measures it as it supervises; each is reported
+//! like a half ([`LimitsStatus`]), and `require` refuses when one asked for does not hold.
 
 #![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
 
+#[cfg(target_os = "linux")]
+mod cgroup;
+#[cfg(target_os = "linux")]
+mod enforce;
 mod launch;
+mod limits;
 mod request;
 mod session;
 mod status;
@@ -33,6 +43,10 @@ mod platform;
 mod platform;
 
 pub use launch::{Launched, launch};
+pub use limits::{
+    Enforcement, LIMIT_MARKER, LIMITS_ENV, Limit, LimitGuard, Limits, LimitsStatus,
+    describe as describe_limit, show_size,
+};
 pub use request::{Access, ContainRequest, Containment, USAGE};
 pub use session::{is_session_variable, session_socket_folders, session_variables_in};
 pub use status::{ContainmentPolicy, ContainmentStatus, Guard, Half};
@@ -46,7 +60,7 @@ pub enum ContainError {
     #[error("{0}")]
     Usage(String),
     #[error(
-        "containment is required (--containment require) but {missing} do not hold ({summary}); run where Landlock and unprivileged user namespaces are available, or choose --containment auto"
+        "containment is required (--containment require) but not held: {missing} ({summary}); run where Landlock and unprivileged user namespaces are available (for a limit: as a user other than root, or with a delegated cgroup v2; or turn that limit off by name, as --process-limit none does), or choose --containment auto"
     )]
     Unavailable { missing: String, summary: String },
     #[error("could not contain the program: {0}")]

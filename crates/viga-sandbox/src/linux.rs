@@ -15,6 +15,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
+pub(crate) use crate::cgroup::oom_killed;
 use crate::launch::{Guards, Plan};
 use crate::{ContainError, Guard, Half};
 
@@ -119,11 +120,21 @@ fn pci_device_folders() -> Vec<PathBuf> {
 
 pub(crate) fn contain(plan: &Plan) -> Result<Guards, ContainError> {
     leave_terminal()?;
+    // Before the user namespace: the cgroup's files belong to the host's user.
+    let leaf = crate::enforce::cgroup_leaf(plan);
     let namespaces = Namespaces::enter(plan)?;
+    // After it: RLIMIT_NPROC then counts the processes of this namespace alone.
+    let context = crate::enforce::Context {
+        leaf: &leaf,
+        own_user_namespace: namespaces.user,
+    };
+    let limits = crate::enforce::limits(plan, &context);
     let mut unix_sockets = match &namespaces.mount {
         Ok(()) => hide(plan),
         Err(why) => Guard::absent(why.clone()),
     };
+    // Before Landlock, which allows no mount.
+    let (init, processes) = own_proc(&namespaces);
     let mut network = namespaces.network;
     let (writes, reads, abi) = restrict(plan)?;
     if !network.active && plan.wants(Half::Network) {
@@ -153,8 +164,79 @@ pub(crate) fn contain(plan: &Plan) -> Result<Guards, ContainError> {
         writes,
         reads,
         unix_sockets,
-        processes: namespaces.processes,
+        processes,
+        limits,
+        cgroup: leaf.ok().map(|leaf| leaf.dir),
+        init,
     })
+}
+
+/// A `/proc` of the program's own PID namespace over the machine's, so it lists no process
+/// but the program's (nor their command lines). A procfs mount names its PID namespace by a
+/// process in it (Linux 6.18's `pidns=` option; before, the mounting process's own), and
+/// the launcher is not in it and cannot fork without unsafe code: so a placeholder first
+/// process is started in it (`cat` reading a pipe only the launcher holds), and the program
+/// comes second. When the launcher closes the pipe (the program ended), or is killed, the
+/// placeholder ends, and the kernel ends every process left in the namespace. (Landlock
+/// would not let the launcher signal it: it was started before the launcher restricted
+/// itself.) Returns the placeholder and the processes' guard, saying whether `/proc` is the
+/// namespace's own.
+fn own_proc(namespaces: &Namespaces) -> (Option<std::process::Child>, Guard) {
+    use std::process::{Command, Stdio};
+    let guard = namespaces.processes.clone();
+    if !guard.active || namespaces.mount.is_err() {
+        return (None, guard);
+    }
+    let with = |note: String| Guard::active(format!("{}; {note}", guard.detail));
+    let Some(cat) = ["/usr/bin/cat", "/bin/cat"]
+        .into_iter()
+        .find(|path| Path::new(path).is_file())
+    else {
+        return (
+            None,
+            with(machine_proc("no cat program to hold the namespace")),
+        );
+    };
+    let started = Command::new(cat)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut init = match started {
+        Ok(init) => init,
+        Err(err) => {
+            return (
+                None,
+                with(machine_proc(&format!("{cat} did not start: {err}"))),
+            );
+        }
+    };
+    let options = format!("pidns=/proc/{}/ns/pid", init.id());
+    let mounted = mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some(options.as_str()),
+    );
+    match mounted {
+        Ok(()) => (
+            Some(init),
+            with("a /proc of its own that lists only its processes".to_owned()),
+        ),
+        Err(errno) => {
+            // The program is then the namespace's first process, as without the mount.
+            drop(init.stdin.take());
+            let _ = init.wait();
+            let why = format!("this kernel mounts no /proc for another PID namespace ({errno})");
+            (None, with(machine_proc(&why)))
+        }
+    }
+}
+
+/// The note of a `/proc` that stays the machine's.
+fn machine_proc(why: &str) -> String {
+    format!("/proc lists every process of the machine and their command lines ({why})")
 }
 
 /// A session of its own, without a controlling terminal: a program cannot open
@@ -167,6 +249,8 @@ fn leave_terminal() -> Result<(), ContainError> {
 
 /// What the namespaces gave.
 struct Namespaces {
+    /// A user namespace of its own.
+    user: bool,
     network: Guard,
     /// A mount namespace of its own, or why not.
     mount: Result<(), String>,
@@ -183,6 +267,7 @@ impl Namespaces {
         let wanted = [Half::Network, Half::UnixSockets, Half::Processes];
         if wanted.iter().all(|half| !plan.wants(*half)) {
             return Ok(Self {
+                user: false,
                 network: Guard::absent(left_out(Half::Network)),
                 mount: Err(left_out(Half::UnixSockets)),
                 processes: Guard::absent(left_out(Half::Processes)),
@@ -190,6 +275,7 @@ impl Namespaces {
         }
         if let Err(why) = enter_user_namespace()? {
             return Ok(Self {
+                user: false,
                 network: Guard::absent(why.clone()),
                 mount: Err(why.clone()),
                 processes: Guard::absent(format!(
@@ -224,6 +310,7 @@ impl Namespaces {
             }
         };
         Ok(Self {
+            user: true,
             network,
             mount,
             processes,

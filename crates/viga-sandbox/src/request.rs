@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::{ContainError, ContainmentPolicy, Half, session_socket_folders};
+use crate::{ContainError, ContainmentPolicy, Half, Limits, session_socket_folders};
 
 /// What a contained program may read and write besides the system's folders. Writable
 /// folders are readable too.
@@ -58,6 +58,8 @@ pub struct Containment {
     /// Halves left out on purpose. For tests only: they check that each protection is
     /// what stops an attack, and that `require` refuses when a half is missing.
     pub test_without: Vec<Half>,
+    /// What the program may use: memory, processes, one file's size, what it writes.
+    pub limits: Limits,
 }
 
 impl Containment {
@@ -70,7 +72,14 @@ impl Containment {
             access: Access::default(),
             hidden: session_socket_folders(|name| std::env::var_os(name)),
             test_without: Vec::new(),
+            limits: Limits::default(),
         }
+    }
+
+    /// The same containment under `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The same containment with more the program may read and write.
@@ -138,6 +147,7 @@ impl Containment {
             line.push("--test-without".into());
             line.push(half.as_str().into());
         }
+        line.extend(self.limits.options());
         Ok((PathBuf::from(launcher), line))
     }
 }
@@ -149,6 +159,8 @@ pub struct ContainRequest {
     pub access: Access,
     pub hidden: Vec<PathBuf>,
     pub test_without: Vec<Half>,
+    /// The limits asked for (the defaults for those not named).
+    pub limits: Limits,
     /// Report what containment this system offers and exit, instead of running a program.
     pub probe: bool,
     /// The program and its arguments.
@@ -156,7 +168,7 @@ pub struct ContainRequest {
 }
 
 /// The launcher's arguments, for its usage message.
-pub const USAGE: &str = "[--policy auto|require] [--write DIR]… [--read PATH]… [--hide DIR]… [--test-without HALF]… (--probe | -- PROGRAM ARGS…)";
+pub const USAGE: &str = "[--policy auto|require] [--write DIR]… [--read PATH]… [--hide DIR]… [--test-without HALF]… [--limit NAME=VALUE|NAME=none]… (--probe | -- PROGRAM ARGS…)";
 
 impl ContainRequest {
     /// Parses [`USAGE`].
@@ -166,6 +178,7 @@ impl ContainRequest {
             access: Access::default(),
             hidden: Vec::new(),
             test_without: Vec::new(),
+            limits: Limits::default(),
             probe: false,
             command: Vec::new(),
         };
@@ -189,6 +202,10 @@ impl ContainRequest {
                 Some("--policy") => {
                     let policy = value("auto or require")?;
                     request.policy = policy.to_string_lossy().parse()?;
+                }
+                Some("--limit") => {
+                    let assignment = value("NAME=VALUE")?;
+                    request.limits.assign(&assignment.to_string_lossy())?;
                 }
                 Some("--test-without") => {
                     let half = value("a half of containment")?;
@@ -235,6 +252,9 @@ mod tests {
             },
             hidden: paths(&["/home/ada", "/run/user/1000"]),
             test_without: vec![Half::UnixSockets],
+            limits: Limits::default()
+                .with(crate::Limit::Processes, None)
+                .with(crate::Limit::Scratch, Some(64 << 20)),
         };
         let more = Access {
             readable: paths(&["/venv", "/opt/python"]),
@@ -258,6 +278,7 @@ mod tests {
         );
         assert_eq!(request.hidden, paths(&["/home/ada", "/run/user/1000"]));
         assert_eq!(request.test_without, vec![Half::UnixSockets]);
+        assert_eq!(request.limits, containment.limits);
         assert!(!request.probe);
         // Everything after the program's own "--" is the program's.
         assert_eq!(
@@ -274,6 +295,7 @@ mod tests {
         assert_eq!(request.access.writable, paths(&["/runs", "/tmp/scratch"]));
         assert_eq!(request.hidden, paths(&["/home/ada", "/run/user/1000"]));
         assert_eq!(request.command, args(&["/venv/python"]));
+        assert_eq!(request.limits, containment.limits);
         let (_, probe) = containment.probe_command_line().unwrap();
         let probe = ContainRequest::parse(&probe[1..]).unwrap();
         assert!(probe.probe && probe.command.is_empty());
@@ -292,6 +314,9 @@ mod tests {
                 "not a half of containment",
             ),
             (vec!["--frobnicate"], "unknown argument --frobnicate"),
+            (vec!["--limit"], "--limit needs NAME=VALUE"),
+            (vec!["--limit", "memory=lots"], "not a valid memory limit"),
+            (vec!["--limit", "disk=1G"], "\"disk\" is not a limit"),
             (vec!["--write", "/x"], "no program to run"),
         ] {
             let err = ContainRequest::parse(&args(&line)).unwrap_err().to_string();

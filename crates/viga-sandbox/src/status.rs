@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ContainError;
+use crate::{ContainError, Limit, LimitsStatus};
 
 /// Whether programs written on a model's behalf run contained.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +157,10 @@ pub struct ContainmentStatus {
     pub processes: Guard,
     #[serde(default = "Guard::not_recorded")]
     pub environment: Guard,
+    /// The limits on memory, processes, file size and what is written; older files have
+    /// none, read as not recorded.
+    #[serde(default = "LimitsStatus::not_recorded")]
+    pub limits: LimitsStatus,
 }
 
 impl ContainmentStatus {
@@ -171,6 +175,7 @@ impl ContainmentStatus {
             unix_sockets: off(),
             processes: off(),
             environment: off(),
+            limits: LimitsStatus::all_missing("containment is off"),
         }
     }
 
@@ -195,9 +200,28 @@ impl ContainmentStatus {
             .collect()
     }
 
-    /// Every half holds.
+    /// The limits asked for that do not hold.
+    pub fn missing_limits(&self) -> Vec<Limit> {
+        self.limits.missing()
+    }
+
+    /// Every half holds, and every limit holds or was turned off by name (what `require`
+    /// needs).
     pub fn is_complete(&self) -> bool {
-        self.missing().is_empty()
+        self.missing().is_empty() && self.missing_limits().is_empty()
+    }
+
+    /// What `require` misses, by name: halves, then limits.
+    pub fn missing_names(&self) -> Vec<String> {
+        self.missing()
+            .into_iter()
+            .map(|half| half.as_str().to_owned())
+            .chain(
+                self.missing_limits()
+                    .into_iter()
+                    .map(|limit| format!("the {}", limit.noun())),
+            )
+            .collect()
     }
 
     /// One line for a person: what holds and what does not, each half by name.
@@ -212,6 +236,7 @@ impl ContainmentStatus {
                 };
                 format!("{half} {held} ({})", guard.detail)
             })
+            .chain(std::iter::once(self.limits.summary()))
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -253,6 +278,9 @@ mod tests {
         let status: ContainmentStatus = serde_json::from_str(old).unwrap();
         assert!(status.writes.active);
         assert!(!status.reads.active);
+        // Written before limits: each reads as not recorded, and require would not accept it.
+        assert_eq!(status.missing_limits(), Limit::ALL.to_vec());
+        assert!(status.limits.memory.detail.contains("not recorded"));
         assert_eq!(
             status.missing(),
             vec![
@@ -271,5 +299,28 @@ mod tests {
         }
         let err = "sockets".parse::<Half>().unwrap_err().to_string();
         assert!(err.contains("\"sockets\" is not a half"), "{err}");
+    }
+
+    #[test]
+    fn limits_are_written_with_value_and_how_and_read_back() {
+        use crate::{Enforcement, LimitGuard};
+        let mut status = ContainmentStatus::off();
+        status.limits.memory = LimitGuard::held(Enforcement::Cgroup, 1 << 30, "memory.max");
+        status.limits.processes = LimitGuard::unlimited();
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(
+            json["limits"]["memory"],
+            serde_json::json!({"active": true, "value": 1073741824, "how": "cgroup", "detail": "memory.max"})
+        );
+        assert_eq!(json["limits"]["processes"]["how"], "unlimited");
+        assert_eq!(json["limits"]["scratch"]["how"], "missing");
+        assert!(json["limits"]["processes"].get("value").is_none());
+        let back: ContainmentStatus = serde_json::from_value(json).unwrap();
+        assert_eq!(back, status);
+        assert_eq!(back.missing_limits(), vec![Limit::FileSize, Limit::Scratch]);
+        assert!(back.missing_names().ends_with(&[
+            "the file-size limit".to_owned(),
+            "the scratch limit".to_owned()
+        ]));
     }
 }

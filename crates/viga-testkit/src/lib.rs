@@ -241,6 +241,35 @@ pub const CONTAINMENT_HALVES: [&str; 6] = [
     "environment",
 ];
 
+/// Whether the tests run as root. The kernel does not apply RLIMIT_NPROC to root, so there
+/// the process limit of containment holds only with a delegated cgroup v2, and `require`
+/// refuses unless the limit is turned off by name.
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    // /proc/self belongs to the process's effective user.
+    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+}
+
+/// The launcher's options for a test under `require` that checks something other than the
+/// limits: the process limit turned off by name where it cannot hold (as root); nothing
+/// otherwise. The limits have tests of their own.
+pub fn process_limit_off_as_root() -> Vec<&'static str> {
+    if running_as_root() {
+        vec!["--limit", "processes=none"]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The same for `viga`'s own flags.
+pub fn process_limit_flag_off_as_root() -> Vec<&'static str> {
+    if running_as_root() {
+        vec!["--process-limit", "none"]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Fails with the process's output unless it succeeded.
 #[track_caller]
 pub fn assert_succeeded(output: &Output) {

@@ -276,14 +276,10 @@ fn iterations_script(dir: &Path, programs: &[&str]) -> PathBuf {
 fn attached_run(host: &Host, files: &Path, script: &Path, iterations: usize) -> Output {
     let mut command = host.viga();
     command
-        .args([
-            "--containment",
-            "require",
-            "run",
-            "--attach",
-            "--apply",
-            "never",
-        ])
+        .args(["--containment", "require"])
+        // The process limit cannot hold as root; it has tests of its own.
+        .args(viga_testkit::process_limit_flag_off_as_root())
+        .args(["run", "--attach", "--apply", "never"])
         .args(["--events", "jsonl", "--no-plan", "--task", "a scene"])
         .args(["--provider", "scripted", "--script"])
         .arg(script)
@@ -545,7 +541,9 @@ async fn an_attacking_program_applied_as_data_never_runs_in_the_persons_blender(
 
         let mut applied = host.viga();
         applied
-            .args(["--containment", "require", "apply"])
+            .args(["--containment", "require"])
+            .args(viga_testkit::process_limit_flag_off_as_root())
+            .arg("apply")
             .arg(&run_folder)
             .arg("--connection")
             .arg(&host.connection)

@@ -14,6 +14,7 @@
 use crate::support;
 use std::ffi::OsString;
 use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -37,6 +38,17 @@ def attempt(name, action):
         seen[name] = "failed: %s" % err
 "#;
 
+/// The default limits, with the process limit turned off by name where it cannot hold (as
+/// root): these tests are about the halves; `limits.rs` tests the limits.
+fn limits_that_hold_here() -> viga_blender::Limits {
+    let limits = viga_blender::Limits::default();
+    if viga_testkit::running_as_root() {
+        limits.with(viga_blender::Limit::Processes, None)
+    } else {
+        limits
+    }
+}
+
 async fn contained_worker(writable: &Path) -> Worker {
     let mut config = WorkerConfig::new(locate().expect("Blender (run `cargo xtask setup`)"));
     config.containment = Some(
@@ -44,7 +56,8 @@ async fn contained_worker(writable: &Path) -> Worker {
             vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
             ContainmentPolicy::Require,
         )
-        .with_access(&Access::writing(vec![writable.canonicalize().unwrap()])),
+        .with_access(&Access::writing(vec![writable.canonicalize().unwrap()]))
+        .with_limits(limits_that_hold_here()),
     );
     Worker::start(config)
         .await
@@ -124,7 +137,7 @@ async fn model_code_writes_only_in_its_folders_and_cannot_reach_viga() {
         let code = format!(
             r#"import json, os, tempfile, bpy
 {ATTEMPTS}def session_of(process):
-    # /proc is the host's: its ids are the ones viga sees.
+    # /proc is the PID namespace's own: a session led outside it (viga's) reads as 0.
     return int(open("/proc/%s/stat" % process).read().rsplit(")", 1)[1].split()[3])
 def write(path):
     with open(path, "w") as handle:
@@ -189,7 +202,8 @@ async fn a_killed_contained_worker_comes_back_contained() {
             leave_a_process(false)
         );
         let left_behind = outcome(&worker, &program).await;
-        let left_behind = left_behind.as_u64().unwrap().to_string();
+        let left_behind = left_behind.as_str().unwrap().to_owned();
+        assert!(!running_with(&left_behind).is_empty(), "never started");
         worker.checkpoint().await.unwrap();
         let pid = worker.hello().pid;
         std::process::Command::new("kill")
@@ -220,12 +234,73 @@ except OSError as err:
         // Killed with its Blender's process group, not left to run on.
         let gone = (0..50).any(|_| {
             std::thread::sleep(Duration::from_millis(100));
-            !Path::new("/proc").join(&left_behind).exists()
+            running_with(&left_behind).is_empty()
         });
         assert!(gone, "process {left_behind} outlived its Blender");
         worker.shutdown().await;
     })
     .await;
+}
+
+/// The program's /proc is its PID namespace's own: it lists the namespace's first process
+/// (the launcher's placeholder), Blender and what Blender started, and nothing else of the
+/// machine: not viga, not other people's runs or their command lines.
+#[tokio::test]
+async fn proc_lists_only_the_workers_own_processes() {
+    within(BLENDER_TEST_LIMIT, "the contained worker", async {
+        let run = tempfile::tempdir().unwrap();
+        let worker = contained_worker(run.path()).await;
+        // Something of this machine's own, with a word on its command line to look for.
+        let word = format!("viga-elsewhere-{}", std::process::id());
+        let mut elsewhere = std::process::Command::new("sleep")
+            .arg("600")
+            .arg0(&word)
+            .spawn()
+            .unwrap();
+        let code = format!(
+            r#"import json, os, subprocess, time
+helper = subprocess.Popen(["sleep", "30"])
+# Under load the helper's command line can read empty while it is still being executed.
+for _ in range(500):
+    if open("/proc/%d/cmdline" % helper.pid, "rb").read():
+        break
+    time.sleep(0.01)
+seen = {{}}
+for name in os.listdir("/proc"):
+    if name.isdigit():
+        try:
+            seen[name] = open("/proc/%s/cmdline" % name, "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            seen[name] = ""
+helper.kill()
+print(json.dumps({{"processes": seen, "viga": os.path.exists("/proc/{viga}")}}))
+"#,
+            viga = std::process::id()
+        );
+        let seen = outcome(&worker, &code).await;
+        let _ = elsewhere.kill();
+        let _ = elsewhere.wait();
+        worker.shutdown().await;
+        assert_eq!(seen["viga"], false, "{seen}");
+        let processes = seen["processes"].as_object().unwrap();
+        assert!(processes.len() <= 4, "{seen}");
+        let commands: Vec<&str> = processes.values().map(|c| c.as_str().unwrap()).collect();
+        assert!(commands.iter().any(|c| c.contains("cat")), "{seen}");
+        assert!(commands.iter().any(|c| c.starts_with("sleep 30")), "{seen}");
+        assert!(!commands.iter().any(|c| c.contains(&word)), "{seen}");
+        assert!(
+            first_is_the_placeholder(&seen),
+            "the placeholder is the first process: {seen}"
+        );
+    })
+    .await;
+}
+
+/// The namespace's first process is the launcher's placeholder (`cat`), Blender second.
+fn first_is_the_placeholder(seen: &Value) -> bool {
+    seen["processes"]["1"]
+        .as_str()
+        .is_some_and(|command| command.contains("cat"))
 }
 
 #[test]
@@ -235,6 +310,7 @@ fn the_probe_reports_containment_and_a_missing_folder_is_refused() {
     let probe = std::process::Command::new(viga)
         .args(["contain", "--policy", "require", "--write"])
         .arg(scratch.path())
+        .args(viga_testkit::process_limit_off_as_root())
         .arg("--probe")
         .output()
         .unwrap();
@@ -244,6 +320,11 @@ fn the_probe_reports_containment_and_a_missing_folder_is_refused() {
     for half in HALVES {
         assert_eq!(status[half]["active"], true, "{half}: {status}");
     }
+    let processes = status["processes"]["detail"].as_str().unwrap();
+    assert!(
+        processes.contains("a /proc of its own that lists only its processes"),
+        "{processes}"
+    );
     // A launcher asked to write in a folder that does not exist refuses to start anything.
     let refused = std::process::Command::new(viga)
         .args(["contain", "--write", "/no/such/folder", "--", "true"])
@@ -320,25 +401,36 @@ fn viga_run_contains_the_programs_of_its_model_and_records_it() {
 }
 
 /// Python that starts a process which keeps running (in a session of its own when
-/// `own_session`: out of Blender's process group) and sets `left_behind` to its id as viga
-/// sees it.
+/// `own_session`: out of Blender's process group) and sets `left_behind` to a word on its
+/// command line, by which viga's side finds it ([`running_with`]): the program's /proc is
+/// its PID namespace's own, whose ids viga does not see.
 fn leave_a_process(own_session: bool) -> String {
     format!(
         r#"import os, subprocess, sys, tempfile, time
-marker = os.path.join(tempfile.gettempdir(), "left-behind-%d" % time.monotonic_ns())
-# /proc is the host's; NSpid lists the process's ids from the outermost namespace in.
-child = ("import time\n"
-         "for line in open('/proc/self/status'):\n"
-         "    if line.startswith('NSpid:'):\n"
-         "        open(%r, 'w').write(line.split()[1])\n"
-         "time.sleep(600)\n") % marker
-subprocess.Popen([sys.executable, "-c", child], start_new_session={session})
+left_behind = "viga-left-behind-%d-%d" % (os.getpid(), time.monotonic_ns())
+marker = os.path.join(tempfile.gettempdir(), left_behind)
+child = "import sys, time\nopen(sys.argv[2], 'w').write('up')\ntime.sleep(600)\n"
+subprocess.Popen([sys.executable, "-c", child, left_behind, marker], start_new_session={session})
 while not os.path.exists(marker) or not open(marker).read():
     time.sleep(0.02)
-left_behind = int(open(marker).read())
 "#,
         session = if own_session { "True" } else { "False" }
     )
+}
+
+/// The ids of the machine's processes with `word` on their command line.
+fn running_with(word: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let words = String::from_utf8_lossy(&cmdline).into_owned();
+            words.split('\0').any(|arg| arg == word).then_some(pid)
+        })
+        .collect()
 }
 
 /// A scripted model that plans, writes `program` and then accepts the scene.
@@ -484,7 +576,7 @@ fn require_refuses_when_any_half_is_missing_and_auto_says_which() {
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert_eq!(refused.status.code(), Some(7), "{half}: {stderr}");
         assert!(
-            stderr.contains(&format!("but {half} do not hold")),
+            stderr.contains(&format!("but not held: {half}")),
             "{half}: {stderr}"
         );
         let ran = launch("auto");
@@ -537,7 +629,7 @@ fn viga_doctor_names_the_missing_half_and_a_required_run_does_not_start() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(7), "{stderr}");
     assert!(
-        stderr.contains("containment is required") && stderr.contains("unix-sockets do not hold"),
+        stderr.contains("containment is required") && stderr.contains("not held: unix-sockets"),
         "{stderr}"
     );
 }
@@ -576,7 +668,7 @@ struct Attack {
     /// Whether anything connected to each stand-in socket.
     reached: Vec<(&'static str, bool)>,
     /// Whether each process the program left in a session of its own outlived the run.
-    survivors: Vec<u64>,
+    survivors: Vec<u32>,
 }
 
 /// Runs the attack once for all tests of this file (a failed run fails them all, once).
@@ -690,14 +782,19 @@ print("ATTACK " + json.dumps(seen))
         .zip(&listeners)
         .map(|((name, _), listener)| (*name, listener.accept().is_ok()))
         .collect();
-    let left_behind: Vec<u64> = reports
+    let left_behind: Vec<String> = reports
         .iter()
-        .map(|seen| seen["left_behind"].as_u64().unwrap())
+        .map(|seen| seen["left_behind"].as_str().unwrap().to_owned())
         .collect();
     // The worker is gone with viga; its processes are given a moment to be reaped.
-    let alive = |pid: &u64| Path::new("/proc").join(pid.to_string()).exists();
+    let survivors = || -> Vec<u32> {
+        left_behind
+            .iter()
+            .flat_map(|word| running_with(word))
+            .collect()
+    };
     for _ in 0..50 {
-        if !left_behind.iter().any(alive) {
+        if survivors().is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -705,7 +802,7 @@ print("ATTACK " + json.dumps(seen))
     Ok(Attack {
         seen: reports[0].clone(),
         reached,
-        survivors: left_behind.into_iter().filter(alive).collect(),
+        survivors: survivors(),
     })
 }
 

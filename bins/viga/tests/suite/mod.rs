@@ -18,6 +18,7 @@ mod gn_attacks;
 mod gn_presets;
 mod keys;
 mod kill_and_resume;
+mod limits;
 mod mcp_stdio;
 mod modes;
 mod panel;

@@ -3,6 +3,7 @@ hide the bridge's, its stdout and stderr kept up to MAX_CAPTURE_CHARS as they ar
 (and copied to VIGA_PROGRAM_LOG when set), the scene reset first when asked."""
 
 import contextlib
+import errno
 import io
 import linecache
 import os
@@ -27,6 +28,55 @@ def user_error_line(tb_entries):
         if entry.filename == PROGRAM_FILENAME:
             line = entry.lineno
     return line
+
+
+# The limits the containment launcher applies, as it tells the program (VIGA_LIMITS,
+# "memory=4294967296,file-size=..."): an error they cause is named, so the model knows why.
+# Where EAGAIN means no process could be started (and not a non-blocking read).
+_PROCESS_STARTERS = {"fork", "_execute_child", "_fork_exec", "posix_spawn", "spawnv", "forkpty"}
+
+
+def _limits():
+    limits = {}
+    for pair in os.environ.get("VIGA_LIMITS", "").split(","):
+        name, _, value = pair.partition("=")
+        if value.isdigit():
+            limits[name] = int(value)
+    return limits
+
+
+def _shown(name, value):
+    if name == "processes":
+        return "%d processes" % value
+    for unit, label in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if value >= unit and value % unit == 0:
+            return "%d %s" % (value // unit, label)
+    return "%d bytes" % value
+
+
+def _starting_a_process(exc):
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.name in _PROCESS_STARTERS or "fork" in (frame.line or ""):
+            return True
+    return False
+
+
+def limit_hint(exc):
+    """' (the program hit the file-size limit (1 GiB))' when `exc` is what a limit causes."""
+    limits = _limits()
+    name = None
+    if isinstance(exc, MemoryError):
+        name = "memory"
+    elif isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        name = "file-size"
+    elif isinstance(exc, OSError) and exc.errno == errno.EAGAIN and _starting_a_process(exc):
+        name = "processes"
+    elif isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        name = "processes"
+    if name not in limits:
+        return ""
+    noun = {"memory": "memory", "processes": "process", "file-size": "file-size"}[name]
+    return " (the program hit the %s limit (%s))" % (noun, _shown(name, limits[name]))
 
 
 def run_program(code):
@@ -55,7 +105,7 @@ def run_program(code):
         shown = traceback.format_list(entries[first_user:])
         error = {
             "error_type": type(exc).__name__,
-            "message": bounded(str(exc)),
+            "message": bounded(str(exc) + limit_hint(exc)),
             "traceback": bounded(
                 "Traceback (most recent call last):\n" + "".join(shown)
                 + "".join(traceback.format_exception_only(type(exc), exc))

@@ -36,9 +36,9 @@ CAPABILITIES = [
 
 
 def outer_pid():
-    """This process's id as viga sees it. A contained Blender runs in a PID namespace of its
-    own, where it is 1; /proc, which is the host's, lists its id in every namespace from the
-    outermost in."""
+    """This process's id as viga sees it, where /proc tells it. A contained Blender runs in
+    a PID namespace of its own, whose /proc lists only its ids there: viga then takes the
+    id from the Unix socket's peer credentials instead."""
     try:
         with open("/proc/self/status", "r", encoding="ascii") as status:
             for line in status:
