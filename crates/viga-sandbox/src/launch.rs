@@ -184,9 +184,14 @@ fn enter(plan: &Plan) -> Result<Entered, ContainError> {
     let mut init = guards.init;
     if plan.policy == ContainmentPolicy::Require && !status.is_complete() {
         end(&mut init);
+        let remedy = match status.remedy() {
+            remedy if remedy.is_empty() => "run where Landlock and unprivileged user namespaces are available, or choose --containment auto".to_owned(),
+            remedy => remedy,
+        };
         return Err(ContainError::Unavailable {
             missing: status.missing_names().join(", "),
             summary: status.summary(),
+            remedy,
         });
     }
     Ok(Entered {

@@ -60,9 +60,14 @@ pub enum ContainError {
     #[error("{0}")]
     Usage(String),
     #[error(
-        "containment is required (--containment require) but not held: {missing} ({summary}); run where Landlock and unprivileged user namespaces are available (for a limit: as a user other than root, or with a delegated cgroup v2; or turn that limit off by name, as --process-limit none does), or choose --containment auto"
+        "containment is required (--containment require) but not held: {missing} ({summary}); {remedy}"
     )]
-    Unavailable { missing: String, summary: String },
+    Unavailable {
+        missing: String,
+        summary: String,
+        /// What would make it hold, from the causes the status names.
+        remedy: String,
+    },
     #[error("could not contain the program: {0}")]
     Setup(String),
     #[error("could not run {program}: {source}")]

@@ -224,6 +224,47 @@ impl ContainmentStatus {
             .collect()
     }
 
+    /// What would make the missing halves and limits hold, in words, from the causes their
+    /// details name: the setting that turns user namespaces or Landlock off, and who may
+    /// change it. Empty when nothing is missing.
+    pub fn remedy(&self) -> String {
+        let details: Vec<&str> = self
+            .halves()
+            .into_iter()
+            .filter(|(_, guard)| !guard.active)
+            .map(|(_, guard)| guard.detail.as_str())
+            .collect();
+        let named = |needle: &str| details.iter().any(|detail| detail.contains(needle));
+        let mut remedies = Vec::new();
+        for (setting, fix) in USER_NAMESPACE_SWITCHES {
+            if named(setting) {
+                remedies.push(format!(
+                    "user namespaces are turned off by {setting}: {fix}"
+                ));
+            }
+        }
+        if named("Landlock")
+            && details
+                .iter()
+                .any(|d| d.contains("no Landlock") || d.contains("not enabled"))
+        {
+            remedies.push(
+                "the kernel enforces no Landlock: it needs Linux 5.13 or later built with Landlock, and landlock in its lsm= boot list".to_owned(),
+            );
+        }
+        if !remedies.is_empty() {
+            remedies.push(
+                "these are settings of the machine, so on a shared cluster node they are its administrators' to change; until then --containment auto runs with what holds and records it in every run folder".to_owned(),
+            );
+        }
+        if !self.missing_limits().is_empty() {
+            remedies.push(
+                "a limit holds as a user other than root, or with a delegated cgroup v2; or turn that limit off by name (--process-limit none)".to_owned(),
+            );
+        }
+        remedies.join("; ")
+    }
+
     /// One line for a person: what holds and what does not, each half by name.
     pub fn summary(&self) -> String {
         self.halves()
@@ -241,6 +282,23 @@ impl ContainmentStatus {
             .join("; ")
     }
 }
+
+/// The kernel settings that take user namespaces from unprivileged processes, and how an
+/// administrator gives them back.
+const USER_NAMESPACE_SWITCHES: [(&str, &str); 3] = [
+    (
+        "user.max_user_namespaces",
+        "an administrator can allow them with `sysctl -w user.max_user_namespaces=15000` (and a file in /etc/sysctl.d/ to keep it)",
+    ),
+    (
+        "kernel.unprivileged_userns_clone",
+        "an administrator can allow them with `sysctl -w kernel.unprivileged_userns_clone=1`",
+    ),
+    (
+        "kernel.apparmor_restrict_unprivileged_userns",
+        "an administrator can allow them with `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or with an AppArmor profile that grants viga `userns`",
+    ),
+];
 
 #[cfg(test)]
 mod tests {
@@ -289,6 +347,31 @@ mod tests {
                 Half::Processes,
                 Half::Environment
             ]
+        );
+    }
+
+    #[test]
+    fn the_remedy_names_the_setting_that_turned_user_namespaces_off_and_who_may_change_it() {
+        let mut status = ContainmentStatus::off();
+        status.policy = ContainmentPolicy::Require;
+        let off = "no user namespace: user namespaces are disabled (user.max_user_namespaces = 0)";
+        status.network = Guard::absent(off);
+        status.processes = Guard::absent(off);
+        let remedy = status.remedy();
+        assert!(
+            remedy.contains("sysctl -w user.max_user_namespaces="),
+            "{remedy}"
+        );
+        assert!(remedy.contains("administrators"), "{remedy}");
+        assert!(!remedy.contains("another Blender"), "{remedy}");
+        let mut apparmor = ContainmentStatus::off();
+        apparmor.network = Guard::absent(
+            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)",
+        );
+        assert!(
+            apparmor.remedy().contains("AppArmor profile"),
+            "{}",
+            apparmor.remedy()
         );
     }
 

@@ -401,28 +401,15 @@ fn notes(summary: &Summary) -> Vec<String> {
         }
     };
     notes.extend(views_notes(summary));
-    notes.extend(summary.settings.containment.0.as_ref().map(containment_note));
-    let as_start: Vec<String> = summary
-        .all_instances
-        .iter()
-        .map(|t| {
-            let mut text = format!("{} {} of {} as start.py", t.task, t.as_start, t.instances);
-            if t.left_out > 0 {
-                let _ = write!(
-                    text,
-                    ", {} left out (start.py not executable either)",
-                    t.left_out
-                );
-            }
-            text
-        })
-        .collect();
-    if !as_start.is_empty() {
-        notes.push(format!(
-            "All instances: every scored instance counts; where the proposal is not executable, start.py (the instance's starting program) is scored in its place, so not running scores as doing nothing. The 25% rule does not apply. {}.",
-            as_start.join("; ")
-        ));
-    }
+    notes.extend(
+        summary
+            .settings
+            .containment
+            .0
+            .as_ref()
+            .map(containment_note),
+    );
+    notes.extend(all_instances_note(summary));
     if summary.oracle_selected.is_some() {
         notes.push("Oracle-selected: per instance, the program with the lowest PL against the goal renders among every distinct program the system proposed (the final one, its intermediate ones, and start.py), as the public evaluator's \"best proposal\". It uses the ground truth to choose, so it is not the system's own result; the first row is.".to_owned());
     }
@@ -456,6 +443,32 @@ fn notes(summary: &Summary) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// How the all-instances row counts: every scored instance, start.py in place of a proposal
+/// that does not run; `None` when no task has instances.
+fn all_instances_note(summary: &Summary) -> Option<String> {
+    let as_start: Vec<String> = summary
+        .all_instances
+        .iter()
+        .map(|t| {
+            let mut text = format!("{} {} of {} as start.py", t.task, t.as_start, t.instances);
+            if t.left_out > 0 {
+                let _ = write!(
+                    text,
+                    ", {} left out (start.py not executable either)",
+                    t.left_out
+                );
+            }
+            text
+        })
+        .collect();
+    (!as_start.is_empty()).then(|| {
+        format!(
+            "All instances: every scored instance counts; where the proposal is not executable, start.py (the instance's starting program) is scored in its place, so not running scores as doing nothing. The 25% rule does not apply. {}.",
+            as_start.join("; ")
+        )
+    })
 }
 
 pub fn markdown(summary: &Summary) -> String {
