@@ -230,9 +230,19 @@ fn parse_name(name: &str) -> Option<(Task, u32)> {
     })
 }
 
+/// `data` by its real path (links resolved, `..` gone): every path derived from it (a base
+/// scene, a reference deck a program opens) is then the one a contained worker is granted,
+/// wherever the folder sits (under the home folder or `/tmp`, which the container hides).
+pub(crate) fn real_data_folder(data: &Path) -> Result<PathBuf, EvalError> {
+    data.canonicalize().map_err(|err| EvalError::DataDir {
+        path: data.to_path_buf(),
+        message: err.to_string(),
+    })
+}
+
 /// Reads the instances under `data`, sorted by task (leaderboard order) then number.
 pub fn discover(data: &Path, selection: &Selection) -> Result<Vec<Instance>, EvalError> {
-    let data = std::path::absolute(data).map_err(|err| EvalError::io(data, err))?;
+    let data = real_data_folder(data)?;
     let entries = std::fs::read_dir(&data).map_err(|err| EvalError::DataDir {
         path: data.clone(),
         message: err.to_string(),
@@ -345,7 +355,7 @@ const VISUAL_PROMPTS: [&str; 3] = ["visprompt1.png", "style1.png", "_style1.png"
 /// `camera1`, `attribute5`), then the name. Entries that are not folders, and folders whose
 /// names start with a dot, are ignored.
 pub fn discover_levels(data: &Path, selection: &Selection) -> Result<Vec<Instance>, EvalError> {
-    let data = std::path::absolute(data).map_err(|err| EvalError::io(data, err))?;
+    let data = real_data_folder(data)?;
     if let Err(err) = std::fs::read_dir(&data) {
         return Err(EvalError::DataDir {
             path: data.clone(),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::json;
+use viga_testkit::picture::files_under;
 use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
 
 use crate::support::{
@@ -56,19 +57,12 @@ fn said(output: &Output) -> String {
 }
 
 fn events_of(output: &Path) -> String {
-    let mut found = Vec::new();
-    let mut folders = vec![output.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(folder).unwrap().filter_map(Result::ok) {
-            let path = entry.path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if path.ends_with("events.jsonl") {
-                found.push(std::fs::read_to_string(path).unwrap());
-            }
-        }
-    }
-    found.join("\n")
+    files_under(output)
+        .into_iter()
+        .filter(|path| path.ends_with("events.jsonl"))
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -163,4 +157,30 @@ fn the_agent_finds_add_ons_and_a_blend_reached_through_dots_and_a_link() {
         .arg(inputs.output());
     let output = output_within(&mut command, BLENDER_TEST_LIMIT);
     assert!(output.status.success(), "{}", said(&output));
+}
+
+#[test]
+fn a_slidebench_evaluation_reads_its_data_reached_through_dots() {
+    let inputs = Inputs::new();
+    let copied = Command::new("cp")
+        .arg("-r")
+        .arg(workspace_file("fixtures/slidebench-mini"))
+        .arg(inputs.real().join("slidebench"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let out = inputs.output();
+    let mut command = Command::new(VIGA);
+    command
+        .args(["eval", "slidebench", "--data"])
+        .arg(inputs.through_dots("slidebench"))
+        .args(["--baseline", "oracle", "--out"])
+        .arg(&out)
+        .env_remove("VIGA_CONTAINMENT");
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    assert!(output.status.success(), "{}", said(&output));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    // The oracle opens each reference deck from the data folder, inside its container.
+    assert_eq!(summary["execution_rate"], 100.0, "{summary}");
 }

@@ -14,7 +14,10 @@ use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
+use viga_testkit::picture::files_under;
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
+
+use crate::support::{script_file, turn};
 
 const KEY_CANARY: &str = "sk-canary-replies-5b17";
 /// Bytes after a PNG's end, which decoders ignore: found in a file only if the canary picture
@@ -58,25 +61,10 @@ print("bridge rewired")
     )
 }
 
-fn files_below(dir: &Path, found: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
-        let path = entry.path();
-        if path.is_dir() {
-            files_below(&path, found);
-        } else {
-            found.push(path);
-        }
-    }
-}
-
 fn assert_no_canary(place: &str, bytes: &[u8]) {
     let holds = |needle: &[u8]| bytes.windows(needle.len()).any(|window| window == needle);
     assert!(!holds(KEY_CANARY.as_bytes()), "the key reached {place}");
     assert!(!holds(PICTURE_CANARY), "the picture reached {place}");
-}
-
-fn turn(text: &str) -> serde_json::Value {
-    json!({"response": {"text": text, "finish_reason": "stop"}})
 }
 
 #[test]
@@ -90,16 +78,11 @@ fn viga_run_refuses_replies_naming_files_and_tells_the_model() {
     ]}});
     let program = rewiring_program(&picture);
     let turns = json!([
-        turn("1. a cube"),
-        turn(&format!("```python\n{program}```")),
+        turn(json!({}), "1. a cube"),
+        turn(json!({}), &format!("```python\n{program}```")),
         verdict
     ]);
-    let script = dir.path().join("session.json");
-    std::fs::write(
-        &script,
-        json!({"description": "rewired", "turns": turns}).to_string(),
-    )
-    .unwrap();
+    let script = script_file(dir.path(), "session.json", turns);
     let out = dir.path().join("out");
     let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
     command
@@ -123,8 +106,7 @@ fn viga_run_refuses_replies_naming_files_and_tells_the_model() {
     assert_no_canary("viga's output", &said);
     let said = String::from_utf8_lossy(&said).into_owned();
 
-    let mut files = Vec::new();
-    files_below(&out, &mut files);
+    let files = files_under(&out);
     for file in &files {
         assert_no_canary(&file.display().to_string(), &std::fs::read(file).unwrap());
     }
@@ -188,4 +170,63 @@ async fn viga_mcp_refuses_replies_naming_files_and_carries_on() {
         client.cancel().await.unwrap();
     })
     .await;
+}
+
+/// A python-pptx program that leaves a link where its deck belongs, aimed at a file of the
+/// person's: the deck is copied out through the strict reader, so the link is refused, the
+/// program fails (and is told why), and no byte of the file reaches the run folder.
+#[test]
+fn a_slides_program_whose_deck_is_a_link_fails_and_nothing_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("notes.txt");
+    std::fs::write(&secret, KEY_CANARY).unwrap();
+    let program = format!(
+        "import os\nos.symlink({:?}, os.environ['VIGA_DECK_PATH'])\n",
+        secret.display().to_string()
+    );
+    let answer = turn(json!({}), &format!("```python\n{program}```"));
+    // The program and its three fast retries, each the same.
+    let script = script_file(
+        dir.path(),
+        "slides.json",
+        json!([answer.clone(), answer.clone(), answer.clone(), answer]),
+    );
+    let out = dir.path().join("out");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args([
+            "run",
+            "--mode",
+            "slides",
+            "--task",
+            "one slide",
+            "--no-plan",
+        ])
+        .args(["--provider", "scripted", "--script"])
+        .arg(&script)
+        .args([
+            "--max-iterations",
+            "1",
+            "--generator-tools",
+            "off",
+            "--output",
+        ])
+        .arg(&out);
+    let output = viga_testkit::output_within(&mut command, BLENDER_TEST_LIMIT);
+    let said = [output.stdout.as_slice(), output.stderr.as_slice()].concat();
+    assert_no_canary("viga's output", &said);
+    let files = files_under(&out);
+    for file in &files {
+        assert_no_canary(&file.display().to_string(), &std::fs::read(file).unwrap());
+    }
+    let events = files
+        .iter()
+        .find(|path| path.ends_with("events.jsonl"))
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|| panic!("no events.jsonl: {}", String::from_utf8_lossy(&said)));
+    let failed = events
+        .lines()
+        .find(|line| line.contains("\"execution_finished\"") && line.contains("\"E1\""))
+        .unwrap_or_else(|| panic!("the program did not fail: {events}"));
+    assert!(failed.contains("deck"), "{failed}");
 }

@@ -88,7 +88,9 @@ impl SlidesSettings {
         let Some(folder) = &self.assets else {
             return Vec::new();
         };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+        // Named to the model by the real path the contained program is granted.
+        let folder = viga_blender::real_paths::real_path(folder);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
             .into_iter()
             .flatten()
             .flatten()

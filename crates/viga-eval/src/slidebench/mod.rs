@@ -100,8 +100,11 @@ pub fn discover(
         path: data.to_path_buf(),
         message,
     };
-    // Absolute: programs (the oracle's) name the reference deck from their own folder.
-    let data = &std::path::absolute(data).map_err(|err| data_error(err.to_string()))?;
+    // By its real path: programs (the oracle's) name the reference deck from their own
+    // contained folder, which reaches it only by the path it is granted by.
+    let data = &data
+        .canonicalize()
+        .map_err(|err| data_error(err.to_string()))?;
     let mut decks: Vec<PathBuf> = std::fs::read_dir(data)
         .map_err(|err| data_error(err.to_string()))?
         .flatten()
