@@ -4,25 +4,11 @@
 //! or a `..` across a hidden folder, does not exist inside. Every path a worker is sent is
 //! therefore the resolved one the grants were made for.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use viga_protocol::bridge::{BridgeCommand, SceneReset};
 
-/// `path` with its links and `..` resolved: the whole path when it exists, else its folder
-/// and the file name (a file to be written); as given when neither exists, so Blender says
-/// what is missing in the person's words.
-pub fn real_path(path: &Path) -> PathBuf {
-    if let Ok(real) = path.canonicalize() {
-        return real;
-    }
-    match (path.parent(), path.file_name()) {
-        (Some(folder), Some(name)) if !folder.as_os_str().is_empty() => folder
-            .canonicalize()
-            .map(|folder| folder.join(name))
-            .unwrap_or_else(|_| path.to_path_buf()),
-        _ => path.to_path_buf(),
-    }
-}
+pub use viga_io::files::real_path;
 
 fn real(path: String) -> String {
     real_path(Path::new(&path)).to_string_lossy().into_owned()

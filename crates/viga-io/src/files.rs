@@ -1,7 +1,7 @@
 //! The two primitives every run folder is written with, kept in one place: whole-file writes
 //! that a kill can never leave half done, and the clock the records are stamped with.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Writes `bytes` to `path` whole: to a temporary sibling, then renamed into place, so a killed
@@ -30,6 +30,23 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |since| {
             u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
         })
+}
+
+/// `path` with its links and `..` resolved: the whole path when it exists, else its folder
+/// and the file name (a file to be written); as given when neither exists, so whoever opens
+/// it says what is missing in the person's words. A contained worker is granted its inputs
+/// by these real paths, and reaches nothing else.
+pub fn real_path(path: &Path) -> PathBuf {
+    if let Ok(real) = path.canonicalize() {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(folder), Some(name)) if !folder.as_os_str().is_empty() => folder
+            .canonicalize()
+            .map(|folder| folder.join(name))
+            .unwrap_or_else(|_| path.to_path_buf()),
+        _ => path.to_path_buf(),
+    }
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ impl SlidesSettings {
             return Vec::new();
         };
         // Named to the model by the real path the contained program is granted.
-        let folder = viga_blender::real_paths::real_path(folder);
+        let folder = viga_io::files::real_path(folder);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
             .into_iter()
             .flatten()

@@ -209,13 +209,21 @@ impl ToolBelt {
             .context
             .render_framed_views(&[(iso.name(), iso.direction())], Vec::new(), None)
             .await;
-        self.take_back(LOOK_STEP).await?;
+        let taken_back = self.take_back(LOOK_STEP).await;
         match rendered {
-            Ok(mut views) => Ok(views
-                .pop()
-                .map(|(_, render)| render)
-                .ok_or_else(|| "Blender rendered no view".to_owned())),
-            Err(ToolError::Recoverable(message)) => Ok(Err(message)),
+            Ok(mut views) => {
+                taken_back?;
+                Ok(views
+                    .pop()
+                    .map(|(_, render)| render)
+                    .ok_or_else(|| "Blender rendered no view".to_owned()))
+            }
+            // A look that failed may have left nothing to take back (a Blender replaced after
+            // a refused reply has no undo steps): said with the look's failure, not a stop.
+            Err(ToolError::Recoverable(message)) => Ok(Err(match taken_back {
+                Ok(()) => message,
+                Err(err) => format!("{message}; and then: {err}"),
+            })),
             Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
         }
     }
