@@ -17,11 +17,20 @@ async fn quick_worker() -> WebWorker {
     .unwrap()
 }
 
+/// The worker serves the next page. Chromium starts a new renderer process after a page
+/// that took its renderer down, which on a loaded 2-core machine can outlast the quick
+/// worker's 3 s load limit once (the load is then stopped, and the process kept): the next
+/// try must work.
 async fn still_works(worker: &WebWorker) {
-    let (_, shot) = worker
-        .render("<body style='margin:0;background:#0f0'></body>", SMALL)
-        .await
-        .unwrap();
+    let page = "<body style='margin:0;background:#0f0'></body>";
+    let shot = match worker.render(page, SMALL).await {
+        Ok((_, shot)) => shot,
+        Err(WebError::Lost(WorkerLost {
+            reason: LostReason::Timeout(_),
+            ..
+        })) => worker.render(page, SMALL).await.unwrap().1,
+        Err(err) => panic!("{err}"),
+    };
     assert_eq!(pixel(&shot.png, 5, 5), [0, 255, 0]);
 }
 
