@@ -15,7 +15,7 @@ use viga_skills::metrics::{image_size, photometric_loss};
 
 use crate::CoreError;
 use crate::config::RunConfig;
-use crate::domain::{Domain, ProgramFormat, SinceMark, TargetView, ViewRender};
+use crate::domain::{Domain, ProgramFormat, RefusalMark, SinceMark, TargetView, ViewRender};
 use crate::folder::RunFolder;
 use crate::handle::RunLink;
 use crate::program::{Attempt, REPLY_REFUSED_ERROR};
@@ -292,12 +292,16 @@ impl Run {
         self.emit(RunEvent::IterationStarted { index })?;
         self.domain
             .begin_iteration(&self.folder.renders_dir(index)?);
+        // A reply refused anywhere in the iteration (the generator's own looks too) fails it.
+        let refusals = self.domain.watch().refusal_mark();
         let (plan, mut attempt) = if self.config.generator_tools {
             self.generate_with_tools(index, &mut tally).await?
         } else {
             self.generate(index, &mut tally).await?
         };
-        let (feedback, render_ids) = self.critique(index, &mut attempt, &mut tally).await?;
+        let (feedback, render_ids) = self
+            .critique(index, &mut attempt, refusals, &mut tally)
+            .await?;
         self.emit(RunEvent::FeedbackProduced {
             index,
             feedback: feedback.clone(),
@@ -379,14 +383,19 @@ impl Run {
         &mut self,
         index: u32,
         attempt: &mut Attempt,
+        refusals: RefusalMark,
         tally: &mut Tally,
     ) -> Result<(Feedback, Vec<String>), CoreError> {
         if !attempt.left_a_scene {
             let feedback = nothing_to_look_at(index, attempt, self.config.generator_tools);
             return Ok((feedback, Vec::new()));
         }
+        // Refused while generating: the worker was replaced, so there is nothing of the
+        // program's left to look at.
+        if let Some(reason) = self.domain.watch().refused_since(refusals) {
+            return self.refused_reply(index, attempt, reason);
+        }
         let verification_started = Instant::now();
-        let refusals = self.domain.watch().refusal_mark();
         let verdict = verify(self, index, attempt, tally).await;
         if !matches!(verdict, Err(CoreError::Cancelled))
             && let Some(reason) = self.domain.watch().refused_since(refusals)
