@@ -41,11 +41,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(8);
     let launcher = locate()?;
     let writable = tempfile::tempdir()?;
-    // Configured as the CLI configures every worker for model-written programs.
+    // Configured as the CLI configures every worker for model-written programs, with every
+    // limit; as root the process limit cannot hold without a delegated cgroup v2, so there it
+    // is turned off by name, as `--process-limit none` does.
+    let mut limits = viga_blender::Limits::default();
+    if viga_testkit::running_as_root() {
+        limits.set(viga_blender::Limit::Processes, None);
+    }
     let contained = ContainedWorkers::new(
         ContainmentPolicy::Require,
         vec![OsString::from(env!("CARGO_BIN_EXE_viga")), "contain".into()],
     )
+    .with_limits(limits)
     .worker_config(&WorkerRequest::new(
         launcher.clone(),
         Access::writing(vec![writable.path().to_path_buf()]),
