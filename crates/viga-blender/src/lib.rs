@@ -32,7 +32,6 @@ pub mod oneshot;
 pub mod pool;
 pub mod private_dir;
 pub mod real_paths;
-mod scratch_room;
 pub mod transport;
 pub mod worker;
 

@@ -173,9 +173,10 @@ pub struct Worker {
     config: WorkerConfig,
     state: Mutex<State>,
     /// Holds the worker's checkpoints, and is a contained Blender's temporary folder and
-    /// the place of its bridge's socket; removed with the worker.
-    state_dir: viga_process::PrivateFolder,
-    /// The same folder, as it is read: only files viga named, no link followed.
+    /// the place of its bridge's socket; kept only so it is removed with the worker.
+    _state_dir: viga_process::PrivateFolder,
+    /// The same folder by its real path, as it is named to Blender and read: only files viga
+    /// named, no link followed.
     scratch: ScratchFolder,
     /// What containment Blender runs under, as the launcher of the running process reported
     /// it.
@@ -192,8 +193,11 @@ impl Worker {
         let state_dir = viga_process::private_folder("viga-worker-").map_err(|err| {
             TransportError::Start(format!("could not create the worker's state folder: {err}"))
         })?;
+        // By its real path, the one the launcher grants: the worker is told this one, and a
+        // checkpoint path that comes back resolved is recognised as the folder's own.
+        let scratch = ScratchFolder::new(viga_io::files::real_path(state_dir.path()));
         let busy_us = Arc::new(AtomicU64::new(0));
-        let running = spawn(&config, state_dir.path(), &busy_us).await?;
+        let running = spawn(&config, scratch.path(), &busy_us).await?;
         let hello = running.client.hello().clone();
         let containment = running.containment.clone();
         tracing::info!(
@@ -208,8 +212,8 @@ impl Worker {
                 running: Some(running),
                 checkpoint: None,
             }),
-            scratch: ScratchFolder::new(state_dir.path().to_path_buf()),
-            state_dir,
+            scratch,
+            _state_dir: state_dir,
             containment: SyncMutex::new(containment),
             restarts: AtomicU32::new(0),
             hello,
@@ -243,7 +247,7 @@ impl Worker {
 
     /// Saves the scene to the worker's checkpoint file; a restart restores it.
     pub async fn checkpoint(&self) -> Result<PathBuf, TransportError> {
-        let path = self.state_dir.path().join("checkpoint.blend");
+        let path = self.scratch.full_path(Path::new("checkpoint.blend"));
         let command = BridgeCommand::Checkpoint {
             path: path.to_string_lossy().into_owned(),
         };
@@ -278,20 +282,17 @@ impl Worker {
         let checkpoint = state
             .checkpoint
             .as_ref()
-            .filter(|path| path.parent() == Some(self.state_dir.path()))
+            .filter(|path| path.parent() == Some(self.scratch.path()))
             .and_then(|path| path.file_name())
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        crate::scratch_room::empty_scratch(
-            self.state_dir.path(),
-            &[
-                &checkpoint,
-                PROGRAM_LOG,
-                &rotated.to_string_lossy(),
-                viga_process::OWNER_FILE,
-            ],
-        );
-        let running = match spawn(&self.config, self.state_dir.path(), &self.busy_us).await {
+        self.scratch.empty_except(&[
+            &checkpoint,
+            PROGRAM_LOG,
+            &rotated.to_string_lossy(),
+            viga_process::OWNER_FILE,
+        ]);
+        let running = match spawn(&self.config, self.scratch.path(), &self.busy_us).await {
             Ok(running) => {
                 if let Ok(mut status) = self.containment.lock() {
                     status.clone_from(&running.containment);

@@ -120,6 +120,33 @@ impl ScratchFolder {
         Ok(copied)
     }
 
+    /// Removes everything directly in the folder but the names in `keep` (a restarted
+    /// worker's room for its next program: its checkpoint, its program log and owner marker
+    /// stay). Links are removed, never followed; what cannot be removed stays, said in a
+    /// warning, and the next program has less room.
+    pub fn empty_except(&self, keep: &[&str]) {
+        let Ok(listing) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            if keep.iter().any(|kept| name == *kept) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = match entry.file_type() {
+                Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+                _ => std::fs::remove_file(&path),
+            };
+            if let Err(err) = removed {
+                tracing::warn!(
+                    "could not empty the scratch folder: {}: {err}",
+                    path.display()
+                );
+            }
+        }
+    }
+
     /// Removes the file (or link, never what a link points to) `relative` when it is there;
     /// the folders on the way are reached like files to read, following no link.
     pub fn remove(&self, relative: &Path) -> io::Result<()> {
@@ -327,5 +354,29 @@ mod tests {
         );
         std::os::unix::fs::symlink("/etc/hostname", root.path().join("log")).unwrap();
         assert!(scratch.read_tail(Path::new("log"), 4).is_err());
+    }
+
+    #[test]
+    fn the_folder_is_emptied_but_for_what_is_kept() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("precious"), "x").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let folder = root.path();
+        std::fs::write(folder.join("checkpoint.blend"), "scene").unwrap();
+        std::fs::write(folder.join("big.bin"), vec![0u8; 4096]).unwrap();
+        std::fs::create_dir_all(folder.join("renders/deep")).unwrap();
+        std::fs::write(folder.join("renders/deep/a.png"), "png").unwrap();
+        std::os::unix::fs::symlink(outside.path(), folder.join("link")).unwrap();
+        ScratchFolder::new(folder.to_path_buf())
+            .empty_except(&["checkpoint.blend", "program-output.log"]);
+        let left: Vec<_> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec!["checkpoint.blend"]);
+        assert!(
+            outside.path().join("precious").exists(),
+            "a link is not followed"
+        );
     }
 }

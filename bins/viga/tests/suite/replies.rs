@@ -67,6 +67,23 @@ fn assert_no_canary(place: &str, bytes: &[u8]) {
     assert!(!holds(PICTURE_CANARY), "the picture reached {place}");
 }
 
+/// Runs `command` (a run into `out`): no byte of a canary in what it printed or in any file
+/// it left under `out`. Returns the run's events.jsonl.
+fn run_without_leaks(command: &mut Command, out: &Path) -> String {
+    let output = viga_testkit::output_within(command, BLENDER_TEST_LIMIT);
+    let said = [output.stdout.as_slice(), output.stderr.as_slice()].concat();
+    assert_no_canary("viga's output", &said);
+    let files = files_under(out);
+    for file in &files {
+        assert_no_canary(&file.display().to_string(), &std::fs::read(file).unwrap());
+    }
+    files
+        .iter()
+        .find(|path| path.ends_with("events.jsonl"))
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|| panic!("no events.jsonl: {}", String::from_utf8_lossy(&said)))
+}
+
 #[test]
 fn viga_run_refuses_replies_naming_files_and_tells_the_model() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,20 +118,7 @@ fn viga_run_refuses_replies_naming_files_and_tells_the_model() {
         .arg(&out)
         .env("OPENAI_API_KEY", KEY_CANARY)
         .env("VIGA_LOG", "debug");
-    let output = viga_testkit::output_within(&mut command, BLENDER_TEST_LIMIT);
-    let said = [output.stdout.as_slice(), output.stderr.as_slice()].concat();
-    assert_no_canary("viga's output", &said);
-    let said = String::from_utf8_lossy(&said).into_owned();
-
-    let files = files_under(&out);
-    for file in &files {
-        assert_no_canary(&file.display().to_string(), &std::fs::read(file).unwrap());
-    }
-    let events = files
-        .iter()
-        .find(|path| path.ends_with("events.jsonl"))
-        .unwrap_or_else(|| panic!("no events.jsonl: {said}"));
-    let events = std::fs::read_to_string(events).unwrap();
+    let events = run_without_leaks(&mut command, &out);
     let refused = events
         .lines()
         .find(|line| line.contains("\"reply_refused\""))
@@ -212,18 +216,7 @@ fn a_slides_program_whose_deck_is_a_link_fails_and_nothing_is_read() {
             "--output",
         ])
         .arg(&out);
-    let output = viga_testkit::output_within(&mut command, BLENDER_TEST_LIMIT);
-    let said = [output.stdout.as_slice(), output.stderr.as_slice()].concat();
-    assert_no_canary("viga's output", &said);
-    let files = files_under(&out);
-    for file in &files {
-        assert_no_canary(&file.display().to_string(), &std::fs::read(file).unwrap());
-    }
-    let events = files
-        .iter()
-        .find(|path| path.ends_with("events.jsonl"))
-        .map(|path| std::fs::read_to_string(path).unwrap())
-        .unwrap_or_else(|| panic!("no events.jsonl: {}", String::from_utf8_lossy(&said)));
+    let events = run_without_leaks(&mut command, &out);
     let failed = events
         .lines()
         .find(|line| line.contains("\"execution_finished\"") && line.contains("\"E1\""))

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use viga_blender::BlenderLauncher;
 use viga_blender::addon::{EXTENSION_ID, build_zip};
-use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
+
+use super::{bpy_python, run_checks};
 
 /// The extension's package as it ships: the built zip, extracted into `dir/package/`.
 fn shipped_package(dir: &Path) -> PathBuf {
@@ -20,28 +20,6 @@ fn shipped_package(dir: &Path) -> PathBuf {
         .extract(&package)
         .unwrap();
     dir.join("package")
-}
-
-fn bpy_python() -> PathBuf {
-    let BlenderLauncher::PythonModule { python } = super::blender() else {
-        panic!("the add-on checks need the bpy module (cargo xtask setup)");
-    };
-    python
-}
-
-/// Runs one of the add-on's check scripts and asserts its summary line: nothing failed and
-/// at least `least` checks ran.
-fn run_checks(command: &mut Command, least: u32) {
-    let output = output_within(command, BLENDER_TEST_LIMIT);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let summary = stdout.lines().last().unwrap_or_default();
-    assert!(
-        output.status.success() && summary.ends_with(" 0 failed"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let passed: u32 = summary.split(' ').next().unwrap().parse().unwrap();
-    assert!(passed >= least, "only {passed} checks ran: {summary}");
 }
 
 fn checks_script(name: &str) -> PathBuf {

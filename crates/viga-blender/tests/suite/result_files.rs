@@ -10,24 +10,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use viga_blender::BlenderLauncher;
-use viga_testkit::{BLENDER_TEST_LIMIT, output_within};
+use super::{bpy_python, run_checks};
 
 #[test]
 fn results_that_would_read_files_are_refused_and_their_own_assets_come_in() {
-    let BlenderLauncher::PythonModule { python } = super::blender() else {
-        panic!("the result checks need the bpy module (cargo xtask setup)");
-    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/result_checks.py");
-    let output = output_within(Command::new(python).arg(script), BLENDER_TEST_LIMIT);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let summary = stdout.lines().last().unwrap_or_default();
-    assert!(
-        output.status.success() && summary.ends_with(" 0 failed"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    // One check per kind: a check dropped from the script must be dropped here too.
-    let passed: u32 = summary.split(' ').next().unwrap().parse().unwrap();
-    assert!(passed >= 16, "only {passed} checks ran: {summary}");
+    // One check per kind.
+    run_checks(Command::new(bpy_python()).arg(script), 16);
 }
