@@ -1,0 +1,1 @@
+//! Evaluation set-up: from a front end's choices to a benchmark run.
