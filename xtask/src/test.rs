@@ -1,11 +1,26 @@
-//! `cargo xtask test`: the whole suite. The tests build while setup makes the venv and the
-//! renderers' packages are checked (in CI, as root, installed); then they run, with
-//! cargo-nextest when it is installed (test binaries side by side, `.config/nextest.toml`),
-//! else with `cargo test`. Extra arguments always go to `cargo test`, whose filters they are.
+//! `cargo xtask test`: the whole suite. The guard rails first: `cargo fmt --check`, then,
+//! while setup makes the venv and the renderers' packages are checked (in CI, as root,
+//! installed), clippy over every target with warnings as errors and the tests' build; then
+//! the tests run, with cargo-nextest when it is installed (test binaries side by side,
+//! `.config/nextest.toml`), else with `cargo test`. Extra arguments always go to `cargo test`,
+//! whose filters they are, and skip the guard rails.
 
 use std::process::{Command, Stdio};
 
 use anyhow::Result;
+
+/// Clippy over everything the suite builds and every other target (benches), warnings as
+/// errors: the lints in `Cargo.toml` and the function length in `clippy.toml`.
+const CLIPPY: [&str; 8] = [
+    "clippy",
+    "--workspace",
+    "--all-targets",
+    "--features",
+    "viga-eval/clip",
+    "--",
+    "-D",
+    "warnings",
+];
 
 /// N-CLIP's network is a feature of its own; the tests check it too.
 const WHOLE_SUITE: [&str; 4] = [
@@ -27,13 +42,16 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
     if !build.contains(&"--no-run") {
         build.push("--no-run");
     }
-    crate::build_while(&build, || {
+    let setup = || {
         crate::setup::run()?;
         crate::system::ensure_packages()
-    })?;
+    };
     if !cargo_args.is_empty() {
+        crate::build_while(&build, setup)?;
         return crate::cargo(&test, cargo_args);
     }
+    crate::cargo(&["fmt", "--all", "--check"], &[])?;
+    crate::builds_while(&[&CLIPPY, &build], setup)?;
     if !nextest_installed() {
         println!(
             "test: cargo-nextest is not installed, so the test binaries run one after another \

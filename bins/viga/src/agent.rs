@@ -8,12 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use viga_blender::{Access, BlenderCommands as _, BlenderTransport};
-use viga_core::addon_agent::{AgentConfig, AgentFolder, AgentOutcome};
+use viga_domain_scene::addon_agent::{AgentConfig, AgentFolder, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_provider::ProviderKind;
-
-use crate::keys::build_provider;
 
 use crate::args::ProviderArgs;
 use crate::progress::Output;
@@ -64,16 +62,16 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     let mut args = args;
     let conversation = match &args.continue_run {
         Some(previous) => {
-            let turns = viga_core::addon_agent::turns_after(previous)?;
+            let turns = viga_domain_scene::addon_agent::turns_after(previous)?;
             if !args.attach.wanted() && args.blend.is_none() {
-                args.blend = Some(viga_core::addon_agent::continued_scene(previous)?);
+                args.blend = Some(viga_domain_scene::addon_agent::continued_scene(previous)?);
             }
             turns
         }
         None => Vec::new(),
     };
-    let settings = crate::provider_config(&args.provider, None)?;
-    let provider = build_provider(&settings)?;
+    let settings = viga_app::provider::settings(&args.provider.choice(), None)?;
+    let provider = viga_app::provider::build(&settings)?;
     if settings.kind == ProviderKind::Scripted {
         out.say("[scripted provider] every model answer is replayed from a script");
     }
@@ -91,14 +89,14 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     config.provider = settings.kind.name().to_owned();
     config.model = provider.model().to_owned();
     // The run's folder first: its results folder is the one place its Blender may write.
-    let prepared = viga_core::addon_agent::prepare(config, &args.output)?;
+    let prepared = viga_domain_scene::addon_agent::prepare(config, &args.output)?;
     let blender = scene_blender(&args, contained, &prepared).await?;
-    let mut handle = viga_core::addon_agent::start(prepared, provider, blender).await?;
+    let mut handle = viga_domain_scene::addon_agent::start(prepared, provider, blender).await?;
     crate::progress::stream_model_text(&handle, &out);
     out.run_folder(handle.folder());
     crate::progress::follow_events(&mut handle, &out, "the agent", show, None).await;
     let outcome = handle.wait().await?;
-    let report = viga_core::report::write_html(&outcome.folder, None)?;
+    let report = viga_core::report::write_html(&outcome.folder, None, &viga_app::domains::kinds())?;
     out.report(&report);
     Ok(finish(&outcome, &out, args.attach.wanted()))
 }
@@ -111,7 +109,9 @@ async fn scene_blender(
     prepared: &AgentFolder,
 ) -> Result<std::sync::Arc<dyn BlenderTransport>> {
     if args.attach.wanted() {
-        return Ok(crate::attach::attach(&args.attach).await?.transport);
+        return Ok(viga_app::attach::attach(args.attach.connection.as_deref())
+            .await?
+            .transport);
     }
     let blend = args.blend.as_deref().map(std::path::absolute).transpose()?;
     // Add-on commands write their results (exports, renders) in the run's results folder

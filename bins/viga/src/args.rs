@@ -1,9 +1,9 @@
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use viga_core::RunConfig;
-use viga_core::scene::{AssetGenerator, SceneSettings};
+use viga_domain_scene::{AssetGenerator, SceneSettings};
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
 use viga_skills::reconstruct::{ReconstructionConfig, ReconstructionService};
@@ -457,7 +457,88 @@ pub enum Generator {
     Search,
 }
 
+/// What a run starts from, as its flags say: ready to start, or a scene run on the scene a
+/// person has open (their Blender is reached once the model is known).
+pub enum RunStart {
+    Ready(Box<viga_app::runs::Start>),
+    Attached(SceneSettings),
+}
+
+impl ProviderArgs {
+    /// The choice these flags make, for the provider factory.
+    pub fn choice(&self) -> viga_app::provider::ProviderChoice {
+        viga_app::provider::ProviderChoice {
+            config_file: self.provider_config.clone(),
+            kind: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            script: self.script.clone(),
+        }
+    }
+}
+
 impl RunArgs {
+    /// The loop's settings and what the run builds, for every mode; the frames of a target
+    /// video are decoded into `decode_into`, which must outlive the start of the run.
+    pub fn start(&self, decode_into: &std::path::Path) -> Result<(RunConfig, RunStart)> {
+        use viga_app::runs::Start;
+        if self.mode != Mode::Scene {
+            let flags = self.scene_only_flags();
+            if !flags.is_empty() {
+                let mode = if self.mode == Mode::Slides {
+                    "slides"
+                } else {
+                    "page"
+                };
+                bail!(
+                    "{} belong(s) to Blender scene runs, not to --mode {mode}; leave them out",
+                    flags.join(", ")
+                );
+            }
+        }
+        match self.mode {
+            Mode::Slides => {
+                let config = self.flat_run_config(viga_domain_slides::SLIDES_DOMAIN)?;
+                let mut settings = viga_domain_slides::SlidesSettings {
+                    assets: self.assets.clone(),
+                    ..viga_domain_slides::SlidesSettings::default()
+                };
+                if let Some(resolution) = &self.resolution {
+                    settings.view_width = parse_resolution(resolution)?.0;
+                }
+                Ok((config, RunStart::Ready(Box::new(Start::Slides(settings)))))
+            }
+            Mode::Page => {
+                let config = self.flat_run_config(viga_domain_page::PAGE_DOMAIN)?;
+                let settings = viga_domain_page::PageSettings::for_targets(
+                    self.viewport.as_deref(),
+                    &config.targets,
+                )
+                .context("--viewport")?;
+                Ok((config, RunStart::Ready(Box::new(Start::Page(settings)))))
+            }
+            Mode::Scene => self.scene_start(decode_into),
+        }
+    }
+
+    /// A scene run's start: on the person's open scene (`--attach`), or in a Blender of
+    /// viga's own, reconstructed first with `--init`.
+    fn scene_start(&self, decode_into: &std::path::Path) -> Result<(RunConfig, RunStart)> {
+        let (config, scene) = self.run_config(decode_into)?;
+        let init = self.init_service()?;
+        if !self.attach.wanted() {
+            let start = viga_app::runs::Start::Scene { scene, init };
+            return Ok((config, RunStart::Ready(Box::new(start))));
+        }
+        if init.is_some() {
+            bail!(
+                "--init starts from the objects the service reconstructs; it does not go with --attach, which starts from your open scene"
+            );
+        }
+        Ok((config, RunStart::Attached(scene)))
+    }
+
     /// The loop's settings and the scene's; the frames of a target video are decoded into
     /// `decode_into`, which must outlive the start of the run (it copies its targets).
     pub fn run_config(&self, decode_into: &std::path::Path) -> Result<(RunConfig, SceneSettings)> {
@@ -628,7 +709,7 @@ mod tests {
 
     use super::{Cli, Command, parse_resolution};
 
-    fn scene_of(arguments: &[&str]) -> anyhow::Result<viga_core::scene::SceneSettings> {
+    fn scene_of(arguments: &[&str]) -> anyhow::Result<viga_domain_scene::SceneSettings> {
         let cli = Cli::try_parse_from(["viga", "run", "--task", "a cube"].iter().chain(arguments))?;
         let Command::Run(run) = cli.command else {
             panic!("parsed as another command");

@@ -2,17 +2,10 @@
 //! add-on writes there, and `viga addon build|host`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
-use viga_blender::attach::{Connection, choose};
-use viga_blender::client::FramedClient;
-use viga_blender::{BlenderLauncher, locate};
-
-/// How long one call into a person's Blender may take: applying a whole scene program.
-const USER_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+use viga_blender::locate;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct AttachArgs {
@@ -28,37 +21,6 @@ pub struct AttachArgs {
 impl AttachArgs {
     pub fn wanted(&self) -> bool {
         self.attach || self.connection.is_some()
-    }
-}
-
-/// A person's Blender, connected.
-pub struct UserBlender {
-    pub transport: Arc<FramedClient>,
-    pub connection: Connection,
-}
-
-/// Finds and connects to the person's Blender, or fails within five seconds with a
-/// one-line message that says what to do.
-pub async fn attach(args: &AttachArgs) -> Result<UserBlender> {
-    let connection = choose(args.connection.as_deref())?;
-    let client = viga_blender::attach::attach(&connection, USER_CALL_TIMEOUT).await?;
-    Ok(UserBlender {
-        transport: Arc::new(client),
-        connection,
-    })
-}
-
-/// The Blender a worker of viga's own runs: the one set up for viga, or else the binary of
-/// the `attached` Blender itself.
-pub fn blender_for(attached: Option<&Connection>) -> Result<BlenderLauncher> {
-    match (locate(), attached) {
-        (Ok(launcher), _) => Ok(launcher),
-        (Err(_), Some(connection)) if !connection.info.binary_path.is_empty() => {
-            Ok(BlenderLauncher::Binary {
-                blender: PathBuf::from(&connection.info.binary_path),
-            })
-        }
-        (Err(err), _) => Err(err.into()),
     }
 }
 
@@ -189,7 +151,11 @@ async fn host(zip: Option<PathBuf>, args: HostArgs) -> Result<std::process::Exit
         addons: args.addons,
         server,
     };
-    let mut command = viga_blender::addon::host_command(&locate()?, &zip, &options)?;
+    let mut command = viga_blender::addon::host_command(
+        &locate().map_err(viga_app::AppError::from)?,
+        &zip,
+        &options,
+    )?;
     let mut child = command
         .kill_on_drop(true)
         .spawn()

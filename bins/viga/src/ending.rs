@@ -27,8 +27,8 @@ pub fn advice(kind: FailureKind, run: Option<&Path>) -> Option<String> {
         FailureKind::ProviderFailed => format!(
             "the provider refused the request or answered with something unusable; check --model and --base-url{resume}"
         ),
-        FailureKind::BlenderUnavailable => format!(
-            "Blender could not be started or restarted: the message above says why (containment that is required but does not hold names what would make it hold); `viga doctor` shows which Blender is found and what containment holds here{resume}"
+        FailureKind::WorkerUnavailable => format!(
+            "the worker the programs run in (Blender, LibreOffice or Chromium) could not be started or restarted: the message above says why (containment that is required but does not hold names what would make it hold); `viga doctor` shows which Blender and renderers are found and what containment holds here{resume}"
         ),
         FailureKind::Io => "a file or folder could not be read or written: check the path in the message, its permissions and the free disk space".to_owned(),
         // `other` is as often the model's (a Geometry Nodes step that never worked) as a bug:
@@ -44,6 +44,9 @@ pub fn failure_kind_of(err: &anyhow::Error) -> Option<FailureKind> {
 }
 
 fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
+    if let Some(err) = cause.downcast_ref::<viga_app::AppError>() {
+        return Some(err.kind());
+    }
     if let Some(err) = cause.downcast_ref::<viga_core::CoreError>() {
         return Some(err.kind());
     }
@@ -51,19 +54,9 @@ fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
         return Some(viga_core::provider_failure_kind(err));
     }
     if let Some(err) = cause.downcast_ref::<viga_blender::TransportError>() {
-        return Some(viga_core::blender_failure_kind(err));
-    }
-    // Its `Start` is transparent: the transport's error is not a cause of its own.
-    if let Some(viga_blender::ContainedWorkersError::Start(err)) = cause.downcast_ref() {
-        return Some(viga_core::blender_failure_kind(err));
-    }
-    if cause.is::<viga_blender::LocateError>() {
-        return Some(FailureKind::BlenderUnavailable);
+        return Some(viga_domain_scene::blender_failure_kind(err));
     }
     if let Some(err) = cause.downcast_ref::<viga_gn::GnError>() {
-        return Some(err.kind());
-    }
-    if let Some(err) = cause.downcast_ref::<viga_blender::attach::AttachError>() {
         return Some(err.kind());
     }
     cause
@@ -109,22 +102,26 @@ mod tests {
 
     #[test]
     fn typed_errors_keep_their_kind_through_context() {
-        let locate = anyhow::Error::new(viga_blender::LocateError::NotFound {
-            venv: std::path::PathBuf::from("/nowhere/.viga/venv"),
-        })
+        let locate = anyhow::Error::new(viga_app::AppError::from(
+            viga_blender::LocateError::NotFound {
+                venv: std::path::PathBuf::from("/nowhere/.viga/venv"),
+            },
+        ))
         .context("starting Blender");
         assert_eq!(
             failure_kind_of(&locate),
-            Some(FailureKind::BlenderUnavailable)
+            Some(FailureKind::WorkerUnavailable)
         );
-        let frozen = anyhow::Error::new(viga_blender::attach::AttachError::Unreachable {
-            pid: 7,
-            port: 1,
-            message: "timed out".into(),
-        });
+        let frozen = anyhow::Error::new(viga_app::AppError::from(
+            viga_blender::attach::AttachError::Unreachable {
+                pid: 7,
+                port: 1,
+                message: "timed out".into(),
+            },
+        ));
         assert_eq!(
             failure_kind_of(&frozen),
-            Some(FailureKind::BlenderUnavailable),
+            Some(FailureKind::WorkerUnavailable),
             "7, not 2"
         );
         let unwritable = anyhow::Error::new(viga_gn::GnError::File {

@@ -29,8 +29,6 @@ use viga_eval::{
 };
 use viga_provider::{Provider, ProviderConfig, ProviderKind};
 
-use crate::keys::build_provider;
-
 #[derive(Debug, Subcommand)]
 pub enum EvalCommand {
     /// Score a system on a BlenderGym-layout folder (bench_data or the mini-suite).
@@ -184,7 +182,7 @@ pub struct BlenderbenchArgs {
 /// The agent's model: the flags of `viga run` (`--provider`, `--model`, `--base-url`,
 /// `--api-key-env`, `--provider-config`, `--script`).
 pub fn agent_provider(flags: &crate::args::ProviderArgs) -> Result<Arc<dyn Provider>> {
-    build_provider(&crate::provider_config(flags, None)?)
+    Ok(viga_app::provider::chosen(&flags.choice(), None)?.1)
 }
 
 /// A benchmark's reference-free judge.
@@ -300,7 +298,7 @@ fn provider_from(
     let mut settings = ProviderConfig::new(kind, model.unwrap_or_default().to_owned());
     settings.base_url = base_url.map(str::to_owned);
     settings.script = script.map(Path::to_path_buf);
-    build_provider(&settings)
+    Ok(viga_app::provider::build(&settings)?)
 }
 
 /// The system under test: a baseline, or the agent with a provider. `search` is BlenderGym's
@@ -414,7 +412,7 @@ async fn evaluate(
     );
     // Said once for the pool, as `viga run` says it for its worker; eval.json, each
     // instance's folder and the report record it.
-    crate::say_containment(&pool.acquire().await?.containment());
+    viga_app::workers::warn_if_less(&pool.acquire().await?.containment(), &crate::Terminal);
     let summary = run_with_progress(&config, pool, proposer).await?;
     for (instance, error) in &summary.failed {
         eprintln!("FAILED {instance}: {error}");

@@ -19,8 +19,6 @@ use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_protocol::gn::GnResultImported;
 use viga_provider::{Provider, ProviderKind};
 
-use crate::keys::build_provider;
-
 use crate::args::ProviderArgs;
 use crate::progress::Output;
 
@@ -219,7 +217,7 @@ async fn open_workbench(
         }
         return Ok(Workbench::own(worker));
     }
-    let user = crate::attach::attach(&args.attach).await?;
+    let user = viga_app::attach::attach(args.attach.connection.as_deref()).await?;
     if args.trusted {
         return Ok(Workbench::live(user.transport));
     }
@@ -299,8 +297,8 @@ fn parse_gate(text: &str) -> Result<viga_protocol::gn::GateName, String> {
 
 /// The model the run asks, from the provider flags.
 fn model(args: &GnArgs, out: &Output) -> Result<std::sync::Arc<dyn Provider>> {
-    let settings = crate::provider_config(&args.provider, None)?;
-    let provider = build_provider(&settings)?;
+    let settings = viga_app::provider::settings(&args.provider.choice(), None)?;
+    let provider = viga_app::provider::build(&settings)?;
     if settings.kind == ProviderKind::Scripted {
         out.say("[scripted provider] every model answer is replayed from a script");
     }

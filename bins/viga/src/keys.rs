@@ -2,16 +2,14 @@
 //! file (viga-keys), for people who cannot set environment variables (Blender started from a
 //! desktop launcher). A key is read from standard input, never from a flag, and never
 //! printed. Providers read a key from its environment variable first and from the store when
-//! the variable is not set ([`build_provider`]).
+//! the variable is not set (`viga_app::provider::build`).
 
 use std::io::{IsTerminal as _, Read as _};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use clap::Subcommand;
 use viga_keys::KeyStore;
-use viga_provider::{Provider, ProviderConfig, build_provider_with_env};
 
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
@@ -76,29 +74,4 @@ pub fn run(command: &KeyCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The provider `settings` describe, its key from the environment or, when the variable is
-/// not set, from the key store. A store that cannot be read is said with the missing key.
-pub fn build_provider(settings: &ProviderConfig) -> Result<Arc<dyn Provider>> {
-    let problem = std::cell::RefCell::new(None);
-    let built = build_provider_with_env(settings, |name| {
-        if let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
-            return Some(value);
-        }
-        match KeyStore::from_environment().and_then(|store| store.get(name)) {
-            Ok(found) => found.map(|(key, _)| key),
-            Err(err) => {
-                *problem.borrow_mut() = Some(err);
-                None
-            }
-        }
-    });
-    match (built, problem.into_inner()) {
-        (Ok(provider), _) => Ok(provider),
-        (Err(err), Some(store)) => {
-            Err(anyhow::Error::new(err).context(format!("the key store cannot be read: {store}")))
-        }
-        (Err(err), None) => Err(err.into()),
-    }
 }

@@ -40,7 +40,9 @@ pub async fn serve(
     // A person's Blender is always live: viga never reloads the file they have open.
     let (blender, mode): (Arc<dyn BlenderTransport>, ProgramMode) = if attach.wanted() {
         (
-            crate::attach::attach(attach).await?.transport,
+            viga_app::attach::attach(attach.connection.as_deref())
+                .await?
+                .transport,
             ProgramMode::Live,
         )
     } else {
@@ -83,9 +85,7 @@ pub async fn gateway(
     args: crate::args::GatewayArgs,
     contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
-    use viga_serve::ws::{
-        BlenderSessions, Credentials, DialLimits, GatewayLimits, ListenSecurity, TlsFiles,
-    };
+    use viga_serve::ws::{BlenderSessions, Credentials, ListenSecurity, TlsFiles};
     anyhow::ensure!(
         args.max_sessions >= 1
             && args.max_connections >= 1
@@ -107,24 +107,7 @@ pub async fn gateway(
         None
     };
     let users = credentials.user_names().len();
-    let config = GatewayConfig {
-        credentials,
-        limits: GatewayLimits {
-            max_sessions: args.max_sessions,
-            session_idle: std::time::Duration::from_secs(args.session_idle),
-            max_connections: args.max_connections,
-            max_waiting: args.max_waiting_connections,
-            waiting_per_address: args.waiting_per_address,
-            connection_idle: std::time::Duration::from_secs(args.connection_idle),
-            ..GatewayLimits::default()
-        },
-        files_root: args.files_root.clone(),
-        dial: DialLimits {
-            reconnect_grace: std::time::Duration::from_secs(args.reconnect_grace),
-            ..DialLimits::default()
-        },
-        chat,
-    };
+    let config = gateway_config(&args, credentials, chat);
     let security = ListenSecurity {
         tls: args
             .tls_cert
@@ -136,7 +119,7 @@ pub async fn gateway(
     // Each user's Blender runs that user's add-on commands: contained, reading the
     // add-ons and writing only the user's own folder.
     let sessions = BlenderSessions {
-        launcher: locate()?,
+        launcher: locate().map_err(viga_app::AppError::from)?,
         addons_folder: args.addons.clone(),
         setup_code,
         contained: contained.clone(),
@@ -169,11 +152,38 @@ pub async fn gateway(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// The gateway's settings from its flags.
+fn gateway_config(
+    args: &crate::args::GatewayArgs,
+    credentials: viga_serve::ws::Credentials,
+    chat: Option<viga_serve::ws::ChatSettings>,
+) -> GatewayConfig {
+    use viga_serve::ws::{DialLimits, GatewayLimits};
+    GatewayConfig {
+        credentials,
+        limits: GatewayLimits {
+            max_sessions: args.max_sessions,
+            session_idle: std::time::Duration::from_secs(args.session_idle),
+            max_connections: args.max_connections,
+            max_waiting: args.max_waiting_connections,
+            waiting_per_address: args.waiting_per_address,
+            connection_idle: std::time::Duration::from_secs(args.connection_idle),
+            ..GatewayLimits::default()
+        },
+        files_root: args.files_root.clone(),
+        dial: DialLimits {
+            reconnect_grace: std::time::Duration::from_secs(args.reconnect_grace),
+            ..DialLimits::default()
+        },
+        chat,
+    }
+}
+
 /// The agent behind the chat page, from the provider flags.
 fn chat_settings(args: &crate::args::GatewayArgs) -> Result<viga_serve::ws::ChatSettings> {
     use viga_provider::ProviderKind;
-    let settings = crate::provider_config(&args.provider, None)?;
-    let provider = viga_provider::build_provider(&settings)?;
+    let settings = viga_app::provider::settings(&args.provider.choice(), None)?;
+    let provider = viga_app::provider::build(&settings)?;
     let (width, height) = crate::args::parse_resolution(&args.resolution)?;
     anyhow::ensure!(args.max_steps >= 1, "--max-steps must be at least 1");
     let model_sees = match args.model_sees {
@@ -190,7 +200,7 @@ fn chat_settings(args: &crate::args::GatewayArgs) -> Result<viga_serve::ws::Chat
         render: RenderSpec {
             width,
             height,
-            ..viga_core::addon_agent::AgentConfig::new("").render
+            ..viga_domain_scene::addon_agent::AgentConfig::new("").render
         },
         model_sees,
         max_tokens: 4096,

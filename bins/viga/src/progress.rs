@@ -34,33 +34,13 @@ impl Printer {
             }
             RunEvent::ExecutionFinished {
                 result,
-                failure: Some(failure),
+                failure,
                 attempt,
                 ..
-            } => {
-                let detail = result
-                    .error
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_else(|| failure.describe().to_owned());
-                say!(
-                    "  attempt {}: {failure} {}",
-                    attempt + 1,
-                    first_line(&detail)
-                );
-            }
-            RunEvent::ExecutionFinished {
-                result, attempt, ..
-            } => {
-                say!(
-                    "  attempt {}: ran in {:.0} ms",
-                    attempt + 1,
-                    result.duration_ms
-                );
-            }
+            } => say!("  {}", attempt_line(result, failure.as_ref(), *attempt)),
             RunEvent::FastRetry { .. } => say!("  asking for a fix (fast retry)"),
             RunEvent::WorkerRestarted { reason } => {
-                say!("  Blender restarted: {}", first_line(reason))
+                say!("  the worker restarted: {}", first_line(reason))
             }
             RunEvent::ReplyRefused { reason, .. } => {
                 say!(
@@ -82,27 +62,11 @@ impl Printer {
                     if *ok { "" } else { " (failed)" }
                 );
             }
-            RunEvent::FeedbackProduced { feedback, .. } => {
-                let verdict = if feedback.accepted {
-                    "accepted"
-                } else {
-                    "not accepted"
-                };
-                let first = feedback
-                    .visual_differences
-                    .first()
-                    .map(String::as_str)
-                    .unwrap_or("");
-                say!(
-                    "  verifier: {verdict}{}{}",
-                    if first.is_empty() { "" } else { "; " },
-                    first_line(first)
-                );
-            }
+            RunEvent::FeedbackProduced { feedback, .. } => say!("  {}", verdict_line(feedback)),
             RunEvent::Warning { message } => say!("  warning: {message}"),
             RunEvent::RunFinished { stop, iterations } => {
                 let why = match stop {
-                    StopReason::Accepted => "the verifier accepted the scene".to_owned(),
+                    StopReason::Accepted => "the verifier accepted the result".to_owned(),
                     StopReason::MaxIterations => "the iteration budget is spent".to_owned(),
                     StopReason::Cancelled => "cancelled".to_owned(),
                     StopReason::Failed { message, .. } => format!("failed: {message}"),
@@ -112,6 +76,48 @@ impl Printer {
             _ => {}
         }
     }
+}
+
+/// How one attempt at running the program went.
+fn attempt_line(
+    result: &viga_protocol::iteration::ExecutionResult,
+    failure: Option<&viga_protocol::iteration::FailureClass>,
+    attempt: u32,
+) -> String {
+    match failure {
+        Some(failure) => {
+            let detail = result
+                .error
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_else(|| failure.describe().to_owned());
+            format!("attempt {}: {failure} {}", attempt + 1, first_line(&detail))
+        }
+        None => format!(
+            "attempt {}: ran in {:.0} ms",
+            attempt + 1,
+            result.duration_ms
+        ),
+    }
+}
+
+/// The verifier's verdict and its first difference.
+fn verdict_line(feedback: &viga_protocol::iteration::Feedback) -> String {
+    let verdict = if feedback.accepted {
+        "accepted"
+    } else {
+        "not accepted"
+    };
+    let first = feedback
+        .visual_differences
+        .first()
+        .map(String::as_str)
+        .unwrap_or("");
+    format!(
+        "verifier: {verdict}{}{}",
+        if first.is_empty() { "" } else { "; " },
+        first_line(first)
+    )
 }
 
 fn first_line(text: &str) -> String {

@@ -71,7 +71,7 @@ impl AttachError {
     pub fn kind(&self) -> viga_protocol::event::FailureKind {
         use viga_protocol::event::FailureKind;
         match self {
-            Self::Unreachable { .. } => FailureKind::BlenderUnavailable,
+            Self::Unreachable { .. } => FailureKind::WorkerUnavailable,
             Self::NoneRunning { .. }
             | Self::Stale { .. }
             | Self::Several { .. }

@@ -5,7 +5,7 @@
 //! how it is found in an answer), runs it in the domain's worker from the same starting state
 //! every time, renders the views a target picture shows, gives the verifier its first look
 //! and its tools, and saves the result. A Blender scene is one domain
-//! ([`crate::scene::SceneDomain`]); a downstream crate adds another by implementing the trait:
+//! (viga-domain-scene's `SceneDomain`); a downstream crate adds another by implementing the trait:
 //!
 //! ```
 //! use std::path::Path;
@@ -87,7 +87,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use viga_protocol::bridge::RenderOutput;
+use viga_protocol::bridge::ViewPicture;
 use viga_protocol::iteration::ExecutionResult;
 use viga_protocol::message::{ImageData, ToolSpec};
 use viga_sandbox::ContainmentStatus;
@@ -240,7 +240,7 @@ pub fn label_of(view: Option<&str>, frame: Option<i32>) -> String {
 pub enum ViewRender {
     /// `view` names the view that was rendered, as scores record it: the target's label
     /// with a default view resolved (`Camera1`, `Camera1@f24`, `2`).
-    Rendered { view: String, output: RenderOutput },
+    Rendered { view: String, picture: ViewPicture },
     /// The view cannot be rendered for this result (a program removed the camera, the deck
     /// has fewer slides): said to the model, and the run goes on without that score.
     Unavailable(String),

@@ -63,14 +63,14 @@ impl CoreError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),
             source,
         }
     }
 
-    pub(crate) fn worker(context: impl Into<String>, source: WorkerFault) -> Self {
+    pub fn worker(context: impl Into<String>, source: WorkerFault) -> Self {
         Self::Worker {
             context: context.into(),
             source,
@@ -115,7 +115,7 @@ pub fn provider_failure_kind(err: &ProviderError) -> FailureKind {
 /// the top is a bug somewhere, `other`.
 pub fn worker_failure_kind(fault: &WorkerFault) -> FailureKind {
     match fault.kind {
-        FaultKind::Unavailable | FaultKind::TimedOut(_) => FailureKind::BlenderUnavailable,
+        FaultKind::Unavailable | FaultKind::TimedOut(_) => FailureKind::WorkerUnavailable,
         FaultKind::Refused | FaultKind::Other => FailureKind::Other,
     }
 }
@@ -150,11 +150,11 @@ mod tests {
             (CoreError::from(long), FailureKind::ContextOverflow),
             (
                 CoreError::worker("restarting Blender", restart_failed),
-                FailureKind::BlenderUnavailable,
+                FailureKind::WorkerUnavailable,
             ),
             (
                 CoreError::worker("rendering", timed_out),
-                FailureKind::BlenderUnavailable,
+                FailureKind::WorkerUnavailable,
             ),
             (
                 CoreError::worker("rendering", WorkerFault::new(FaultKind::Refused, "no")),

@@ -136,14 +136,16 @@ impl SavedProvider {
 pub struct WorkerInputs {
     /// Generated and fetched assets; the run's programs find it in `VIGA_ASSETS_DIR`.
     pub assets: PathBuf,
-    /// A reconstruction's meshes and scene (`--init`).
-    pub init: PathBuf,
+    /// The domain's own input folders (a scene's reconstruction).
+    pub own: Vec<PathBuf>,
 }
 
 impl WorkerInputs {
-    /// Both folders, for the worker's read access.
+    /// Every folder, for the worker's read access.
     pub fn paths(&self) -> Vec<PathBuf> {
-        vec![self.assets.clone(), self.init.clone()]
+        std::iter::once(self.assets.clone())
+            .chain(self.own.iter().cloned())
+            .collect()
     }
 }
 
@@ -285,9 +287,10 @@ impl RunFolder {
         discard_unstarted(&self.root);
     }
 
-    /// The folders of the run whose files its worker opens, made now: a contained worker is
-    /// allowed to read them, and nothing else of the run folder.
-    pub fn worker_inputs(&self) -> Result<WorkerInputs, CoreError> {
+    /// The folders of the run whose files its worker opens, made now: the assets and the
+    /// domain's `own` (relative to the run folder). A contained worker is allowed to read
+    /// them, and nothing else of the run folder.
+    pub fn worker_inputs(&self, own: &[&str]) -> Result<WorkerInputs, CoreError> {
         let made = |name: &str| -> Result<PathBuf, CoreError> {
             let path = std::path::absolute(self.root.join(name))
                 .map_err(|err| io(&self.root.join(name), err))?;
@@ -296,7 +299,10 @@ impl RunFolder {
         };
         Ok(WorkerInputs {
             assets: made(viga_skills::assets::ASSETS_DIR)?,
-            init: made(crate::scene::init::INIT_MESHES)?,
+            own: own
+                .iter()
+                .map(|name| made(name))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -379,7 +385,7 @@ impl RunFolder {
     /// Keeps a tool's render in the run folder: where the tool context already wrote it, or
     /// else written now as `<view>-<number>`, `number` asked for only then. Returns its id
     /// and the event announcing it.
-    pub(crate) fn keep_render(
+    pub fn keep_render(
         &self,
         index: u32,
         render: &CapturedRender,
@@ -390,17 +396,17 @@ impl RunFolder {
             Some(id) => id,
             None => {
                 let view = format!("{}-{}", render.view, number());
-                self.write_render(index, &view, &render.output.image.data)?
+                self.write_render(index, &view, &render.picture.image.data)?
             }
         };
         let event = RunEvent::RenderProduced {
             index,
             render_id: render_id.clone(),
             view: render.view.clone(),
-            width: render.output.width,
-            height: render.output.height,
-            render_ms: render.output.render_ms,
-            engine: Some(render.output.engine),
+            width: render.picture.width,
+            height: render.picture.height,
+            render_ms: render.picture.render_ms,
+            engine: render.picture.engine,
         };
         Ok((render_id, event))
     }

@@ -19,19 +19,21 @@
 //! events arrive; resume.
 //!
 //! What the loop builds is a [`domain::Domain`]: the loop's modules know programs, runs,
-//! renders, tools and scores only through it. The Blender scene domain, runs on a person's
-//! open scene and the add-on agent live in [`scene`], the one module that names Blender;
-//! slides (python-pptx, LibreOffice) in [`slides`] and web pages (Chromium) in [`page`].
+//! renders, tools and scores only through it. Each domain lives in a crate of its own
+//! (viga-domain-scene for Blender, viga-domain-slides, viga-domain-page) with a
+//! [`kind::DomainKind`]: what the report says of its runs and what it adds to them, asked
+//! through the [`kind::DomainKinds`] a front end registers. [`renderer`] holds what a domain
+//! whose worker is a supervised renderer process shares.
 //!
-//! **Must not:** parse command lines, print to a terminal, or know which provider, domain or
-//! worker it was given: they come in as trait objects.
+//! **Must not:** parse command lines, print to a terminal, know which provider, domain or
+//! worker it was given (they come in as trait objects), or depend on a renderer's crate
+//! (Blender, slides, pages).
 //!
 //! ```no_run
 //! # async fn demo(provider: std::sync::Arc<dyn viga_provider::Provider>,
-//! #               blender: std::sync::Arc<dyn viga_blender::BlenderTransport>) -> Result<(), viga_core::CoreError> {
+//! #               domain: std::sync::Arc<dyn viga_core::Domain>) -> Result<(), viga_core::CoreError> {
 //! let config = viga_core::RunConfig::new("a red cube on a grey floor");
-//! let scene = viga_core::scene::SceneDomain::new(Default::default(), blender, false)?;
-//! let mut run = viga_core::start(config, provider, std::sync::Arc::new(scene), std::path::Path::new("output"))?;
+//! let mut run = viga_core::start(config, provider, domain, std::path::Path::new("output"))?;
 //! while let Some(event) = run.next_event().await {
 //!     println!("{:?}", event.event);
 //! }
@@ -48,27 +50,25 @@ pub mod domain;
 mod error;
 mod excerpt;
 mod extract;
-mod flat;
 pub mod folder;
 mod handle;
+pub mod kind;
 mod offered;
-pub mod page;
 mod program;
-mod prompts;
+pub mod prompts;
 mod recover;
+pub mod renderer;
 pub mod report;
 mod run;
-pub mod scene;
 mod scores;
 mod shrink;
-pub mod slides;
 pub mod targets;
 #[cfg(test)]
 mod test_domain;
 mod tool_generator;
 mod translate;
 mod verify;
-mod written_calls;
+pub mod written_calls;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -89,10 +89,10 @@ pub use error::{CoreError, provider_failure_kind, worker_failure_kind};
 pub use extract::first_python_block;
 pub use folder::{RecordedDomain, RunFolder};
 pub use handle::{Cancelled, Canceller, ModelText, RunHandle, RunLink, RunUpdate};
+pub use kind::{DomainKind, DomainKinds};
 pub use program::{BLENDER_CRASH_ERROR, LIMIT_ERROR, PROGRAM_TIMEOUT_ERROR, REPLY_REFUSED_ERROR};
 pub use prompts::Prompts;
 pub use run::RunOutcome;
-pub use scene::{VERIFIER_CYCLES_SAMPLES, addon_agent, attached, blender_failure_kind};
 pub use scores::{IterationScores, Scores};
 pub use translate::ProviderTranslator;
 
@@ -118,7 +118,7 @@ fn read_target(path: &Path) -> Result<ImageData, CoreError> {
 
 /// The targets `specs` name, read from `files` (the user's files, or the run folder's
 /// copies when resuming).
-fn read_targets(
+pub fn read_targets(
     specs: &[TargetSpec],
     files: &[std::path::PathBuf],
 ) -> Result<Vec<TargetView>, CoreError> {
@@ -174,7 +174,7 @@ fn check_settings(config: &RunConfig, domain: &dyn Domain) -> Result<(), CoreErr
 }
 
 /// `Err` listing `problems` when there are any.
-fn check_problems(problems: Vec<String>) -> Result<(), CoreError> {
+pub fn check_problems(problems: Vec<String>) -> Result<(), CoreError> {
     if problems.is_empty() {
         return Ok(());
     }
@@ -206,7 +206,10 @@ fn recorded(domain: &dyn Domain) -> RecordedDomain {
     }
 }
 
-fn start_in(
+/// Starts a new run of `domain` in `folder` whose settings the caller has checked (see
+/// [`check_problems`]): for runs that start from something of their own (a person's scene,
+/// a reconstruction) and check their own settings first.
+pub fn start_in(
     folder: RunFolder,
     config: RunConfig,
     provider: Arc<dyn Provider>,
@@ -237,22 +240,14 @@ fn start_in(
 }
 
 /// The settings of the run in `run_folder` and of its domain, as [`resume`] continues it
-/// (what its worker must be able to read is in them). An add-on agent run is refused: it
-/// cannot be resumed.
+/// (what its worker must be able to read is in them).
 pub fn resumable_config(run_folder: &Path) -> Result<(RunConfig, RecordedDomain), CoreError> {
-    let folder = RunFolder::open(run_folder)?;
-    if addon_agent::is_agent_run(run_folder) {
-        return Err(CoreError::Config(format!(
-            "{} is an add-on agent run, which cannot be resumed; start a new one with `viga agent`",
-            run_folder.display()
-        )));
-    }
-    folder.read_args()
+    RunFolder::open(run_folder)?.read_args()
 }
 
 /// The settings of `domain` that the run in `run_folder` recorded in its `args.json`, read
 /// back as `T`; a run of another domain is refused.
-pub(crate) fn recorded_settings<T: serde::de::DeserializeOwned>(
+pub fn recorded_settings<T: serde::de::DeserializeOwned>(
     run_folder: &Path,
     domain: &str,
 ) -> Result<T, CoreError> {

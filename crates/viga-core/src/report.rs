@@ -1,8 +1,10 @@
 //! One self-contained HTML page per run: the target beside each iteration's renders, the
 //! plan, the code's diff against the previous iteration, the verifier's feedback and the
-//! metrics. An add-on agent run's page is its transcript instead: each step's commands with
-//! their arguments, results and the scene after them, then the final answer. Images are
-//! inlined, so the page works offline and can be mailed around.
+//! metrics; the sections its domain adds ([`crate::DomainKind::report_sections`]). A run
+//! folder of a shape a domain owns gets that domain's page instead
+//! ([`crate::DomainKind::own_report`]). Images are inlined, so the page works offline and
+//! can be mailed around. The page's frame ([`HEAD`], [`escape`], [`render_figure`]) is
+//! public for those pages.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -12,15 +14,18 @@ use viga_memory::{iterations_in, read_run_log};
 use viga_protocol::event::RunEvent;
 use viga_protocol::iteration::{FailureClass, Feedback, GeneratorToolCall, IterationRecord};
 
-use crate::addon_agent::{self, AgentConfig, AgentStep, CommandRecord, Transcript};
 use crate::folder::{REPORT_FILE, RunFolder, SCORES_FILE};
 use crate::scores::Scores;
-use crate::{CoreError, RecordedDomain, RunConfig};
+use crate::{CoreError, DomainKinds, RunConfig};
 
 /// Writes the run's HTML report (`report.html` in the run folder unless `out` says where)
-/// whole, and returns its path.
-pub fn write_html(run_folder: &Path, out: Option<&Path>) -> Result<std::path::PathBuf, CoreError> {
-    let html = render_html(run_folder)?;
+/// whole, and returns its path; `kinds` are the domains whose runs it can describe.
+pub fn write_html(
+    run_folder: &Path,
+    out: Option<&Path>,
+    kinds: &DomainKinds,
+) -> Result<std::path::PathBuf, CoreError> {
+    let html = render_html(run_folder, kinds)?;
     let path = out.map_or_else(|| run_folder.join(REPORT_FILE), Path::to_path_buf);
     viga_io::files::write_atomic(&path, html.as_bytes())
         .map_err(|err| CoreError::io(&path, err))?;
@@ -28,9 +33,9 @@ pub fn write_html(run_folder: &Path, out: Option<&Path>) -> Result<std::path::Pa
 }
 
 /// Builds the report of a run folder.
-pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
-    if addon_agent::is_agent_run(run_folder) {
-        return render_agent_html(run_folder);
+pub fn render_html(run_folder: &Path, kinds: &DomainKinds) -> Result<String, CoreError> {
+    if let Some(own) = kinds.own_report(run_folder) {
+        return own;
     }
     let folder = RunFolder::open(run_folder)?;
     let (config, domain) = folder.read_args()?;
@@ -52,23 +57,19 @@ pub fn render_html(run_folder: &Path) -> Result<String, CoreError> {
     if scripted {
         html.push_str("<p class=\"scripted\">SCRIPTED PROVIDER: every model answer in this run was replayed from a script file, not produced by a model.</p>");
     }
+    let described = kinds.describe(&domain, !config.targets.is_empty());
     facts_table(
         &mut html,
         &folder,
         &config,
-        &domain,
+        &described,
         records.len(),
         stop.as_deref(),
     );
     if log.truncated_tail {
         html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
     }
-    if domain.name == crate::scene::SCENE_DOMAIN {
-        html.push_str(&crate::scene::provenance::assets_section(folder.root()));
-    }
-    if domain.name == crate::page::PAGE_DOMAIN {
-        html.push_str(&network_section(folder.root()));
-    }
+    html.push_str(&kinds.report_sections(&domain, &folder));
     let mut previous_code = String::new();
     for record in &records {
         iteration_section(
@@ -112,7 +113,7 @@ fn facts_table(
     html: &mut String,
     folder: &RunFolder,
     config: &RunConfig,
-    domain: &RecordedDomain,
+    described: &str,
     iterations: usize,
     stop: Option<&str>,
 ) {
@@ -128,7 +129,7 @@ fn facts_table(
         iterations,
         config.max_iterations,
         escape(stop.unwrap_or("still running or killed")),
-        escape(&describe_domain(domain, !config.targets.is_empty())),
+        escape(described),
         config.memory_window,
         if config.generator_tools {
             format!(
@@ -371,111 +372,6 @@ fn feedback_block(html: &mut String, feedback: &Feedback) {
     }
 }
 
-/// The report of an add-on agent run: its transcript. The request, then each step's model
-/// text and commands (tool, arguments, result, the scene after it, renders), then the final
-/// answer.
-fn render_agent_html(run_folder: &Path) -> Result<String, CoreError> {
-    let folder = RunFolder::open(run_folder)?;
-    let config = addon_agent::read_config(run_folder)?;
-    let log = read_run_log(&folder.events_path())?;
-    let transcript = addon_agent::read_transcript(run_folder)?.unwrap_or_else(|| Transcript {
-        request: config.task.clone(),
-        ..Transcript::default()
-    });
-    let stop = log.events.iter().rev().find_map(|e| match &e.event {
-        RunEvent::RunFinished { stop, iterations } => Some((format!("{stop:?}"), *iterations)),
-        _ => None,
-    });
-    let mut html = String::with_capacity(32 * 1024);
-    html.push_str(HEAD);
-    let _ = write!(html, "<h1>viga add-on agent: {}</h1>", escape(&config.task));
-    if config.provider == "scripted" {
-        html.push_str("<p class=\"scripted\">SCRIPTED PROVIDER: every model answer in this run was replayed from a script file, not produced by a model.</p>");
-    }
-    agent_facts(&mut html, &config, &transcript, stop.as_ref());
-    if log.truncated_tail {
-        html.push_str("<p class=\"warn\">The event log ends in a cut-off line (the run was killed while writing); it was ignored.</p>");
-    }
-    let _ = write!(
-        html,
-        "<section><h2>The scene at the start</h2><pre>{}</pre></section>",
-        escape(&transcript.opening_scene)
-    );
-    for step in &transcript.steps {
-        agent_step_section(&mut html, &folder, step);
-    }
-    let answer = match &transcript.answer {
-        Some(answer) => format!("<pre>{}</pre>", escape(answer)),
-        None => "<p>The run stopped without a final answer.</p>".to_owned(),
-    };
-    let _ = write!(html, "<section><h2>Answer</h2>{answer}</section>");
-    html.push_str("</body></html>\n");
-    Ok(html)
-}
-
-/// The recorded domain in a line: a scene's verifier renders, a deck's renderer, a page's
-/// window.
-fn describe_domain(domain: &RecordedDomain, has_target: bool) -> String {
-    match domain.name.as_str() {
-        crate::slides::SLIDES_DOMAIN => {
-            "slides: python-pptx programs, each slide rendered by LibreOffice".to_owned()
-        }
-        crate::page::PAGE_DOMAIN => {
-            match serde_json::from_value::<crate::page::PageSettings>(domain.settings.clone()) {
-                Ok(settings) => format!(
-                    "web page: HTML in headless Chromium, window {}x{}, no network",
-                    settings.viewport.width, settings.viewport.height
-                ),
-                Err(_) => "web page: HTML in headless Chromium, no network".to_owned(),
-            }
-        }
-        _ => crate::scene::describe_recorded(domain, has_target),
-    }
-}
-
-/// The requests a page run's pages made outside themselves, refused, per iteration
-/// (`network.jsonl`); nothing when none was made.
-fn network_section(run_folder: &Path) -> String {
-    let Ok(text) = std::fs::read_to_string(run_folder.join(crate::page::NETWORK_FILE)) else {
-        return String::new();
-    };
-    let mut rows = String::new();
-    for line in text.lines() {
-        let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let iteration = record["iteration"]
-            .as_u64()
-            .map_or_else(|| "?".to_owned(), |n| n.to_string());
-        let requests: Vec<String> = record["refused"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|request| {
-                format!(
-                    "{} ({})",
-                    request["url"].as_str().unwrap_or_default(),
-                    request["resource_type"].as_str().unwrap_or_default()
-                )
-            })
-            .collect();
-        let _ = write!(
-            rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&iteration),
-            record["refused_total"].as_u64().unwrap_or_default(),
-            escape(&requests.join(", "))
-        );
-    }
-    if rows.is_empty() {
-        return String::new();
-    }
-    format!(
-        "<section><h2>Network</h2><p class=\"warn\">The pages asked for resources outside themselves. Pages reach no network: every such request was refused and got no response.</p>\
-         <table><tr><th>iteration</th><th>refused</th><th>requests</th></tr>{rows}</table></section>"
-    )
-}
-
 /// What containment the run's programs ran under, as its folder records it.
 fn containment_of(folder: &RunFolder) -> String {
     let recorded = std::fs::read_to_string(folder.root().join(crate::folder::CONTAINMENT_FILE))
@@ -488,96 +384,11 @@ fn containment_of(folder: &RunFolder) -> String {
     }
 }
 
-/// Provider, steps, how the run stopped, whose scene it worked on, and the tools it had.
-fn agent_facts(
-    html: &mut String,
-    config: &AgentConfig,
-    transcript: &Transcript,
-    stop: Option<&(String, u32)>,
-) {
-    let scene = if config.attached {
-        "the open scene in your Blender: each command is one undo step"
-    } else {
-        "viga's own Blender; the result is final.blend"
-    };
-    let steps = stop.map_or(transcript.steps.len() as u32, |(_, steps)| *steps);
-    let _ = write!(
-        html,
-        "<table class=\"facts\"><tr><th>provider</th><td>{}</td><th>model</th><td>{}</td></tr>\
-         <tr><th>steps</th><td>{} of at most {}</td><th>stopped</th><td>{}</td></tr>\
-         <tr><th>scene</th><td>{}</td><th>add-ons</th><td>{}</td></tr>\
-         <tr><th>tools</th><td colspan=\"3\">{}</td></tr></table>",
-        escape(&config.provider),
-        escape(&config.model),
-        steps,
-        config.max_steps,
-        escape(stop.map_or("still running or killed", |(stop, _)| stop.as_str())),
-        scene,
-        escape(&transcript.addons.join(", ")),
-        escape(&transcript.tools.join(", "))
-    );
-}
-
-/// One step: what the model wrote, then each command it asked for.
-fn agent_step_section(html: &mut String, folder: &RunFolder, step: &AgentStep) {
-    let _ = write!(html, "<section><h2>Step {}</h2>", step.index);
-    if !step.text.is_empty() {
-        let _ = write!(html, "<pre>{}</pre>", escape(&step.text));
-    }
-    for call in &step.calls {
-        agent_command_block(html, folder, call);
-    }
-    html.push_str("</section>");
-}
-
-/// One command: the tool and its arguments, what came back, the scene after it and the
-/// renders of a look.
-fn agent_command_block(html: &mut String, folder: &RunFolder, call: &CommandRecord) {
-    let _ = write!(
-        html,
-        "<h3>{}{}</h3><p>Arguments</p><pre>{}</pre>",
-        escape(&call.tool),
-        if call.ok { "" } else { " (refused)" },
-        escape(&pretty(&call.arguments))
-    );
-    let class = if call.ok { "" } else { " class=\"error\"" };
-    let _ = write!(
-        html,
-        "<p>Result</p><pre{class}>{}</pre>",
-        escape(&pretty(&call.result))
-    );
-    if let Some(step) = &call.undo_step {
-        let _ = write!(html, "<p>Undo step: {}</p>", escape(step));
-    }
-    if !call.scene.is_empty() {
-        let _ = write!(
-            html,
-            "<p>Scene after it</p><pre>{}</pre>",
-            escape(&call.scene.join("\n"))
-        );
-    }
-    if !call.render_ids.is_empty() {
-        html.push_str("<div class=\"images\">");
-        for render_id in &call.render_ids {
-            html.push_str(&render_figure(folder, render_id, render_id));
-        }
-        html.push_str("</div>");
-    }
-}
-
-/// A JSON value for reading: text as it is, anything else pretty-printed.
-fn pretty(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::String(text) => text.clone(),
-        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
-    }
-}
-
 /// The figure of one render, by the id an iteration or a step recorded. Ids are read from the
 /// run folder, which may come from anyone: an id naming a file outside it (by its path, or
 /// through a link inside it) is refused on the page and never read. A render whose file is
 /// gone is left out.
-fn render_figure(folder: &RunFolder, render_id: &str, caption: &str) -> String {
+pub fn render_figure(folder: &RunFolder, render_id: &str, caption: &str) -> String {
     let path = match viga_skills::names::relative_path("render id", render_id) {
         Ok(relative) => folder.root().join(relative),
         Err(refused) => return format!("<p class=\"warn\">{}</p>", escape(&refused.to_string())),
@@ -697,7 +508,8 @@ fn lined_up(old: &[&str], new: &[&str], out: &mut String) {
     }
 }
 
-const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>viga run report</title><style>\
+/// The page's head: its style, for every report page.
+pub const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>viga run report</title><style>\
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}\
 section{border-top:1px solid #ccc;margin-top:2em}\
 .images{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0}img{max-width:280px;border:1px solid #999}.strip img{max-width:160px}.strip caption{text-align:left}\

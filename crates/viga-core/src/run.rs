@@ -498,7 +498,7 @@ impl Run {
                 })?;
             let label = target.label();
             let (view, output) = match rendered {
-                ViewRender::Rendered { view, output } => (view, output),
+                ViewRender::Rendered { view, picture } => (view, picture),
                 // A program that removed or renamed the target's camera: this view cannot be
                 // scored, which the model should hear about, but the run goes on.
                 ViewRender::Unavailable(why) => {
@@ -520,7 +520,7 @@ impl Run {
                 width: output.width,
                 height: output.height,
                 render_ms: output.render_ms,
-                engine: Some(output.engine),
+                engine: output.engine,
             })?;
             match photometric_loss(&output.image.data, &target.image.data) {
                 Ok(loss) => self.scores.record(index, &view, loss),

@@ -43,7 +43,7 @@ fn save_renders(
     tally: &mut Tally,
 ) -> Result<(), CoreError> {
     for render in renders {
-        tally.timings.render_ms += render.output.render_ms;
+        tally.timings.render_ms += render.picture.render_ms;
         let (render_id, announced) = run.folder.keep_render(index, render, || ids.len() + 1)?;
         run.emit(announced)?;
         ids.push(render_id);

@@ -19,7 +19,7 @@ use viga_provider::ModelResponse;
 
 /// `response` with the tool call its text holds, when it has no call of its own (see the
 /// module's notes). `offered` says which tool names the role has.
-pub(crate) fn with_tool_call_from_text(
+pub fn with_tool_call_from_text(
     mut response: ModelResponse,
     offered: impl Fn(&str) -> bool,
     index: u32,

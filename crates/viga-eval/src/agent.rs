@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use viga_blender::BlenderTransport;
-use viga_core::scene::{SceneDomain, SceneSettings};
 use viga_core::{RunConfig, TargetSpec};
+use viga_domain_scene::{SceneDomain, SceneSettings};
 use viga_protocol::bridge::{RenderEngine, RenderSpec};
 use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::Provider;

@@ -106,7 +106,7 @@ impl EvalError {
         use viga_protocol::event::FailureKind;
         match self {
             Self::Io { .. } | Self::BadResults { .. } => FailureKind::Io,
-            Self::Blender(err) => viga_core::blender_failure_kind(err),
+            Self::Blender(err) => viga_domain_scene::blender_failure_kind(err),
             Self::Harness { .. } => FailureKind::Other,
             #[cfg(feature = "clip")]
             Self::Clip(_) => FailureKind::Other,

@@ -198,10 +198,10 @@ impl PageProposer for PageAgent {
         let picture = context.scratch.join("target.png");
         crate::write_atomic(&picture, context.target)?;
         config.targets.push(viga_core::TargetSpec::picture(picture));
-        let settings = viga_core::page::PageSettings {
+        let settings = viga_domain_page::PageSettings {
             viewport: context.viewport,
         };
-        let domain = viga_core::page::PageDomain::new(settings, Arc::clone(context.worker))
+        let domain = viga_domain_page::PageDomain::new(settings, Arc::clone(context.worker))
             .map_err(|err| run.harness(err))?;
         run.final_program(config, Arc::new(domain)).await
     }
@@ -309,7 +309,7 @@ async fn target_of(
         // The goal's window: the shipped screenshot's size, else the common default.
         let viewport = match &instance.target {
             Some(path) => size_of(&std::fs::read(path).map_err(|err| EvalError::io(path, err))?)?,
-            None => viga_core::page::DEFAULT_VIEWPORT,
+            None => viga_domain_page::DEFAULT_VIEWPORT,
         };
         let (_, shot) = worker
             .render(&html, viewport)

@@ -95,7 +95,7 @@ impl GnError {
     pub fn kind(&self) -> FailureKind {
         match self {
             Self::Provider(err) => viga_core::provider_failure_kind(err),
-            Self::Blender { source, .. } => viga_core::blender_failure_kind(source),
+            Self::Blender { source, .. } => viga_domain_scene::blender_failure_kind(source),
             Self::File { .. } => FailureKind::Io,
             Self::TrustedNotAllowed { .. }
             | Self::PresetNotFound { .. }

@@ -130,7 +130,7 @@ impl Workbench {
         if let Some(folder) = &outcome.folder {
             self.keep_copy(folder)?;
         }
-        let undo_name = viga_core::attached::undo_name(request);
+        let undo_name = viga_domain_scene::attached::undo_name(request);
         let done = outcome.state == RunState::Done;
         match &self.place {
             Place::Own => {}

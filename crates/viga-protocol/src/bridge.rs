@@ -675,6 +675,31 @@ pub struct RenderOutput {
     pub render_ms: f64,
 }
 
+/// A picture of one view as the loop keeps it, whoever made it (Blender, LibreOffice,
+/// Chromium).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewPicture {
+    pub image: ImageData,
+    pub width: u32,
+    pub height: u32,
+    /// Time the renderer spent making it, in milliseconds.
+    pub render_ms: f64,
+    /// The Blender engine that rendered it; `None` for a renderer that is not Blender.
+    pub engine: Option<RenderEngine>,
+}
+
+impl From<RenderOutput> for ViewPicture {
+    fn from(output: RenderOutput) -> Self {
+        Self {
+            image: output.image,
+            width: output.width,
+            height: output.height,
+            render_ms: output.render_ms,
+            engine: Some(output.engine),
+        }
+    }
+}
+
 /// Where a camera is after `set_camera` or `frame_objects`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CameraState {

@@ -17,7 +17,7 @@ use crate::message::TokenUsage;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "reason", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StopReason {
-    /// The run reached its end: the verifier accepted the scene, the Geometry Nodes
+    /// The run reached its end: the verifier accepted the result, the Geometry Nodes
     /// assistant is done, or the add-on agent gave its answer.
     Accepted,
     /// The iteration budget (the add-on agent's: its step budget) was spent.
@@ -39,7 +39,8 @@ pub enum StopReason {
 /// server is down, overloaded, rate-limited or unreachable after retries: try again later),
 /// `context_overflow` (the prompt is too long for the model even after shrinking it),
 /// `provider_failed` (the provider refused the request or answered with something unusable),
-/// `blender_unavailable` (Blender could not be started, or restarted twice in a row),
+/// `worker_unavailable` (the worker the programs run in, Blender, LibreOffice or Chromium,
+/// could not be started, or restarted twice in a row; `blender_unavailable` before),
 /// `io` (a file or folder could not be read or written), `config` (settings that cannot
 /// work), `cancelled`, and `other` (anything else: a bug).
 // No doc comments on the variants: schemars would turn the plain string enum of the schema
@@ -51,7 +52,8 @@ pub enum FailureKind {
     ProviderUnavailable,
     ContextOverflow,
     ProviderFailed,
-    BlenderUnavailable,
+    #[serde(alias = "blender_unavailable")]
+    WorkerUnavailable,
     Io,
     Config,
     Cancelled,
@@ -69,7 +71,7 @@ impl FailureKind {
             Self::ProviderUnavailable => 4,
             Self::ContextOverflow => 5,
             Self::ProviderFailed => 6,
-            Self::BlenderUnavailable => 7,
+            Self::WorkerUnavailable => 7,
             Self::Io => 8,
             Self::Cancelled => 130,
         }
@@ -252,7 +254,7 @@ mod tests {
             FailureKind::ProviderUnavailable,
             FailureKind::ContextOverflow,
             FailureKind::ProviderFailed,
-            FailureKind::BlenderUnavailable,
+            FailureKind::WorkerUnavailable,
             FailureKind::Io,
             FailureKind::Cancelled,
         ];
@@ -264,6 +266,17 @@ mod tests {
         assert_eq!(
             StopReason::failed("down", FailureKind::ProviderUnavailable).exit_code(),
             4
+        );
+    }
+
+    /// Run folders written before the kind had its neutral name still read.
+    #[test]
+    fn a_lost_worker_reads_under_its_old_name_and_writes_under_its_new() {
+        let old: FailureKind = serde_json::from_str("\"blender_unavailable\"").unwrap();
+        assert_eq!(old, FailureKind::WorkerUnavailable);
+        assert_eq!(
+            serde_json::to_string(&FailureKind::WorkerUnavailable).unwrap(),
+            "\"worker_unavailable\""
         );
     }
 }

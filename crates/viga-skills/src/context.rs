@@ -194,7 +194,7 @@ impl ToolContext {
         Ok(CapturedRender {
             view: view.to_owned(),
             file: keep(self.render_file(view), &output)?,
-            output,
+            picture: output.into(),
         })
     }
 
@@ -227,7 +227,7 @@ impl ToolContext {
                 let render = CapturedRender {
                     view: (*view).to_owned(),
                     file: keep(self.render_file(view), &output)?,
-                    output,
+                    picture: output.into(),
                 };
                 Ok((framing, render))
             })

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde_json::Value;
 use viga_blender::TransportError;
-use viga_protocol::bridge::RenderOutput;
+use viga_protocol::bridge::ViewPicture;
 use viga_protocol::iteration::Feedback;
 use viga_protocol::message::{ImageData, ToolSpec};
 use viga_protocol::{ProtocolType, parse_value, schema_of};
@@ -53,7 +53,7 @@ impl From<TransportError> for ToolError {
 pub struct CapturedRender {
     /// The view's name ("front", "iso", "investigate-2", ...).
     pub view: String,
-    pub output: RenderOutput,
+    pub picture: ViewPicture,
     /// Where the PNG was kept, when the context keeps renders in a folder
     /// ([`crate::ToolContext::set_render_folder`]); `None` when it is only in memory.
     pub file: Option<std::path::PathBuf>,

@@ -100,7 +100,7 @@ async fn render_from(
             round3(state.location()),
             round3(state.target)
         ),
-        images: vec![render.output.image.clone()],
+        images: vec![render.picture.image.clone()],
         renders: vec![render],
         control: Control::Continue,
     })
@@ -155,7 +155,7 @@ pub async fn initialize_viewpoint(
     let decoding: Vec<_> = framed
         .iter()
         .map(|(_, render)| {
-            let (label, png) = (render.view.clone(), render.output.image.data.clone());
+            let (label, png) = (render.view.clone(), render.picture.image.data.clone());
             tokio::task::spawn_blocking(move || {
                 decode_view(&label, &png).map(|image| (label, image))
             })

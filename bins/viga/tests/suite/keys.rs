@@ -223,3 +223,73 @@ fn a_kept_key_reaches_the_provider_and_nothing_else() {
         );
     }
 }
+
+/// `viga gateway` builds its chat agent's model through the same factory as every command:
+/// a key kept with `viga key set` (and not in the environment) is found, so the server
+/// starts instead of telling the operator to do what they already did.
+#[test]
+fn the_gateway_finds_a_key_kept_with_viga_key_set() {
+    use std::io::{BufRead as _, Write as _};
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    let viga = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+        command
+            .args(args)
+            .env("VIGA_KEY_STORE", "file")
+            .env("VIGA_KEY_DIR", &keys)
+            .env_remove("VIGA_GATEWAY_TEST_KEY");
+        command
+    };
+    let mut set = viga(&["key", "set", "VIGA_GATEWAY_TEST_KEY"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    set.stdin
+        .take()
+        .unwrap()
+        .write_all(b"sk-kept-for-the-gateway\n")
+        .unwrap();
+    assert!(set.wait().unwrap().success());
+    let users = dir.path().join("users.txt");
+    std::fs::write(&users, "alice: alice-token-0123456789\n").unwrap();
+    std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut gateway = viga(&[
+        "gateway",
+        "--listen",
+        "127.0.0.1:0",
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-test",
+        "--api-key-env",
+        "VIGA_GATEWAY_TEST_KEY",
+        "--users",
+    ])
+    .arg(&users)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let watchdog =
+        viga_testkit::kill_after(&gateway, viga_testkit::BLENDER_TEST_LIMIT, "viga gateway");
+    let mut said = String::new();
+    for line in std::io::BufReader::new(gateway.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    drop(watchdog);
+    assert!(
+        said.contains("listening on") && said.contains("the agent (gpt-test)"),
+        "the gateway did not start with the kept key:\n{said}"
+    );
+}

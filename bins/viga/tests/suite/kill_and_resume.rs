@@ -103,7 +103,7 @@ fn a_killed_run_resumes_at_the_next_iteration_with_nothing_lost() {
     );
     assert!(stdout.contains("resuming at iteration 2"), "{stdout}");
     assert!(
-        stdout.contains("stopped after 2 iterations: the verifier accepted the scene"),
+        stdout.contains("stopped after 2 iterations: the verifier accepted the result"),
         "{stdout}"
     );
     assert!(folder.join("codes/2.py").is_file() && folder.join("report.html").is_file());

@@ -21,6 +21,7 @@ mod kill_and_resume;
 mod limits;
 mod mcp_stdio;
 mod modes;
+mod old_runs;
 mod panel;
 mod paths;
 mod replies;

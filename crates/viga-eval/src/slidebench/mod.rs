@@ -322,11 +322,11 @@ impl SlideProposer for SlideAgent {
                 frame: None,
             });
         }
-        let settings = viga_core::slides::SlidesSettings {
+        let settings = viga_domain_slides::SlidesSettings {
             assets: instance.media.clone(),
-            ..viga_core::slides::SlidesSettings::default()
+            ..viga_domain_slides::SlidesSettings::default()
         };
-        let domain = viga_core::slides::SlidesDomain::new(settings, Arc::clone(context.worker))
+        let domain = viga_domain_slides::SlidesDomain::new(settings, Arc::clone(context.worker))
             .map_err(|err| run.harness(err))?;
         run.final_program(config, Arc::new(domain)).await
     }

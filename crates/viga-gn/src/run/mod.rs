@@ -417,7 +417,8 @@ impl GnRun {
         let Some(path) = recorder.folder().map(|folder| folder.join(FINAL_BLEND)) else {
             return;
         };
-        let saved = viga_core::scene::save_scene_as(self.blender.transport().as_ref(), &path).await;
+        let saved =
+            viga_domain_scene::save_scene_as(self.blender.transport().as_ref(), &path).await;
         if let Err(err) = saved {
             recorder.warn(format!("the final scene was not saved: {err}"));
         }

@@ -26,11 +26,11 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use viga_blender::BlenderTransport;
-use viga_core::addon_agent::{
-    AgentConfig, AgentOutcome, PathArguments, read_config, remembered_turn,
-};
 use viga_core::conversation::EarlierTurn;
 use viga_core::{Canceller, CoreError};
+use viga_domain_scene::addon_agent::{
+    AgentConfig, AgentOutcome, PathArguments, read_config, remembered_turn,
+};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason};
 use viga_protocol::server::{BlenderKind, BlenderStatus, ChatIn, ChatOut, OfferedTool};
@@ -574,8 +574,8 @@ impl Request {
         if !desktop {
             config.addons_folder.clone_from(&settings.server_addons);
         }
-        let prepared = viga_core::addon_agent::prepare(config, folder.path())?;
-        let mut handle = viga_core::addon_agent::start(
+        let prepared = viga_domain_scene::addon_agent::prepare(config, folder.path())?;
+        let mut handle = viga_domain_scene::addon_agent::start(
             prepared,
             Arc::clone(&settings.provider),
             Arc::clone(&self.chosen.blender),
@@ -606,7 +606,11 @@ impl Request {
                 .progress(&self.query_id, StreamLine::Event { event: timed });
         }
         let outcome = handle.wait().await?;
-        if let Err(err) = viga_core::report::write_html(&outcome.folder, None) {
+        if let Err(err) = viga_core::report::write_html(
+            &outcome.folder,
+            None,
+            &viga_core::DomainKinds::new().with(std::sync::Arc::new(viga_domain_scene::SceneKind)),
+        ) {
             tracing::warn!(user = %self.user, "the run's report was not written: {err}");
         }
         Ok(outcome)

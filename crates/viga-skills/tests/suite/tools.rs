@@ -75,7 +75,7 @@ async fn the_verifier_looks_around_and_ends_with_a_verdict() {
         let sizes: Vec<_> = start
             .renders
             .iter()
-            .map(|r| image_size(&r.output.image.data).unwrap())
+            .map(|r| image_size(&r.picture.image.data).unwrap())
             .collect();
         assert_eq!(sizes, [(32, 32); 4]);
         assert!(start.text.contains("Ball, Box"), "{}", start.text);
@@ -91,7 +91,7 @@ async fn the_verifier_looks_around_and_ends_with_a_verdict() {
             .unwrap();
         assert_eq!(turned.renders.len(), 1);
         assert_eq!(
-            image_size(&turned.renders[0].output.image.data).unwrap(),
+            image_size(&turned.renders[0].picture.image.data).unwrap(),
             (64, 64)
         );
         assert_eq!(
@@ -242,7 +242,7 @@ async fn renders_are_kept_in_the_render_folder_when_one_is_set() {
         for render in kept.renders.iter().chain(&turned.renders) {
             let file = render.file.as_ref().expect("kept in the folder");
             assert_eq!(file.parent(), Some(folder.path()));
-            assert_eq!(std::fs::read(file).unwrap(), render.output.image.data);
+            assert_eq!(std::fs::read(file).unwrap(), render.picture.image.data);
         }
         let mut names: Vec<String> = std::fs::read_dir(folder.path())
             .unwrap()

@@ -1,0 +1,179 @@
+//! Starting a run of any domain in a new run folder, and resuming one from its folder. The
+//! run folder is made first, so its worker may be granted the folder's inputs (generated
+//! assets, a reconstruction) and nothing else of it; a start that fails leaves no folder.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use viga_blender::ContainedWorkers;
+use viga_core::{Domain, RunConfig, RunFolder, RunHandle};
+use viga_domain_page::PageSettings;
+use viga_domain_scene::attached::{snapshot_user_scene, start_on_snapshot};
+use viga_domain_scene::{OWN_INPUTS, SceneDomain, SceneSettings};
+use viga_domain_slides::SlidesSettings;
+use viga_provider::Provider;
+use viga_skills::reconstruct::ReconstructionService;
+
+use crate::attach::UserBlender;
+use crate::provider::{ProviderChoice, chosen, unused_saved_settings};
+use crate::{AppError, Tell};
+
+/// What a new run builds and starts from.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per command, moved once: boxing would buy nothing
+pub enum Start {
+    /// A Blender scene in a Blender of viga's own; with `init`, its base scene is first
+    /// reconstructed from the target pictures by that service.
+    Scene {
+        scene: SceneSettings,
+        init: Option<ReconstructionService>,
+    },
+    /// A copy of the scene open in a person's Blender, worked on in a Blender of viga's own
+    /// (the person's is asked for the copy and let go).
+    Attached {
+        scene: SceneSettings,
+        user: UserBlender,
+    },
+    Slides(SlidesSettings),
+    Page(PageSettings),
+}
+
+/// Starts a new run of `config` under `output`, building what `start` says on a contained
+/// worker.
+pub async fn start(
+    config: RunConfig,
+    start: Start,
+    provider: Arc<dyn Provider>,
+    output: &Path,
+    contained: &ContainedWorkers,
+    tell: &dyn Tell,
+) -> Result<RunHandle, AppError> {
+    if let Start::Attached { scene, user } = start {
+        let snapshot = snapshot_user_scene(config, scene, user.transport.as_ref(), output).await?;
+        let root = snapshot.folder().to_path_buf();
+        let started = async {
+            let inputs = snapshot.worker_inputs()?;
+            let worker =
+                crate::attach::worker_beside(&user, contained, snapshot.scene(), &inputs, tell)
+                    .await?;
+            Ok(start_on_snapshot(snapshot, provider, worker)?)
+        }
+        .await;
+        return unless_started(&root, started);
+    }
+    let folder = RunFolder::create(output, &config)?;
+    let root = folder.root().to_path_buf();
+    let started = start_in(folder, config, start, provider, contained, tell).await;
+    unless_started(&root, started)
+}
+
+/// `started`, or else the run folder at `root` made for it removed again.
+fn unless_started<T>(root: &Path, started: Result<T, AppError>) -> Result<T, AppError> {
+    if started.is_err() {
+        viga_core::folder::discard_unstarted(root);
+    }
+    started
+}
+
+async fn start_in(
+    folder: RunFolder,
+    config: RunConfig,
+    start: Start,
+    provider: Arc<dyn Provider>,
+    contained: &ContainedWorkers,
+    tell: &dyn Tell,
+) -> Result<RunHandle, AppError> {
+    let timeout = config.program_timeout;
+    let domain: Arc<dyn Domain> = match start {
+        Start::Scene { scene, init } => {
+            return start_scene(folder, config, scene, init, provider, contained, tell).await;
+        }
+        Start::Attached { .. } => {
+            return Err(AppError::Config(
+                "an attached run makes its own run folder".to_owned(),
+            ));
+        }
+        Start::Slides(settings) => {
+            crate::workers::slides_domain(settings, contained, timeout, tell).await?
+        }
+        Start::Page(settings) => {
+            crate::workers::page_domain(settings, contained, timeout, tell).await?
+        }
+    };
+    Ok(viga_core::start_in_folder(
+        folder, config, provider, domain,
+    )?)
+}
+
+/// A scene run in `folder` on a contained Blender that may read the scene's inputs and the
+/// folder's.
+async fn start_scene(
+    folder: RunFolder,
+    config: RunConfig,
+    scene: SceneSettings,
+    init: Option<ReconstructionService>,
+    provider: Arc<dyn Provider>,
+    contained: &ContainedWorkers,
+    tell: &dyn Tell,
+) -> Result<RunHandle, AppError> {
+    let mut reads = scene.prepare_blender_reads()?;
+    let inputs = folder.worker_inputs(OWN_INPUTS)?;
+    reads.extend(inputs.paths());
+    let worker = crate::workers::start_blender(
+        contained,
+        None,
+        viga_blender::Access::reading(reads),
+        Some(&inputs.assets),
+        tell,
+    )
+    .await?;
+    let handle = match init {
+        Some(service) => {
+            tell.say(&format!(
+                "initialising the scene from the target pictures with the reconstruction service at {}...",
+                service.url()
+            ));
+            viga_domain_scene::init::start_initialised(
+                folder, config, scene, &service, provider, worker,
+            )
+            .await?
+        }
+        None => {
+            let has_target = !config.targets.is_empty();
+            let domain = SceneDomain::new(scene, worker, has_target)?
+                .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
+            viga_core::start_in_folder(folder, config, provider, Arc::new(domain))?
+        }
+    };
+    Ok(handle)
+}
+
+/// Continues the run in `folder` at the iteration after its last, with the provider the
+/// folder saved unless `choice` names one, on a new contained worker of its domain;
+/// `max_iterations` may raise its budget.
+pub async fn resume(
+    folder: &Path,
+    choice: &ProviderChoice,
+    max_iterations: Option<u32>,
+    contained: &ContainedWorkers,
+    tell: &dyn Tell,
+) -> Result<RunHandle, AppError> {
+    // Checked first, so a wrong path is reported as such, not as a provider problem.
+    let run_folder = RunFolder::open(folder)?;
+    crate::domains::kinds().check_resumable(folder)?;
+    let saved = run_folder
+        .read_provider()
+        .filter(|_| !choice.names_a_provider());
+    if let Some(saved) = &saved {
+        for line in unused_saved_settings(saved, choice) {
+            tell.say(&line);
+        }
+    }
+    let (_, provider) = chosen(choice, saved.map(|saved| saved.settings))?;
+    let (_, recorded) = run_folder.read_args()?;
+    let domain = crate::domains::named(&recorded.name)?
+        .reopen
+        .reopen(folder, contained, Arc::clone(&provider), tell)
+        .await?;
+    Ok(viga_core::resume(folder, provider, domain, max_iterations)?)
+}

@@ -1,0 +1,106 @@
+//! What viga knows of a domain without starting its worker: its name in run folders, what a
+//! report says of its runs and adds to them, and which of its run folders cannot be resumed.
+//! Each domain crate has one [`DomainKind`]; a front end registers the ones it knows in
+//! [`DomainKinds`], and the report and resume ask them, so neither switches on a domain's name.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::CoreError;
+use crate::folder::{RecordedDomain, RunFolder};
+
+/// A domain as run folders know it.
+pub trait DomainKind: Send + Sync + std::fmt::Debug {
+    /// Its name, as `args.json` records it and its [`crate::Domain::name`] says.
+    fn name(&self) -> &'static str;
+
+    /// The recorded domain in a line, for the report's facts (what renders the verifier's
+    /// pictures, at what size).
+    fn describe(&self, recorded: &RecordedDomain, has_target: bool) -> String;
+
+    /// HTML sections of its own the report shows before the iterations; none by default.
+    fn report_sections(&self, _folder: &RunFolder) -> String {
+        String::new()
+    }
+
+    /// The whole report of a run folder in a shape this kind owns (not the loop's
+    /// iterations, such as a transcript of commands); `None` for every other folder.
+    fn own_report(&self, _run_folder: &Path) -> Option<Result<String, CoreError>> {
+        None
+    }
+
+    /// Why the run in `run_folder` cannot be resumed, when it is one of this kind's that
+    /// cannot.
+    fn refuses_resume(&self, _run_folder: &Path) -> Option<String> {
+        None
+    }
+}
+
+/// The domains a front end knows, asked by name.
+#[derive(Debug, Clone, Default)]
+pub struct DomainKinds {
+    kinds: Vec<Arc<dyn DomainKind>>,
+}
+
+impl DomainKinds {
+    /// No domain yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same, knowing `kind` too.
+    pub fn with(mut self, kind: Arc<dyn DomainKind>) -> Self {
+        self.kinds.push(kind);
+        self
+    }
+
+    /// The kind called `name`.
+    pub fn named(&self, name: &str) -> Option<&dyn DomainKind> {
+        self.kinds
+            .iter()
+            .find(|kind| kind.name() == name)
+            .map(AsRef::as_ref)
+    }
+
+    /// Every known domain's name, in the order they were registered.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.kinds.iter().map(|kind| kind.name()).collect()
+    }
+
+    /// The report of `run_folder` when a kind owns the folder's shape.
+    pub fn own_report(&self, run_folder: &Path) -> Option<Result<String, CoreError>> {
+        self.kinds
+            .iter()
+            .find_map(|kind| kind.own_report(run_folder))
+    }
+
+    /// `Err` saying why, when a kind refuses to resume the run in `run_folder`.
+    pub fn check_resumable(&self, run_folder: &Path) -> Result<(), CoreError> {
+        match self
+            .kinds
+            .iter()
+            .find_map(|kind| kind.refuses_resume(run_folder))
+        {
+            Some(why) => Err(CoreError::Config(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The recorded domain in a line; a domain no kind knows is named as recorded.
+    pub fn describe(&self, recorded: &RecordedDomain, has_target: bool) -> String {
+        match self.named(&recorded.name) {
+            Some(kind) => kind.describe(recorded, has_target),
+            None => format!(
+                "{}: a domain this build of viga does not know",
+                recorded.name
+            ),
+        }
+    }
+
+    /// The recorded domain's own report sections; none for a domain no kind knows.
+    pub fn report_sections(&self, recorded: &RecordedDomain, folder: &RunFolder) -> String {
+        self.named(&recorded.name)
+            .map(|kind| kind.report_sections(folder))
+            .unwrap_or_default()
+    }
+}
