@@ -1,6 +1,8 @@
 //! The docs name only what exists: every backticked identifier in `docs/*.md` and
-//! `README.md` (`RunConfig`, `viga_core::scene::SceneDomain`, `verifier_render()`,
-//! `generator_tools`) is a word of the code, and every backticked path into the repository
+//! `README.md` (`RunConfig`, `verifier_render()`, `generator_tools`) is a word of the code, a
+//! path of them resolves as a whole (`viga_core::report::escape`: a crate, its modules, an
+//! item defined or re-exported there, then that item's members; `RunHandle::spawn`: a type
+//! and a member of the crate that defines it), and every backticked path into the repository
 //! (`crates/viga-core/prompts/`) exists.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
@@ -141,12 +143,17 @@ fn doc_files() -> Vec<PathBuf> {
 }
 
 /// What `markdown` names that the code does not have.
-fn unknown_names(markdown: &str, words: &BTreeSet<String>) -> Vec<String> {
+fn unknown_names(markdown: &str, words: &BTreeSet<String>, code: &Crates) -> Vec<String> {
     let mut unknown = Vec::new();
     for span in spans(markdown) {
         if is_identifier_path(&span) {
             let bare = span.strip_suffix("()").unwrap_or(&span);
-            if bare.split("::").any(|segment| !words.contains(segment)) {
+            let segments: Vec<&str> = bare.split("::").collect();
+            let known = match segments.as_slice() {
+                [word] => words.contains(*word),
+                path => code.resolves(path),
+            };
+            if !known {
                 unknown.push(span);
             }
         } else if is_repository_path(&span) && !root().join(span.trim_end_matches('/')).exists() {
@@ -156,13 +163,243 @@ fn unknown_names(markdown: &str, words: &BTreeSet<String>) -> Vec<String> {
     unknown
 }
 
+/// The workspace's Rust sources by crate: each library's modules (from its files) and the
+/// names each module defines or re-exports.
+struct Crates {
+    crates: Vec<CrateSource>,
+}
+
+struct CrateSource {
+    /// The name code uses (`viga_core`).
+    name: String,
+    /// Module path (`""` for the root, `report`, `scene::init`) to its source.
+    modules: Vec<(String, String)>,
+    /// Every word of its sources.
+    words: BTreeSet<String>,
+}
+
+/// Paths whose first segment is the standard library's, which the workspace does not define.
+const STD_MODULES: [&str; 6] = ["std", "io", "fmt", "fs", "env", "process"];
+
+/// Words that introduce a type's name in Rust source.
+const TYPE_WORDS: [&str; 5] = ["struct", "enum", "trait", "type", "union"];
+
+/// Words that introduce an item's name in Rust source.
+const DEFINING_WORDS: [&str; 10] = [
+    "fn",
+    "struct",
+    "enum",
+    "trait",
+    "type",
+    "const",
+    "static",
+    "mod",
+    "macro_rules!",
+    "union",
+];
+
+impl Crates {
+    fn read() -> Self {
+        let mut crates = Vec::new();
+        for folder in ["crates", "bins", "xtask"] {
+            let base = root().join(folder);
+            let members: Vec<PathBuf> = if folder == "xtask" {
+                vec![base]
+            } else {
+                std::fs::read_dir(&base)
+                    .unwrap()
+                    .flatten()
+                    .map(|entry| entry.path())
+                    .collect()
+            };
+            for member in members {
+                let src = member.join("src");
+                if !src.is_dir() {
+                    continue;
+                }
+                let dir_name = member
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('-', "_");
+                let mut modules = Vec::new();
+                module_files(&src, "", &mut modules);
+                let words = modules
+                    .iter()
+                    .flat_map(|(_, source)| identifiers(source).map(str::to_owned))
+                    .collect();
+                crates.push(CrateSource {
+                    name: dir_name,
+                    modules,
+                    words,
+                });
+            }
+        }
+        Self { crates }
+    }
+
+    /// Whether `path` resolves: a crate's modules then an item and its members, or a module
+    /// or type defined somewhere and its members.
+    fn resolves(&self, path: &[&str]) -> bool {
+        if STD_MODULES.contains(&path[0]) {
+            return true;
+        }
+        if let Some(krate) = self.crates.iter().find(|c| c.name == path[0]) {
+            return krate.resolves_from("", &path[1..]);
+        }
+        if self.resolves_through_alias(path) {
+            return true;
+        }
+        // A module or an item named by its last path segment, in any crate.
+        self.crates.iter().any(|krate| {
+            krate.modules.iter().any(|(module, source)| {
+                module.rsplit("::").next() == Some(path[0])
+                    && krate.resolves_from(module, &path[1..])
+                    || defines_type(source, path[0]) && krate.has_words(&path[1..])
+            })
+        })
+    }
+}
+
+impl Crates {
+    /// Whether `path` starts with a name some crate re-exports under another
+    /// (`pub use viga_locate::blender as locate;`) and resolves through what it stands for.
+    fn resolves_through_alias(&self, path: &[&str]) -> bool {
+        let suffix = format!(" as {};", path[0]);
+        self.crates
+            .iter()
+            .flat_map(|krate| &krate.modules)
+            .any(|(_, source)| {
+                source.lines().any(|line| {
+                    let Some(target) = line
+                        .trim_start()
+                        .strip_prefix("pub use ")
+                        .and_then(|rest| rest.strip_suffix(&suffix))
+                    else {
+                        return false;
+                    };
+                    let mut full: Vec<&str> = target.split("::").collect();
+                    full.extend_from_slice(&path[1..]);
+                    full[0] != path[0] && self.resolves(&full)
+                })
+            })
+    }
+}
+
+impl CrateSource {
+    fn source_of(&self, module: &str) -> Option<&str> {
+        self.modules
+            .iter()
+            .find(|(name, _)| name == module)
+            .map(|(_, source)| source.as_str())
+    }
+
+    /// Whether `rest` resolves inside `module`: submodules, then an item defined or
+    /// re-exported there, then members of it (words of this crate).
+    fn resolves_from(&self, module: &str, rest: &[&str]) -> bool {
+        let Some((first, after)) = rest.split_first() else {
+            return true;
+        };
+        let child = if module.is_empty() {
+            (*first).to_owned()
+        } else {
+            format!("{module}::{first}")
+        };
+        if self.source_of(&child).is_some() {
+            return self.resolves_from(&child, after);
+        }
+        let Some(source) = self.source_of(module) else {
+            return false;
+        };
+        (defines(source, first) || reexports(source, first)) && self.has_words(after)
+    }
+
+    /// Whether every one of `names` is a word somewhere in this crate.
+    fn has_words(&self, names: &[&str]) -> bool {
+        names.iter().all(|name| self.words.contains(*name))
+    }
+}
+
+/// The modules under `dir` (a crate's `src`, or a module's folder) with their sources.
+fn module_files(dir: &Path, prefix: &str, modules: &mut Vec<(String, String)>) {
+    let join = |name: &str| {
+        if prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{prefix}::{name}")
+        }
+    };
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            module_files(&path, &join(&name), modules);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            let module = match stem {
+                "lib" | "main" if prefix.is_empty() => String::new(),
+                "mod" => prefix.to_owned(),
+                _ => join(stem),
+            };
+            modules.push((module, std::fs::read_to_string(&path).unwrap_or_default()));
+        }
+    }
+}
+
+/// Whether `source` defines a type called `name` (whose members a path may name).
+fn defines_type(source: &str, name: &str) -> bool {
+    defined_by(source, name, &TYPE_WORDS)
+}
+
+/// Whether `source` defines an item called `name` (`fn name`, `struct name`, ...).
+fn defines(source: &str, name: &str) -> bool {
+    defined_by(source, name, &DEFINING_WORDS)
+}
+
+fn defined_by(source: &str, name: &str, defining: &[&str]) -> bool {
+    source.lines().any(|line| {
+        let words: Vec<&str> = line
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '!'))
+            .filter(|word| !word.is_empty())
+            .collect();
+        words
+            .windows(2)
+            .any(|pair| defining.contains(&pair[0]) && pair[1] == name)
+    })
+}
+
+/// Whether `source` re-exports something as `name` (`pub use a::name;`, `pub use a::{b,
+/// name}`, `pub use a as name`).
+fn reexports(source: &str, name: &str) -> bool {
+    let mut statement = String::new();
+    let mut inside = false;
+    for line in source.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("pub use ") || trimmed.starts_with("pub(crate) use ") {
+            inside = true;
+            statement.clear();
+        }
+        if inside {
+            statement.push_str(line);
+            statement.push(' ');
+            if line.contains(';') {
+                inside = false;
+                if identifiers(&statement).any(|word| word == name) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 #[test]
 fn every_backticked_name_in_the_docs_exists_in_the_code() {
     let words = code_words();
+    let code = Crates::read();
     let mut wrong = Vec::new();
     for doc in doc_files() {
         let text = std::fs::read_to_string(&doc).unwrap();
-        for name in unknown_names(&text, &words) {
+        for name in unknown_names(&text, &words, &code) {
             wrong.push(format!(
                 "{}: `{name}`",
                 doc.strip_prefix(root()).unwrap().display()
@@ -179,9 +416,15 @@ fn every_backticked_name_in_the_docs_exists_in_the_code() {
 #[test]
 fn a_made_up_name_is_caught() {
     let words = code_words();
-    let doc = "`RunConfig` and `viga_core::scene::SceneDomain` exist; `AddonReplyTap` does not, nor `crates/viga-nowhere/`.\n```\n`inside a fence`\n```";
+    let code = Crates::read();
+    let doc = "`RunConfig`, `viga_core::report::escape`, `RunHandle::spawn` and `viga_domain_scene::attached::snapshot_user_scene` exist; `AddonReplyTap` does not, nor `crates/viga-nowhere/`, nor `viga_core::scene::SceneDomain` (every word exists, the path does not), nor `RunHandle::launch_rockets`.\n```\n`inside a fence`\n```";
     assert_eq!(
-        unknown_names(doc, &words),
-        ["AddonReplyTap", "crates/viga-nowhere/"]
+        unknown_names(doc, &words, &code),
+        [
+            "AddonReplyTap",
+            "crates/viga-nowhere/",
+            "viga_core::scene::SceneDomain",
+            "RunHandle::launch_rockets"
+        ]
     );
 }
