@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
-use viga_blender::{Access, BlenderCommands as _, BlenderTransport};
-use viga_domain_scene::addon_agent::{AgentConfig, AgentFolder, AgentOutcome};
+use viga_app::agent::AgentScene;
+use viga_domain_scene::addon_agent::{AgentConfig, AgentOutcome};
 use viga_protocol::bridge::RenderSpec;
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
 use viga_provider::ProviderKind;
@@ -88,10 +88,15 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     };
     config.provider = settings.kind.name().to_owned();
     config.model = provider.model().to_owned();
-    // The run's folder first: its results folder is the one place its Blender may write.
-    let prepared = viga_domain_scene::addon_agent::prepare(config, &args.output)?;
-    let blender = scene_blender(&args, contained, &prepared).await?;
-    let mut handle = viga_domain_scene::addon_agent::start(prepared, provider, blender).await?;
+    let scene = if args.attach.wanted() {
+        AgentScene::Attached(viga_app::attach::attach(args.attach.connection.as_deref()).await?)
+    } else {
+        AgentScene::Own {
+            blend: args.blend.clone(),
+        }
+    };
+    let mut handle =
+        viga_app::agent::run(config, scene, provider, &args.output, contained, &out).await?;
     crate::progress::stream_model_text(&handle, &out);
     out.run_folder(handle.folder());
     crate::progress::follow_events(&mut handle, &out, "the agent", show, None).await;
@@ -99,35 +104,6 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     let report = viga_core::report::write_html(&outcome.folder, None, &viga_app::domains::kinds())?;
     out.report(&report);
     Ok(finish(&outcome, &out, args.attach.wanted()))
-}
-
-/// The scene the agent works on: the person's open scene when attached, else a Blender of
-/// viga's own, contained, with `--blend` opened in it.
-async fn scene_blender(
-    args: &AgentArgs,
-    contained: &ContainedWorkers,
-    prepared: &AgentFolder,
-) -> Result<std::sync::Arc<dyn BlenderTransport>> {
-    if args.attach.wanted() {
-        return Ok(viga_app::attach::attach(args.attach.connection.as_deref())
-            .await?
-            .transport);
-    }
-    let blend = args.blend.as_deref().map(std::path::absolute).transpose()?;
-    // Add-on commands write their results (exports, renders) in the run's results folder
-    // and nowhere else; the add-ons and the opened scene are read.
-    let access = Access {
-        readable: args.addons.iter().cloned().chain(blend.clone()).collect(),
-        writable: vec![prepared.results().to_path_buf()],
-    };
-    let blender = crate::start_blender(contained, None, access, None).await?;
-    if let Some(path) = &blend {
-        blender
-            .load_blend(&path.to_string_lossy())
-            .await
-            .with_context(|| format!("cannot open {}", path.display()))?;
-    }
-    Ok(blender)
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

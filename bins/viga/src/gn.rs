@@ -7,16 +7,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use viga_blender::BlenderCommands as _;
 use viga_gn::run::StepStatus;
-use viga_gn::{
-    ExecutorRegistry, GnRun, GnRunConfig, Preset, PresetStore, PythonPolicy, ResponseCache,
-    RunState, Workbench,
-};
+use viga_gn::{ExecutorRegistry, GnRun, GnRunConfig, Preset, PresetStore, ResponseCache, RunState};
 use viga_protocol::event::{RunEvent, StopReason, TimedEvent};
-use viga_protocol::gn::GnResultImported;
 use viga_provider::{Provider, ProviderKind};
 
 use crate::args::ProviderArgs;
@@ -137,11 +132,26 @@ pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Re
     // Read before Blender starts, so a bad file fails at once.
     let preset = args.preset.as_deref().map(Preset::read).transpose()?;
     let mut args = args;
-    let follow_up = continue_conversation(&mut args)?;
-    let python = confirm_trust(&args)?;
+    let follow_up = match args.continue_run.clone() {
+        Some(previous) => Some(viga_app::gn::follow_up(
+            &previous,
+            &mut args.object,
+            &mut args.blend,
+            args.attach.wanted(),
+            args.from.into(),
+        )?),
+        None => None,
+    };
+    let trust = viga_app::trust::GnTrust {
+        live: args.trusted,
+        unrestricted: args.trusted_python,
+        attached: args.attach.wanted(),
+        confirmed: args.confirm_trusted,
+    };
+    let python = viga_app::trust::gn_policy(trust, crate::ask_trust)?;
     let registry = ExecutorRegistry::with_defaults(python);
     let out = Output::new(args.events, args.max_rounds);
-    let workbench = open_workbench(&args, contained).await?;
+    let workbench = open_workbench(&args, contained, &out).await?;
     let blender = workbench.blender().clone();
     let mut config = run_config(&args, preset.as_ref());
     if let Some(follow_up) = follow_up {
@@ -162,9 +172,27 @@ pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Re
     // What becomes of the person's scene: the result brought in or the run taken back.
     let finished = workbench.finish(&outcome, &request).await?;
     if let Some(imported) = &finished.imported {
-        out.say(&imported_summary(imported));
+        out.say(&viga_app::gn::imported_summary(imported));
     }
-    let stop = finished.stop;
+    say_how_it_ended(
+        &args,
+        &out,
+        &outcome,
+        finished.stop,
+        request,
+        workbench.is_attached(),
+    )
+}
+
+/// The run's last lines (how it ended, the person's scene, a saved preset) and exit code.
+fn say_how_it_ended(
+    args: &GnArgs,
+    out: &Output,
+    outcome: &viga_gn::GnOutcome,
+    stop: StopReason,
+    request: String,
+    attached: bool,
+) -> Result<ExitCode> {
     let message = match &stop {
         StopReason::Accepted | StopReason::MaxIterations => outcome.final_message.clone(),
         StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
@@ -175,19 +203,19 @@ pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Re
         StopReason::Accepted => out.say(&format!("done: {message}")),
         StopReason::MaxIterations => out.say(&format!("rounds spent: {message}")),
     }
-    if workbench.is_attached() && stop != StopReason::Accepted {
+    if attached && stop != StopReason::Accepted {
         out.say("your scene is as it was before the run");
     }
     if let Some(name) = &args.save_preset
         && outcome.state == RunState::Done
     {
-        let mut preset = Preset::new(name.clone(), request, outcome.applied);
+        let mut preset = Preset::new(name.clone(), request, outcome.applied.clone());
         preset.metadata.object.clone_from(&args.object);
         let path = PresetStore::new(&args.presets_dir).save(&preset)?;
         out.say(&format!("preset saved: {}", path.display()));
     }
     Ok(crate::ending::finish(
-        &out,
+        out,
         crate::ending::RunEnd {
             stop: Some(&stop),
             message,
@@ -202,49 +230,25 @@ pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Re
 async fn open_workbench(
     args: &GnArgs,
     contained: &viga_blender::ContainedWorkers,
-) -> Result<Workbench> {
+    out: &Output,
+) -> Result<viga_gn::Workbench> {
+    use viga_app::gn::GnPlace;
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
-    if !args.attach.wanted() {
-        let access = viga_blender::Access::reading(args.blend.iter().cloned().collect());
-        let worker = crate::start_blender(contained, None, access, None).await?;
-        if let Some(blend) = &args.blend {
-            worker
-                .load_blend(&blend.to_string_lossy())
-                .await
-                .with_context(|| format!("cannot open {}", blend.display()))?;
+    let place = if !args.attach.wanted() {
+        GnPlace::Own {
+            blend: args.blend.clone(),
         }
-        return Ok(Workbench::own(worker));
-    }
-    let user = viga_app::attach::attach(args.attach.connection.as_deref()).await?;
-    if args.trusted {
-        return Ok(Workbench::live(user.transport));
-    }
-    // The copy is staged in the worker's own scratch folder: it reads nothing else of yours.
-    let worker = crate::start_blender(
-        contained,
-        Some(&user.connection),
-        viga_blender::Access::default(),
-        None,
-    )
-    .await?;
-    Ok(Workbench::copy_of(user.transport, worker).await?)
-}
-
-/// One line on what a run brought into the person's scene.
-fn imported_summary(imported: &GnResultImported) -> String {
-    let mut line = format!(
-        "in your scene as one undo step: node groups {}",
-        imported.node_groups.join(", ")
-    );
-    if !imported.replaced.is_empty() {
-        line.push_str(&format!(" ({} replaced)", imported.replaced.join(", ")));
-    }
-    if !imported.modifiers.is_empty() {
-        line.push_str(&format!("; modifiers {}", imported.modifiers.join(", ")));
-    }
-    line
+    } else {
+        let user = viga_app::attach::attach(args.attach.connection.as_deref()).await?;
+        if args.trusted {
+            GnPlace::Live(user)
+        } else {
+            GnPlace::CopyOf(user)
+        }
+    };
+    Ok(viga_app::gn::workbench(place, contained, out).await?)
 }
 
 /// The run's configuration; a preset run takes the preset's request and object unless the
@@ -265,23 +269,6 @@ fn run_config(args: &GnArgs, preset: Option<&Preset>) -> GnRunConfig {
         config.cache = Some(ResponseCache::in_output(&args.output));
     }
     config
-}
-
-/// A follow-up's earlier turns, with `args` made to start where the conversation left off:
-/// the earlier run's object unless one is named, and (in viga's own Blender, without
-/// `--blend`) the scene `--from` picks.
-fn continue_conversation(args: &mut GnArgs) -> Result<Option<viga_gn::conversation::FollowUp>> {
-    let Some(previous) = args.continue_run.clone() else {
-        return Ok(None);
-    };
-    let follow_up = viga_gn::conversation::follow_up(&previous)?;
-    if args.object.is_none() {
-        args.object.clone_from(&follow_up.object);
-    }
-    if !args.attach.wanted() && args.blend.is_none() {
-        args.blend = viga_gn::conversation::start_scene(&previous, args.from.into())?;
-    }
-    Ok(Some(follow_up))
 }
 
 /// A gate's name as `--gates` takes it: `output_connected` or `OUTPUT_CONNECTED`.
@@ -338,59 +325,6 @@ fn manage_presets(command: &PresetCommand, store: &PresetStore) -> Result<ExitCo
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The Python policy of the run, once the person has confirmed for this run what trusting it
-/// means: `--trusted-python` (no safe mode) and `--trusted` (their own Blender).
-fn confirm_trust(args: &GnArgs) -> Result<PythonPolicy> {
-    if args.trusted && !args.attach.wanted() {
-        bail!(
-            "--trusted runs the steps in your own Blender and needs --attach; without --attach they run in viga's contained worker"
-        );
-    }
-    if !args.trusted && !args.trusted_python {
-        if args.confirm_trusted {
-            bail!(
-                "--confirm-trusted confirms --trusted or --trusted-python; give the one you mean"
-            );
-        }
-        return Ok(PythonPolicy::safe());
-    }
-    let confirmed = args.confirm_trusted || ask_to_confirm(args.trusted, args.trusted_python)?;
-    if args.trusted && !confirmed {
-        bail!(
-            "trusted mode was not confirmed for this run; run without --trusted to work on a copy in viga's worker"
-        );
-    }
-    if args.trusted_python {
-        return Ok(PythonPolicy::trusted(true, confirmed)?);
-    }
-    Ok(PythonPolicy::safe())
-}
-
-/// Asks on the terminal; only `yes` agrees.
-fn ask_to_confirm(live: bool, unrestricted: bool) -> Result<bool> {
-    if live {
-        eprintln!(
-            "--trusted runs this run's steps in your own Blender: model-written Python runs as you, with your files, your network and the API keys in Blender's environment."
-        );
-    }
-    if unrestricted {
-        eprintln!(
-            "--trusted-python lets model-written Python run without safe mode's restrictions{}.",
-            if live {
-                ""
-            } else {
-                " (in viga's contained worker)"
-            }
-        );
-    }
-    eprint!("Type 'yes' to allow it for this run: ");
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
-        .context("cannot read the confirmation")?;
-    Ok(answer.trim() == "yes")
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

@@ -403,7 +403,10 @@ async fn apply(
     let out = Output::new(events, 0);
     // Checked first, so a wrong folder or iteration is reported as such.
     let result = viga_domain_scene::attached::ChosenResult::open(folder, choice)?;
-    if trust.trusted && !trust.confirmed && !confirm_trusted_apply(&out)? {
+    if trust.trusted
+        && !trust.confirmed
+        && (out.is_jsonl() || !ask_trust(&viga_app::trust::apply_question())?)
+    {
         bail!(
             "trusted mode was not confirmed for this apply; run without --trusted to apply the result as data, with no program running in your Blender"
         );
@@ -421,20 +424,20 @@ async fn apply(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// Asks on the terminal whether the program may run in the person's Blender; only `yes`
-/// agrees, and nobody at a terminal is a no.
-fn confirm_trusted_apply(out: &Output) -> Result<bool> {
-    if out.is_jsonl() || !std::io::stdin().is_terminal() {
+/// Puts `question` to the person at the terminal; only `yes` agrees, and nobody at a
+/// terminal (a program reading JSON lines, no terminal at all) is a no.
+fn ask_trust(question: &viga_app::trust::TrustQuestion) -> Result<bool, viga_app::AppError> {
+    if !std::io::stdin().is_terminal() {
         return Ok(false);
     }
-    eprintln!(
-        "--trusted runs the run's program in your own Blender: model-written Python runs as you, with your files, your network and the API keys in Blender's environment."
-    );
-    eprint!("Type 'yes' to allow it for this apply: ");
+    for line in &question.lines {
+        eprintln!("{line}");
+    }
+    eprint!("Type 'yes' to allow it for {}: ", question.scope);
     let mut answer = String::new();
     std::io::stdin()
         .read_line(&mut answer)
-        .context("cannot read the confirmation")?;
+        .map_err(|err| viga_app::AppError::io("standard input", err))?;
     Ok(answer.trim() == "yes")
 }
 

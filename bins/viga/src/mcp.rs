@@ -6,12 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
-use viga_blender::{Access, BlenderTransport, locate};
-use viga_protocol::bridge::{RenderSpec, SceneReset};
-use viga_serve::mcp::{ProgramMode, VigaMcpServer};
+use viga_app::serve::{McpBlender, McpSettings};
+use viga_blender::locate;
+use viga_protocol::bridge::RenderSpec;
 use viga_serve::ws::{Gateway, GatewayConfig};
-use viga_skills::addons::{AddonRegistry, discover};
-use viga_skills::{RenderSettings, ToolContext};
 
 use viga_blender::ContainedWorkers;
 
@@ -37,48 +35,32 @@ pub async fn serve(
             "viga mcp --attach runs every program the MCP client sends in your own Blender, uncontained: as you, with your files, your network and the keys in Blender's environment. Add --trusted to allow that for this server, or drop --attach to have them run in viga's contained Blender"
         );
     }
-    // A person's Blender is always live: viga never reloads the file they have open.
-    let (blender, mode): (Arc<dyn BlenderTransport>, ProgramMode) = if attach.wanted() {
-        (
-            viga_app::attach::attach(attach.connection.as_deref())
-                .await?
-                .transport,
-            ProgramMode::Live,
-        )
+    let blender = if attach.wanted() {
+        McpBlender::Trusted(viga_app::attach::attach(attach.connection.as_deref()).await?)
     } else {
-        // Programs may write only in the worker's own scratch folder, and read the add-ons.
-        let access = Access::reading(addons.map(Path::to_path_buf).into_iter().collect());
-        let worker = crate::start_blender(contained, None, access, None).await?;
-        let mode = if live {
-            ProgramMode::Live
-        } else {
-            ProgramMode::Reset
-        };
-        (worker, mode)
+        McpBlender::Own { live }
     };
-    let mut registry = AddonRegistry::new();
-    for problem in discover(blender.as_ref(), addons, &mut registry).await? {
-        eprintln!("viga mcp: add-on skipped: {problem}");
-    }
-    eprintln!(
-        "viga mcp: {} ready ({} programs); add-ons: {}",
-        blender.describe(),
-        match mode {
-            ProgramMode::Live => "live",
-            ProgramMode::Reset => "fresh-scene",
-        },
-        registry.ids().join(", ")
-    );
-    let render = RenderSettings::new(RenderSpec {
-        width,
-        height,
-        ..RenderSettings::default().spec
-    });
-    let context = Arc::new(ToolContext::new(blender, render, SceneReset::Factory));
-    let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry)), mode)
-        .map_err(anyhow::Error::msg)?;
+    let settings = McpSettings {
+        blender,
+        addons: addons.map(Path::to_path_buf),
+        render: (width, height),
+    };
+    let (server, ready) = viga_app::serve::mcp_server(settings, contained, &OnStderr).await?;
+    eprintln!("viga mcp: {ready}");
     server.serve_stdio().await?;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Remarks of `viga mcp`, all on stderr: stdout is the protocol channel.
+struct OnStderr;
+
+impl viga_app::Tell for OnStderr {
+    fn say(&self, line: &str) {
+        eprintln!("viga mcp: {}", viga_io::terminal::terminal_safe(line));
+    }
+    fn warn(&self, line: &str) {
+        eprintln!("viga mcp: {}", viga_io::terminal::terminal_safe(line));
+    }
 }
 
 pub async fn gateway(

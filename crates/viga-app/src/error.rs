@@ -36,6 +36,11 @@ pub enum AppError {
     /// A program a domain needs (LibreOffice, Chromium) is not installed.
     #[error(transparent)]
     NotFound(Box<viga_slides::NotFound>),
+    #[error(transparent)]
+    Gn(Box<viga_gn::GnError>),
+    /// A tool (add-on discovery) failed.
+    #[error(transparent)]
+    Tool(Box<viga_skills::ToolError>),
     /// Settings that cannot work, said in the person's words.
     #[error("{0}")]
     Config(String),
@@ -69,6 +74,8 @@ from_boxed! {
     Slides: viga_slides::SlidesError,
     Web: viga_web::WebError,
     NotFound: viga_slides::NotFound,
+    Gn: viga_gn::GnError,
+    Tool: viga_skills::ToolError,
 }
 
 impl AppError {
@@ -91,6 +98,8 @@ impl AppError {
                 FailureKind::WorkerUnavailable
             }
             Self::Attach(err) => err.kind(),
+            Self::Gn(err) => err.kind(),
+            Self::Tool(_) => FailureKind::Other,
             Self::Io { .. } => FailureKind::Io,
         }
     }

@@ -7,7 +7,9 @@
 //! settings, then defaults; keys from the environment, else the key store); the domains it
 //! knows ([`domains`]); starting contained workers ([`workers`]); starting and resuming runs
 //! of every domain ([`runs`]); a person's Blender and results applied to it ([`attach`]);
-//! the health check ([`doctor`]); evaluation set-up ([`eval`]); one error type whose
+//! the add-on agent's and the Geometry Nodes assistant's set-up ([`agent`], [`gn`]); what
+//! trusting model-written Python means, for the front end to ask ([`trust`]); the health
+//! check ([`doctor`]); evaluation set-up ([`eval`]); one error type whose
 //! [`AppError::kind`] picks a failure's advice and exit code.
 //!
 //! **Must not:** parse command lines, print to a terminal or ask a person anything: the
@@ -16,13 +18,17 @@
 
 #![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
 
+pub mod agent;
 pub mod attach;
 pub mod doctor;
 pub mod domains;
 mod error;
 pub mod eval;
+pub mod gn;
 pub mod provider;
 pub mod runs;
+pub mod serve;
+pub mod trust;
 pub mod workers;
 
 pub use error::AppError;

@@ -283,6 +283,11 @@ pub struct AgentFolder {
 }
 
 impl AgentFolder {
+    /// The run's settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
     /// The run folder.
     pub fn root(&self) -> &Path {
         self.folder.root()
