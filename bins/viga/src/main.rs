@@ -425,13 +425,13 @@ async fn apply(
 }
 
 /// Puts `question` to the person at the terminal; only `yes` agrees, and nobody at a
-/// terminal (a program reading JSON lines, no terminal at all) is a no.
+/// terminal is a no (what was asked is said either way).
 fn ask_trust(question: &viga_app::trust::TrustQuestion) -> Result<bool, viga_app::AppError> {
-    if !std::io::stdin().is_terminal() {
-        return Ok(false);
-    }
     for line in &question.lines {
         eprintln!("{line}");
+    }
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
     }
     eprint!("Type 'yes' to allow it for {}: ", question.scope);
     let mut answer = String::new();
