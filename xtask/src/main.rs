@@ -83,83 +83,38 @@ fn main() -> Result<()> {
 /// Runs `cargo <build_args>` while `work` runs, and returns what `work` gave once both are
 /// done; when `work` fails, the build is stopped (nothing will use it).
 fn build_while<T>(build_args: &[&str], work: impl FnOnce() -> Result<T>) -> Result<T> {
-    builds_while(&[build_args], work)
+    build_while_with(build_args, &[], work)
 }
 
-/// Runs each of `builds` (cargo's arguments) in turn while `work` runs, and returns what
-/// `work` gave once all are done; the first build that fails stops the rest, and when `work`
-/// fails, the build under way is stopped (nothing will use it).
-fn builds_while<T>(builds: &[&[&str]], work: impl FnOnce() -> Result<T>) -> Result<T> {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let current: std::sync::Arc<std::sync::Mutex<Option<std::process::Child>>> =
-        std::sync::Arc::default();
-    let builds: Vec<Vec<String>> = builds
-        .iter()
-        .map(|args| args.iter().map(|arg| (*arg).to_owned()).collect())
-        .collect();
-    let (thread_stop, thread_current) = (
-        std::sync::Arc::clone(&stop),
-        std::sync::Arc::clone(&current),
-    );
-    let runner = std::thread::spawn(move || run_builds(&builds, &thread_stop, &thread_current));
-    let done = work();
-    if done.is_err() {
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Ok(mut child) = current.lock()
-            && let Some(child) = child.as_mut()
-        {
-            let _ = child.kill();
-        }
-    }
-    let built = runner
-        .join()
-        .map_err(|_| anyhow::anyhow!("the build thread panicked"))?;
-    let done = done?;
-    built?;
-    Ok(done)
-}
-
-/// Runs `builds` one after another until one fails or `stop` is set; the one under way is
-/// kept in `current`, so it can be killed.
-fn run_builds(
-    builds: &[Vec<String>],
-    stop: &std::sync::atomic::AtomicBool,
-    current: &std::sync::Mutex<Option<std::process::Child>>,
-) -> Result<()> {
+/// [`build_while`] with `env` set for cargo.
+fn build_while_with<T>(
+    build_args: &[&str],
+    env: &[(String, String)],
+    work: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     let cargo = crate::cargo_program();
-    for args in builds {
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            return Ok(());
+    let mut build = Command::new(&cargo)
+        .current_dir(setup::workspace_root())
+        .args(build_args)
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .spawn()
+        .with_context(|| format!("could not start `cargo {}`", build_args.join(" ")))?;
+    let done = match work() {
+        Ok(done) => done,
+        Err(err) => {
+            let _ = build.kill();
+            let _ = build.wait();
+            return Err(err);
         }
-        let child = Command::new(&cargo)
-            .current_dir(setup::workspace_root())
-            .args(args)
-            .spawn()
-            .with_context(|| format!("could not start `cargo {}`", args.join(" ")))?;
-        *current
-            .lock()
-            .map_err(|_| anyhow::anyhow!("build lock poisoned"))? = Some(child);
-        let status = loop {
-            let mut guard = current
-                .lock()
-                .map_err(|_| anyhow::anyhow!("build lock poisoned"))?;
-            let Some(child) = guard.as_mut() else {
-                return Ok(());
-            };
-            if let Some(status) = child.try_wait().context("could not wait for cargo")? {
-                break status;
-            }
-            drop(guard);
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        };
-        if !status.success() && !stop.load(std::sync::atomic::Ordering::SeqCst) {
-            bail!(
-                "`cargo {}` failed ({status}); the compiler's messages are above",
-                args.join(" ")
-            );
-        }
+    };
+    let built = build.wait().context("could not wait for cargo")?;
+    if !built.success() {
+        bail!(
+            "`cargo {}` failed ({built}); the compiler's messages are above",
+            build_args.join(" ")
+        );
     }
-    Ok(())
+    Ok(done)
 }
 
 /// The cargo running us (`CARGO`), else the one on `PATH`.
@@ -169,8 +124,14 @@ fn cargo_program() -> String {
 
 /// Runs cargo (the one running us) from the workspace root.
 fn cargo(args: &[&str], extra: &[String]) -> Result<()> {
+    cargo_with(args, extra, &[])
+}
+
+/// [`cargo`] with `env` set for it.
+fn cargo_with(args: &[&str], extra: &[String], env: &[(String, String)]) -> Result<()> {
     let cargo = crate::cargo_program();
     let status = Command::new(&cargo)
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .args(args)
         .args(extra)
         .current_dir(setup::workspace_root())

@@ -1,26 +1,14 @@
-//! `cargo xtask test`: the whole suite. The guard rails first: `cargo fmt --check`, then,
+//! `cargo xtask test`: the whole suite. The guard rails first: `cargo fmt --check`; then,
 //! while setup makes the venv and the renderers' packages are checked (in CI, as root,
-//! installed), clippy over every target with warnings as errors and the tests' build; then
-//! the tests run, with cargo-nextest when it is installed (test binaries side by side,
-//! `.config/nextest.toml`), else with `cargo test`. Extra arguments always go to `cargo test`,
-//! whose filters they are, and skip the guard rails.
+//! installed), every target builds with clippy as the compiler of the workspace's own crates
+//! and its warnings as errors, so the lints cost no second build; then the tests run, with
+//! cargo-nextest when it is installed (test binaries side by side, `.config/nextest.toml`),
+//! else with `cargo test`. Extra arguments always go to `cargo test`, whose filters they are,
+//! and skip the guard rails.
 
 use std::process::{Command, Stdio};
 
-use anyhow::Result;
-
-/// Clippy over everything the suite builds and every other target (benches), warnings as
-/// errors: the lints in `Cargo.toml` and the function length in `clippy.toml`.
-const CLIPPY: [&str; 8] = [
-    "clippy",
-    "--workspace",
-    "--all-targets",
-    "--features",
-    "viga-eval/clip",
-    "--",
-    "-D",
-    "warnings",
-];
+use anyhow::{Context as _, Result, bail};
 
 /// N-CLIP's network is a feature of its own; the tests check it too.
 const WHOLE_SUITE: [&str; 4] = [
@@ -51,7 +39,9 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
         return crate::cargo(&test, cargo_args);
     }
     crate::cargo(&["fmt", "--all", "--check"], &[])?;
-    crate::builds_while(&[&CLIPPY, &build], setup)?;
+    let clippy = clippy_as_compiler()?;
+    build.push("--all-targets");
+    crate::build_while_with(&build, &clippy, setup)?;
     if !nextest_installed() {
         println!(
             "test: cargo-nextest is not installed, so the test binaries run one after another \
@@ -61,9 +51,9 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
     }
     let mut nextest = vec!["nextest", "run"];
     nextest.extend(WHOLE_SUITE);
-    crate::cargo(&nextest, &[])?;
+    crate::cargo_with(&nextest, &[], &clippy)?;
     // nextest runs no doc tests; these are the crates' examples.
-    crate::cargo(
+    crate::cargo_with(
         &[
             "test",
             "--doc",
@@ -72,7 +62,40 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
             "viga-eval/clip",
         ],
         &[],
+        &clippy,
     )
+}
+
+/// What makes cargo compile the workspace's own crates with `clippy-driver` (the toolchain's,
+/// beside its rustc) and `-D warnings`, as `cargo clippy -- -D warnings` does, while still
+/// building them: the lints in `Cargo.toml` and the function length in `clippy.toml` run in
+/// the tests' own build. Every cargo call of the suite gets it, so none builds again.
+fn clippy_as_compiler() -> Result<Vec<(String, String)>> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .with_context(|| format!("could not run {rustc}"))?;
+    let driver = std::path::Path::new(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join("bin")
+        .join("clippy-driver");
+    if !driver.is_file() {
+        bail!(
+            "clippy is not installed for this toolchain ({} is missing): `rustup component add clippy`",
+            driver.display()
+        );
+    }
+    Ok(vec![
+        (
+            "RUSTC_WORKSPACE_WRAPPER".to_owned(),
+            driver.display().to_string(),
+        ),
+        // clippy-driver reads its own arguments here, as `cargo clippy` passes them.
+        (
+            "CLIPPY_ARGS".to_owned(),
+            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__".to_owned(),
+        ),
+    ])
 }
 
 /// `cargo test` over the whole suite, or over the packages `cargo_args` names (`-p`), which
