@@ -15,7 +15,6 @@ mod attach;
 mod contain;
 mod ending;
 mod eval;
-mod eval_flat;
 mod flat;
 mod gn;
 mod keys;

@@ -25,9 +25,11 @@
 #![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
 
 pub mod agent;
+pub mod benchmark;
 pub mod chamfer;
 #[cfg(feature = "clip")]
 pub mod clip;
+pub mod flat;
 pub mod judge;
 pub mod layout;
 pub mod leak;
@@ -38,16 +40,20 @@ pub mod report;
 pub mod runner;
 pub mod scene;
 pub mod scene_search;
+pub mod scenes;
 pub mod scores;
 pub mod search;
 pub mod shard;
 pub mod slidebench;
+pub mod summary;
 pub mod throughput;
 
 use std::path::{Path, PathBuf};
 
+pub use benchmark::{Baseline, Benchmark, Context, Proposal, Proposer, Shelf};
 pub use layout::{Instance, Selection, Suite, Task, discover, discover_levels};
-pub use runner::{Baseline, EvalConfig, EvalEvent, Proposal, Proposer, run};
+pub use runner::{EvalEvent, RunConfig, RunSummary};
+pub use scenes::{EvalConfig, SceneBenchmark, run};
 pub use scores::{FitViews, InstanceScores, RenderSpec};
 pub use shard::Shard;
 /// Re-exported so front ends can build a [`RenderSpec`] without depending on the protocol.
