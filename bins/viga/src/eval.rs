@@ -420,20 +420,29 @@ async fn run_with_progress<B: Benchmark>(
     );
     let shown = bar.clone();
     let printer = tokio::spawn(async move {
+        // Without a terminal the bar is hidden, and so would its lines be: a batch job's log
+        // gets them plainly.
+        let say = |line: String| {
+            if shown.is_hidden() {
+                println!("{line}");
+            } else {
+                shown.println(line);
+            }
+        };
         while let Some(event) = receiver.recv().await {
             match event {
                 EvalEvent::Started { total, skipped } => {
                     shown.set_length((total - skipped) as u64);
                     if skipped > 0 {
-                        shown.println(format!("resuming: {skipped} of {total} already scored"));
+                        say(format!("resuming: {skipped} of {total} already scored"));
                     }
                 }
                 EvalEvent::Scored(scores) => {
-                    shown.println(line(&scores));
+                    say(line(&scores));
                     shown.inc(1);
                 }
                 EvalEvent::Failed { instance, error } => {
-                    shown.println(format!("{instance}: FAILED {error}"));
+                    say(format!("{instance}: FAILED {error}"));
                     shown.inc(1);
                 }
             }
