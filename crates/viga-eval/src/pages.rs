@@ -128,10 +128,10 @@ pub struct PageBench {
 impl PageBench {
     /// CLIP loaded from `weights`, when given, for [`PageBench::clip`].
     pub fn load_clip(weights: Option<&Path>) -> Result<Option<Arc<ClipBackend>>, EvalError> {
-        weights
-            .map(|path| ClipBackend::load(path).map(Arc::new))
-            .transpose()
-            .map_err(Into::into)
+        match weights {
+            Some(path) => Ok(Some(Arc::new(ClipBackend::load(path)?))),
+            None => Ok(None),
+        }
     }
 }
 

@@ -409,7 +409,7 @@ fn task_summaries(
                 && executable.len() as f64 >= MIN_EXECUTABLE_FRACTION * of_task.len() as f64,
             pl: mean(executable.iter().filter_map(|(_, f)| f.pl)),
             cd_instances: cds.len(),
-            cd: mean(cds.into_iter()),
+            cd: mean(cds),
             n_clip: mean(executable.iter().filter_map(|(_, f)| f.n_clip)),
             pl_fit_views: held_out
                 .then(|| mean(by_fit.iter().filter_map(|(fitted, _)| *fitted)))
@@ -497,7 +497,7 @@ fn all_instances(scores: &[InstanceScores]) -> Vec<AllInstancesSummary> {
             left_out: of_task.len() - figures.len(),
             pl: mean(figures.iter().filter_map(|f| f.pl)),
             cd_instances: cds.len(),
-            cd: mean(cds.into_iter()),
+            cd: mean(cds),
             n_clip: mean(figures.iter().filter_map(|f| f.n_clip)),
         });
     }
