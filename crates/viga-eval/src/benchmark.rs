@@ -49,8 +49,9 @@ pub trait Benchmark: Sized + Send + Sync + 'static {
     /// What the worker's programs are contained under, when it can say.
     fn containment(worker: &Self::Worker) -> Option<ContainmentStatus>;
 
-    /// Before any instance: checks and records the run's settings in `out` (made already);
-    /// `instances` is this shard's selection.
+    /// Before any instance: checks and records the run's settings in `out` (which may not
+    /// exist yet: nothing is to be written there before the checks pass); `instances` is this
+    /// shard's selection.
     async fn begin(
         &self,
         _out: &Path,

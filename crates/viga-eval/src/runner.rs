@@ -76,10 +76,12 @@ pub async fn run<B: Benchmark>(
 ) -> Result<RunSummary, EvalError> {
     let instances = config.shard.select(benchmark.discover()?);
     proposer.check(&instances)?;
-    std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
+    // Begun before the output folder is made, so a run refused at its start (unusable CLIP
+    // weights, say) writes nothing.
     benchmark
         .begin(&config.out, proposer.as_ref(), &instances)
         .await?;
+    std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
     let system = proposer.system();
     let pending = unfinished(benchmark.as_ref(), &config.out, &instances, &system)?;
     let send = |event: EvalEvent<B::Scores>| {
