@@ -1,10 +1,11 @@
-//! `viga eval`: BlenderGym and BlenderBench evaluation (the logic lives in `viga-eval`; this
-//! parses flags, starts the worker pool and shows progress). `cargo xtask eval …` forwards
-//! here.
+//! `viga eval`: every benchmark's command line (the evaluation itself lives in `viga-eval`,
+//! its set-up in `viga_app::eval`; this parses flags into settings, builds the model
+//! providers, and shows progress and the report). `cargo xtask eval …` forwards here.
 //!
 //! - `blendergym`: score a baseline or the agent on a BlenderGym-layout folder, one shard of it.
 //! - `blenderbench`: the same on a BlenderBench-layout folder, with the answer-leakage check,
 //!   and the reference-free judge when given a provider for it.
+//! - `slidebench`, `pages`: the 2D benchmarks, on LibreOffice and Chromium.
 //! - `report`: rewrite an output folder's summary and tables.
 //! - `merge`: combine shard outputs into one folder.
 //! - `bench`: instances per hour with 1 and 2 workers on the mini-suite.
@@ -16,17 +17,17 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use viga_blender::{Access, ContainedWorkers, WorkerPool, WorkerRequest, locate};
-use viga_eval::agent::AgentProposer;
-use viga_eval::judge::{Judge, Judgement};
-use viga_eval::leak::LeakStatus;
-use viga_eval::report::{self, Summary};
-use viga_eval::runner::RunSummary;
-use viga_eval::search::SearchProposer;
-use viga_eval::{
-    Baseline, EvalConfig, EvalEvent, FitViews, Proposer, RenderEngine, RenderSpec, Selection,
-    Shard, Suite, Task,
+use viga_app::eval::{
+    Common, EvalSetupError, PageSettings, Prepared, RenderSettings, SceneSettings, SlideSettings,
+    System,
 };
+use viga_blender::ContainedWorkers;
+use viga_eval::judge::Judgement;
+use viga_eval::leak::LeakStatus;
+use viga_eval::runner::{EvalEvent, RunSummary};
+use viga_eval::slidebench::InstructionKind;
+use viga_eval::summary::{MARKDOWN_FILE, Table};
+use viga_eval::{Baseline, Benchmark, InstanceScores, RenderEngine, Shard, Suite};
 use viga_provider::{Provider, ProviderConfig, ProviderKind};
 
 #[derive(Debug, Subcommand)]
@@ -40,10 +41,10 @@ pub enum EvalCommand {
     /// Score a system on SlideBench (AutoPresent's layout: <deck>/<deck>.pptx with
     /// slide_<n>/instruction.txt): execution rate and the reference-based metrics;
     /// `--judge-provider` adds the reference-free judge and the overall score.
-    Slidebench(Box<crate::eval_flat::SlidebenchArgs>),
+    Slidebench(Box<SlidebenchArgs>),
     /// Score a system on web pages (<name>/task.txt with goal.html or target.png): PL and
     /// N-CLIP against the target screenshot, and the judge with `--judge-provider`.
-    Pages(Box<crate::eval_flat::PagesArgs>),
+    Pages(Box<PagesArgs>),
     /// Rewrite summary.json, report.md and report.html of an output folder.
     Report { out: PathBuf },
     /// Combine the output folders of several shards into one, then write its reports.
@@ -91,16 +92,12 @@ pub struct RenderArgs {
 }
 
 impl RenderArgs {
-    fn spec(&self) -> Result<RenderSpec> {
-        if !(1..=8192).contains(&self.resolution) {
-            bail!("--resolution must be between 1 and 8192");
-        }
-        Ok(RenderSpec {
+    fn settings(&self) -> RenderSettings {
+        RenderSettings {
             engine: self.engine,
-            width: self.resolution,
-            height: self.resolution,
-            samples: Some(self.samples),
-        })
+            resolution: self.resolution,
+            samples: self.samples,
+        }
     }
 }
 
@@ -204,8 +201,8 @@ pub struct JudgeArgs {
 }
 
 impl JudgeArgs {
-    /// The judge these flags name, if any.
-    pub fn judge(&self) -> Result<Option<Judge>> {
+    /// The judge's model these flags name, if any.
+    fn provider(&self) -> Result<Option<Arc<dyn Provider>>> {
         self.judge_provider
             .as_deref()
             .map(|kind| {
@@ -215,9 +212,90 @@ impl JudgeArgs {
                     self.judge_base_url.as_deref(),
                     self.judge_script.as_deref(),
                 )
-                .map(Judge::new)
             })
             .transpose()
+    }
+}
+
+/// A set-up error with its kind, so the exit code says what kind it is.
+fn setup(err: EvalSetupError) -> anyhow::Error {
+    anyhow::Error::new(viga_app::AppError::from(err))
+}
+
+/// The system the flags choose: a baseline, or the agent when a provider is given.
+fn system(baseline: Option<System>, agent: &crate::args::ProviderArgs) -> Result<Option<System>> {
+    Ok(match (baseline, &agent.provider) {
+        (Some(baseline), _) => Some(baseline),
+        (None, Some(_)) => Some(System::Agent(agent_provider(agent)?)),
+        (None, None) => None,
+    })
+}
+
+impl SystemArgs {
+    fn common(&self, judge: Option<&JudgeArgs>) -> Result<Common> {
+        let baseline = self.baseline.map(|baseline| match baseline {
+            BaselineArg::Noop => System::Baseline(Baseline::Noop),
+            BaselineArg::Oracle => System::Baseline(Baseline::Oracle),
+            BaselineArg::Search => System::Search,
+        });
+        Ok(Common {
+            data: self.data.clone(),
+            out: self.out.clone(),
+            instances: self.instances.clone(),
+            system: system(baseline, &self.agent)?,
+            max_iterations: self.max_iterations,
+            workers: self.workers,
+            shard: self.shard.parse::<Shard>()?,
+            judge: judge.map(JudgeArgs::provider).transpose()?.flatten(),
+        })
+    }
+
+    fn scenes(
+        &self,
+        suite: Suite,
+        tasks: Option<&[String]>,
+        judge: Option<&JudgeArgs>,
+    ) -> Result<SceneSettings> {
+        Ok(SceneSettings {
+            suite,
+            common: self.common(judge)?,
+            tasks: tasks.map(<[String]>::to_vec),
+            render: self.render.settings(),
+            verifier_resolution: self.verifier_resolution,
+            clip_weights: self.clip_weights.clone(),
+            oracle_selected: self.oracle_selected,
+            chamfer_points: None,
+            search_budget: 0,
+            search_views: None,
+        })
+    }
+}
+
+impl FlatSystemArgs {
+    fn common(&self) -> Result<Common> {
+        let baseline = self.baseline.map(|baseline| {
+            System::Baseline(match baseline {
+                FlatBaseline::Noop => Baseline::Noop,
+                FlatBaseline::Oracle => Baseline::Oracle,
+            })
+        });
+        Ok(Common {
+            data: self.data.clone(),
+            out: self.out.clone(),
+            instances: self.instances.clone(),
+            system: system(baseline, &self.agent)?,
+            max_iterations: self.max_iterations,
+            workers: self.workers,
+            shard: self.shard.parse::<Shard>()?,
+            judge: self.judge.provider()?,
+        })
+    }
+
+    fn timeout(&self) -> Result<Duration> {
+        Duration::try_from_secs_f64(self.program_timeout)
+            .ok()
+            .filter(|limit| !limit.is_zero())
+            .ok_or_else(|| anyhow::anyhow!("--program-timeout must be a number of seconds above 0"))
     }
 }
 
@@ -226,30 +304,71 @@ pub async fn run(
     contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
     match command {
-        EvalCommand::Blendergym(args) => blendergym(*args, contained).await?,
-        EvalCommand::Blenderbench(args) => blenderbench(*args, contained).await?,
-        EvalCommand::Slidebench(args) => crate::eval_flat::slidebench(*args, contained).await?,
-        EvalCommand::Pages(args) => crate::eval_flat::pages(*args, contained).await?,
-        EvalCommand::Report { out } => print_summary(&report::write_reports(&out)?, &out),
+        EvalCommand::Blendergym(args) => {
+            let mut settings =
+                args.system
+                    .scenes(Suite::BlenderGym, args.tasks.as_deref(), None)?;
+            settings.chamfer_points = Some(args.chamfer_points);
+            settings.search_budget = args.search_budget;
+            settings.search_views = args.search_views.clone();
+            let prepared = viga_app::eval::prepare_scenes(&settings, contained)
+                .await
+                .map_err(setup)?;
+            evaluate(prepared, print_scene_scores).await?;
+        }
+        EvalCommand::Blenderbench(args) => {
+            let settings = args.system.scenes(
+                Suite::BlenderBench,
+                args.levels.as_deref(),
+                Some(&args.judge),
+            )?;
+            let prepared = viga_app::eval::prepare_scenes(&settings, contained)
+                .await
+                .map_err(setup)?;
+            evaluate(prepared, print_scene_scores).await?;
+        }
+        EvalCommand::Slidebench(args) => {
+            let settings = SlideSettings {
+                common: args.system.common()?,
+                instruction: args.instruction,
+                instruction_only: args.instruction_only,
+                program_timeout: args.system.timeout()?,
+            };
+            let prepared = viga_app::eval::prepare_slidebench(&settings, contained)
+                .await
+                .map_err(setup)?;
+            evaluate(prepared, print_slide_scores).await?;
+        }
+        EvalCommand::Pages(args) => {
+            let settings = PageSettings {
+                common: args.system.common()?,
+                clip_weights: args.clip_weights.clone(),
+                program_timeout: args.system.timeout()?,
+            };
+            let prepared = viga_app::eval::prepare_pages(&settings, contained)
+                .await
+                .map_err(setup)?;
+            evaluate(prepared, print_page_scores).await?;
+        }
+        EvalCommand::Report { out } => {
+            print_table(&viga_app::eval::report(&out).map_err(setup)?, &out);
+        }
         EvalCommand::Merge { into, shards } => {
-            print_summary(&report::merge(&shards, &into)?, &into);
+            print_table(
+                &viga_app::eval::merge(&shards, &into).map_err(setup)?,
+                &into,
+            );
         }
         EvalCommand::Bench {
             data,
             render,
             model_latency_ms,
         } => {
-            // Contained like every evaluation, so its figures include what containment costs.
-            let worker = contained.worker_config(&WorkerRequest::new(locate()?, reads(&data)))?;
             let latency = Duration::from_millis(model_latency_ms);
-            let render = render.spec()?;
-            let rows = viga_eval::throughput::throughput(&data, &worker, render, latency).await?;
-            let containment = worker
-                .containment
-                .as_ref()
-                .map_or("uncontained".to_owned(), |containment| {
-                    format!("contained ({})", containment.policy)
-                });
+            let (rows, render, containment) =
+                viga_app::eval::throughput(&data, render.settings(), latency, contained)
+                    .await
+                    .map_err(setup)?;
             println!(
                 "\n{render} on {}, workers {containment}; the agent's model is a stand-in answering after {} ms per call:",
                 data.display(),
@@ -261,25 +380,145 @@ pub async fn run(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// The configuration every benchmark shares, for `suite` with its task selection.
-fn config_from(args: &SystemArgs, suite: Suite, tasks: Option<&[String]>) -> Result<EvalConfig> {
-    let mut config = EvalConfig::new(&args.data, &args.out, args.render.spec()?);
-    config.suite = suite;
-    config.shard = args.shard.parse::<Shard>()?;
-    config.clip_weights = args.clip_weights.clone();
-    config.oracle_selected = args.oracle_selected;
-    config.selection = Selection {
-        tasks: tasks
-            .map(|tasks| {
-                tasks
-                    .iter()
-                    .map(|t| t.parse::<Task>())
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?,
-        instances: args.instances.clone(),
-    };
-    Ok(config)
+/// Runs a prepared evaluation with a progress bar (instances done, ETA, and what `line`
+/// says of each result), then prints the report; fails when an instance could not be scored.
+async fn evaluate<B: Benchmark>(
+    prepared: Prepared<B>,
+    line: fn(&B::Scores) -> String,
+) -> Result<()> {
+    println!("eval: {}", prepared.description);
+    // Said as `viga run` says it for its worker; the results record it.
+    for status in &prepared.containment {
+        viga_app::workers::warn_if_less(status, &crate::Terminal);
+    }
+    let out = prepared.run.out.clone();
+    let summary = run_with_progress(prepared, line).await?;
+    for (instance, error) in &summary.failed {
+        eprintln!("FAILED {instance}: {error}");
+    }
+    print_table(&summary.report.table, &out);
+    if !summary.failed.is_empty() {
+        bail!(
+            "{} instance(s) could not be scored (listed above); rerun to retry them",
+            summary.failed.len()
+        );
+    }
+    Ok(())
+}
+
+async fn run_with_progress<B: Benchmark>(
+    prepared: Prepared<B>,
+    line: fn(&B::Scores) -> String,
+) -> Result<RunSummary> {
+    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel::<EvalEvent<B::Scores>>();
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} instances, ETA {eta} {msg}")
+            .context("bad progress template")?,
+    );
+    let shown = bar.clone();
+    let printer = tokio::spawn(async move {
+        // Without a terminal the bar is hidden, and so would its lines be: a batch job's log
+        // gets them plainly.
+        let say = |line: String| {
+            if shown.is_hidden() {
+                println!("{line}");
+            } else {
+                shown.println(line);
+            }
+        };
+        while let Some(event) = receiver.recv().await {
+            match event {
+                EvalEvent::Started { total, skipped } => {
+                    shown.set_length((total - skipped) as u64);
+                    if skipped > 0 {
+                        say(format!("resuming: {skipped} of {total} already scored"));
+                    }
+                }
+                EvalEvent::Scored(scores) => {
+                    say(line(&scores));
+                    shown.inc(1);
+                }
+                EvalEvent::Failed { instance, error } => {
+                    say(format!("{instance}: FAILED {error}"));
+                    shown.inc(1);
+                }
+            }
+        }
+    });
+    let summary = prepared.run(Some(events)).await;
+    let _ = printer.await;
+    bar.finish_and_clear();
+    summary.map_err(setup)
+}
+
+/// A BlenderGym or BlenderBench result in a line.
+fn print_scene_scores(scores: &InstanceScores) -> String {
+    format!(
+        "{:<14} PL {:<10} CD {}{}{}{}",
+        scores.instance,
+        scores
+            .pl
+            .map_or("not executable".to_owned(), |pl| format!("{pl:.6}")),
+        scores.cd.map_or("-".to_owned(), |cd| format!("{cd:.4}")),
+        scores
+            .n_clip
+            .map_or(String::new(), |n_clip| format!(" N-CLIP {n_clip:.4}")),
+        match &scores.judge {
+            Some(Judgement::Judged { scores, .. }) => format!(" judge {:.2}/5", scores.mean()),
+            Some(Judgement::Failed { .. }) => " judge failed".to_owned(),
+            Some(Judgement::NotJudged { .. }) | None => String::new(),
+        },
+        match &scores.answer_leak {
+            Some(check) if check.status == LeakStatus::Leaks => {
+                format!(" ANSWER LEAK: {}", check.leaked.join(", "))
+            }
+            _ => String::new(),
+        },
+    )
+}
+
+/// A SlideBench result in a line.
+fn print_slide_scores(scores: &viga_eval::slidebench::SlideScores) -> String {
+    match &scores.figures.reference {
+        Some(reference) => format!(
+            "{:<24} match {:5.1} text {:5.1} color {:5.1} position {:5.1}",
+            scores.instance,
+            reference.block_match,
+            reference.text,
+            reference.color,
+            reference.position
+        ),
+        None => format!(
+            "{:<24} not executed: {}",
+            scores.instance,
+            scores.failure.as_deref().unwrap_or("no deck")
+        ),
+    }
+}
+
+/// A page's result in a line.
+fn print_page_scores(scores: &viga_eval::pages::PageScores) -> String {
+    match scores.figures.pl {
+        Some(pl) => format!(
+            "{:<24} PL {pl:.6}{}",
+            scores.instance,
+            scores
+                .figures
+                .n_clip
+                .map_or(String::new(), |n_clip| format!(" N-CLIP {n_clip:.4}"))
+        ),
+        None => format!(
+            "{:<24} not loaded: {}",
+            scores.instance,
+            scores.failure.as_deref().unwrap_or("no page")
+        ),
+    }
+}
+
+fn print_table(table: &Table, out: &Path) {
+    println!("\n{}", table.markdown());
+    println!("results: {}", out.join(MARKDOWN_FILE).display());
 }
 
 /// A model provider from flags (the agent's or the judge's); keys come from the environment.
@@ -301,205 +540,69 @@ fn provider_from(
     Ok(viga_app::provider::build(&settings)?)
 }
 
-/// The system under test: a baseline, or the agent with a provider. `search` is BlenderGym's
-/// search baseline, when that is the benchmark.
-fn proposer_from(
-    args: &SystemArgs,
-    config: &EvalConfig,
-    search: Option<&BlendergymArgs>,
-) -> Result<Arc<dyn Proposer>> {
-    match (&args.baseline, &args.agent.provider) {
-        (Some(BaselineArg::Noop), _) => Ok(Arc::new(Baseline::Noop)),
-        (Some(BaselineArg::Oracle), _) => Ok(Arc::new(Baseline::Oracle)),
-        (Some(BaselineArg::Search), _) => {
-            let Some(search) = search else {
-                bail!(
-                    "the search baseline is run on BlenderGym only; use --baseline noop or oracle, or the agent"
-                );
-            };
-            if search.search_budget < 2 {
-                bail!("--search-budget must be at least 2 (the start program and one move)");
-            }
-            let fit_views = match &search.search_views {
-                Some(names) => FitViews::parse(names)?,
-                None => FitViews::AllScored,
-            };
-            Ok(Arc::new(SearchProposer {
-                budget: search.search_budget,
-                render: config.render,
-                timeout: config.timeout,
-                fit_views,
-            }))
-        }
-        (None, None) => bail!(
-            "choose the system: --baseline noop|oracle, or --provider P --model M for the agent"
-        ),
-        (None, Some(_)) => {
-            let provider = agent_provider(&args.agent)?;
-            if args.max_iterations == 0 {
-                bail!("--max-iterations must be at least 1");
-            }
-            if !(16..=4096).contains(&args.verifier_resolution) {
-                bail!("--verifier-resolution must be between 16 and 4096");
-            }
-            let mut agent = AgentProposer::new(provider, args.max_iterations);
-            agent.verifier_render.width = args.verifier_resolution;
-            agent.verifier_render.height = args.verifier_resolution;
-            Ok(Arc::new(agent))
-        }
-    }
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FlatBaseline {
+    /// SlideBench: a deck of one blank slide; pages: an empty document.
+    Noop,
+    /// SlideBench: the reference slide itself; pages: the goal page.
+    Oracle,
 }
 
-/// What an evaluation's Blender reads: the instances' scenes in the data folder.
-fn reads(data: &Path) -> Access {
-    Access::reading(vec![data.to_path_buf()])
-}
-
-async fn blendergym(args: BlendergymArgs, contained: &ContainedWorkers) -> Result<()> {
-    // Checked before Blender starts, so bad flags fail at once.
-    let mut config = config_from(&args.system, Suite::BlenderGym, args.tasks.as_deref())?;
-    config.chamfer_points = args.chamfer_points;
-    if args.search_views.is_some() && !matches!(args.system.baseline, Some(BaselineArg::Search)) {
-        bail!(
-            "--search-views applies to --baseline search only (the views the search fits); the other systems fit no views or, the agent, Camera1"
-        );
-    }
-    let proposer = proposer_from(&args.system, &config, Some(&args))?;
-    evaluate(config, proposer, args.system.workers, contained).await
-}
-
-async fn blenderbench(args: BlenderbenchArgs, contained: &ContainedWorkers) -> Result<()> {
-    let mut config = config_from(&args.system, Suite::BlenderBench, args.levels.as_deref())?;
-    config.judge = args.judge.judge()?;
-    let proposer = proposer_from(&args.system, &config, None)?;
-    evaluate(config, proposer, args.system.workers, contained).await
-}
-
-/// Scores `proposer` as `config` says on a pool of `workers` contained Blenders, then writes
-/// and prints the reports.
-async fn evaluate(
-    config: EvalConfig,
-    proposer: Arc<dyn Proposer>,
+/// What both 2D benchmarks take.
+#[derive(Debug, Args)]
+pub struct FlatSystemArgs {
+    /// The data folder.
+    #[arg(long)]
+    data: PathBuf,
+    /// Where results go; rerunning with the same folder resumes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Comma-separated instance names (SlideBench: deck/slide_N; pages: the folder names).
+    #[arg(long, value_delimiter = ',')]
+    instances: Option<Vec<String>>,
+    /// A baseline system (no model); without it, the agent runs with --provider.
+    #[arg(long, value_enum, conflicts_with = "provider")]
+    baseline: Option<FlatBaseline>,
+    #[command(flatten)]
+    agent: crate::args::ProviderArgs,
+    /// The agent's iteration budget per instance.
+    #[arg(long, default_value_t = 5)]
+    max_iterations: u32,
+    /// How long one program (a page's load) may run.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    program_timeout: f64,
+    /// Renderers (LibreOffice, Chromium) working in parallel.
+    #[arg(long, default_value_t = 1)]
     workers: usize,
-    contained: &ContainedWorkers,
-) -> Result<()> {
-    let instances = config
-        .shard
-        .select(config.suite.discover(&config.data, &config.selection)?);
-    if workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    proposer.check(&instances)?;
-    println!(
-        "eval: {} on {} ({}, shard {}), {}, {} worker(s){}",
-        proposer.system(),
-        config.data.display(),
-        config.suite.name(),
-        config.shard,
-        config.render,
-        workers,
-        config
-            .judge
-            .as_ref()
-            .map_or(String::new(), |judge| format!(", judge {}", judge.label()))
-    );
-    let pool = Arc::new(
-        WorkerPool::start(
-            workers,
-            contained.worker_config(&WorkerRequest::new(locate()?, reads(&config.data)))?,
-        )
-        .await?,
-    );
-    // Said once for the pool, as `viga run` says it for its worker; eval.json, each
-    // instance's folder and the report record it.
-    viga_app::workers::warn_if_less(&pool.acquire().await?.containment(), &crate::Terminal);
-    let summary = run_with_progress(&config, pool, proposer).await?;
-    for (instance, error) in &summary.failed {
-        eprintln!("FAILED {instance}: {error}");
-    }
-    print_summary(&report::write_reports(&config.out)?, &config.out);
-    if !summary.failed.is_empty() {
-        bail!(
-            "{} instance(s) could not be scored (listed above); rerun to retry them",
-            summary.failed.len()
-        );
-    }
-    Ok(())
+    /// i/n: this process's shard (0 <= i < n), e.g. $SLURM_ARRAY_TASK_ID/$N.
+    #[arg(long, default_value = "0/1")]
+    shard: String,
+    #[command(flatten)]
+    judge: JudgeArgs,
 }
 
-/// Runs the evaluation with a progress bar: instances done, ETA, running mean PL.
-async fn run_with_progress(
-    config: &EvalConfig,
-    pool: Arc<WorkerPool>,
-    proposer: Arc<dyn Proposer>,
-) -> Result<RunSummary> {
-    let (events, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} instances, ETA {eta} {msg}")
-            .context("bad progress template")?,
-    );
-    let shown = bar.clone();
-    let printer = tokio::spawn(async move {
-        let (mut sum, mut count) = (0.0, 0usize);
-        while let Some(event) = receiver.recv().await {
-            match event {
-                EvalEvent::Started { total, skipped } => {
-                    shown.set_length((total - skipped) as u64);
-                    if skipped > 0 {
-                        shown.println(format!("resuming: {skipped} of {total} already scored"));
-                    }
-                }
-                EvalEvent::Scored(scores) => {
-                    if let Some(pl) = scores.pl {
-                        sum += pl;
-                        count += 1;
-                    }
-                    shown.println(format!(
-                        "{:<14} PL {:<10} CD {}{}{}{}",
-                        scores.instance,
-                        scores
-                            .pl
-                            .map_or("not executable".to_owned(), |pl| format!("{pl:.6}")),
-                        scores.cd.map_or("-".to_owned(), |cd| format!("{cd:.4}")),
-                        scores
-                            .n_clip
-                            .map_or(String::new(), |n_clip| format!(" N-CLIP {n_clip:.4}")),
-                        match &scores.judge {
-                            Some(Judgement::Judged { scores, .. }) => {
-                                format!(" judge {:.2}/5", scores.mean())
-                            }
-                            Some(Judgement::Failed { .. }) => " judge failed".to_owned(),
-                            Some(Judgement::NotJudged { .. }) | None => String::new(),
-                        },
-                        match &scores.answer_leak {
-                            Some(check) if check.status == LeakStatus::Leaks => {
-                                format!(" ANSWER LEAK: {}", check.leaked.join(", "))
-                            }
-                            _ => String::new(),
-                        },
-                    ));
-                    if count > 0 {
-                        shown.set_message(format!("mean PL {:.6}", sum / count as f64));
-                    }
-                    shown.inc(1);
-                }
-                EvalEvent::Failed { instance, error } => {
-                    shown.println(format!("{instance}: FAILED {error}"));
-                    shown.inc(1);
-                }
-            }
-        }
-    });
-    let summary = viga_eval::run(config, pool, proposer, Some(events)).await;
-    let _ = printer.await;
-    bar.finish_and_clear();
-    Ok(summary?)
+#[derive(Debug, Args)]
+pub struct SlidebenchArgs {
+    #[command(flatten)]
+    system: FlatSystemArgs,
+    /// Which instruction the system gets: detailed (instruction.txt), high_level or
+    /// no_image.
+    #[arg(long, default_value = "detailed")]
+    instruction: InstructionKind,
+    /// Give the agent the instruction alone (AutoPresent's setting), not also the reference
+    /// slide's picture (VIGA's).
+    #[arg(long)]
+    instruction_only: bool,
 }
 
-fn print_summary(summary: &Summary, out: &Path) {
-    println!("\n{}", report::markdown(summary));
-    println!("results: {}", out.join(report::MARKDOWN_FILE).display());
+#[derive(Debug, Args)]
+pub struct PagesArgs {
+    #[command(flatten)]
+    system: FlatSystemArgs,
+    /// CLIP ViT-B/32 weights for N-CLIP (see docs/eval.md); without them N-CLIP is
+    /// unavailable.
+    #[arg(long)]
+    clip_weights: Option<PathBuf>,
 }
 
 /// The throughput rows as a Markdown table, each system's speed-up against its own 1-worker row.

@@ -17,7 +17,6 @@ mod attach;
 mod contain;
 mod ending;
 mod eval;
-mod eval_flat;
 mod gn;
 mod keys;
 mod mcp;

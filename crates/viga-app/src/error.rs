@@ -38,6 +38,8 @@ pub enum AppError {
     NotFound(Box<viga_slides::NotFound>),
     #[error(transparent)]
     Gn(Box<viga_gn::GnError>),
+    #[error(transparent)]
+    Eval(Box<viga_eval::EvalError>),
     /// A tool (add-on discovery) failed.
     #[error(transparent)]
     Tool(Box<viga_skills::ToolError>),
@@ -100,6 +102,7 @@ impl AppError {
             Self::Attach(err) => err.kind(),
             Self::Gn(err) => err.kind(),
             Self::Tool(_) => FailureKind::Other,
+            Self::Eval(err) => err.kind(),
             Self::Io { .. } => FailureKind::Io,
         }
     }

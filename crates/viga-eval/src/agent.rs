@@ -4,7 +4,6 @@
 //! proposes its own final program — the last one the verifier accepted, or else the last that
 //! ran — never one picked by looking at the ground truth.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -16,8 +15,9 @@ use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::Provider;
 
 use crate::EvalError;
+use crate::benchmark::{Context, Proposal, Proposer};
 use crate::layout::{Instance, Suite, Task};
-use crate::runner::{Proposal, Proposer};
+use crate::scenes::SceneBenchmark;
 
 #[derive(Clone)]
 pub struct AgentProposer {
@@ -27,6 +27,11 @@ pub struct AgentProposer {
     /// What the verifier looks at while the agent works (scoring uses the eval's settings);
     /// the engine is chosen per task ([`verifier_engine`]).
     pub verifier_render: RenderSpec,
+    /// How long one program may run (SlideBench, pages); the loop's own limit without.
+    pub program_timeout: Option<std::time::Duration>,
+    /// SlideBench: the instruction alone (AutoPresent's setting), not also the reference
+    /// slide's picture (VIGA's).
+    pub instruction_only: bool,
 }
 
 impl AgentProposer {
@@ -44,6 +49,8 @@ impl AgentProposer {
                 height: 256,
                 samples: None,
             },
+            program_timeout: None,
+            instruction_only: false,
         }
     }
 }
@@ -117,7 +124,7 @@ pub fn task_text(instance: &Instance, start_program: &str) -> String {
 }
 
 #[async_trait]
-impl Proposer for AgentProposer {
+impl Proposer<SceneBenchmark> for AgentProposer {
     fn system(&self) -> String {
         format!("agent {}/{}", self.provider.name(), self.provider.model())
     }
@@ -131,10 +138,13 @@ impl Proposer for AgentProposer {
     async fn propose(
         &self,
         instance: &Instance,
-        goal_renders: &[PathBuf],
-        blender: Arc<dyn BlenderTransport>,
-        work_dir: &Path,
+        context: Context<Arc<dyn BlenderTransport>>,
     ) -> Result<Proposal, EvalError> {
+        let Context {
+            worker: blender,
+            goal: goal_renders,
+            scratch: work_dir,
+        } = context;
         let start = std::fs::read_to_string(&instance.start_py)
             .map_err(|err| EvalError::io(&instance.start_py, err))?;
         // The picture of the goal the instance shows a model, else the goal's Camera1 render.
@@ -153,6 +163,9 @@ impl Proposer for AgentProposer {
             frame: None,
         }];
         config.max_iterations = self.max_iterations;
+        if let Some(limit) = self.program_timeout {
+            config.program_timeout = limit;
+        }
         config.memory_window = self.memory_window;
         config.provider = self.provider.name().to_owned();
         config.model = self.provider.model().to_owned();

@@ -1,33 +1,38 @@
 //! # viga-eval
 //!
-//! BlenderGym and BlenderBench evaluation of viga and of baselines, on real Blender; SlideBench
-//! ([`slidebench`]) and web pages ([`pages`]) on the slide and page renderers.
+//! Evaluation of viga and of baselines on four benchmarks, on real renderers: BlenderGym and
+//! BlenderBench on Blender, SlideBench on LibreOffice, web pages on Chromium.
 //!
-//! **Owns:** reading the BlenderGym and BlenderBench layouts ([`layout`]); BlenderBench's
-//! answer-leakage check ([`leak`]) and reference-free judge ([`judge`], only with a provider);
-//! deterministic shards ([`shard`]);
-//! the metrics: PL exactly as BlenderGym defines it (from `viga_skills::metrics`), Chamfer
-//! distance ([`chamfer`], our documented point-to-surface definition, since the public
-//! evaluator has none; labelled as ours beside the published column);
-//! N-CLIP ([`clip`], CLIP ViT-B/32 from a local weights file);
-//! the baselines `noop` and `oracle` and the [`Proposer`] trait other systems plug into; the
-//! runner on a pool of warm workers with resume ([`runner`]); per-instance `scores.json` and
-//! per-task / overall reports beside the published leaderboard ([`report`]); SlideBench's
-//! execution rate, AutoPresent's reference-based metrics and its reference-free design judge
-//! with the overall score ([`slidebench`]); PL, N-CLIP and the judge for pages ([`pages`]).
+//! **Owns:** the [`Benchmark`] trait (find instances, lend a renderer, prepare the goal, give a
+//! system its [`Context`], score its [`Proposal`], write the report) and the one runner for
+//! it ([`runner`]: worker pool, shards ([`shard`]), resume, each instance's containment, typed
+//! [`EvalEvent`]s), with one summary and report writer ([`summary`]); the systems under test
+//! ([`Proposer`]: the baselines `noop` and `oracle` ([`Baseline`]), the search ([`search`]),
+//! the agent ([`agent`])). The four implementations:
+//! BlenderGym and BlenderBench ([`scenes::SceneBenchmark`]: the layouts ([`layout`]), PL
+//! exactly as BlenderGym defines it (from `viga_skills::metrics`), Chamfer distance
+//! ([`chamfer`], our documented point-to-surface definition, since the public evaluator has
+//! none; labelled as ours beside the published column), N-CLIP ([`clip`], CLIP ViT-B/32 from a
+//! local weights file), BlenderBench's answer-leakage check ([`leak`]) and reference-free judge
+//! ([`judge`], only with a provider), per-task reports beside the published leaderboard
+//! ([`report`])); SlideBench ([`slidebench`]: execution rate, AutoPresent's reference-based
+//! metrics and its reference-free design judge with the overall score); pages ([`pages`]: PL,
+//! N-CLIP and the judge). What the two flat benchmarks share is [`flat`].
 //!
 //! **Must not:** invent metrics or fill in a metric it cannot compute (N-CLIP without CLIP
 //! weights is reported as unavailable, never estimated); show the goal program to a system
 //! under test (only `oracle` sees it, and it is labelled as such); score against the shipped
 //! goal PNGs (the goal is re-rendered by the same Blender that renders the proposals); print
-//! to a terminal (progress goes out as [`runner::EvalEvent`]s).
+//! to a terminal (progress goes out as [`EvalEvent`]s).
 
 #![warn(clippy::too_many_lines)] // no library function over 80 lines: clippy.toml sets the threshold
 
 pub mod agent;
+pub mod benchmark;
 pub mod chamfer;
 #[cfg(feature = "clip")]
 pub mod clip;
+pub mod flat;
 pub mod judge;
 pub mod layout;
 pub mod leak;
@@ -38,16 +43,20 @@ pub mod report;
 pub mod runner;
 pub mod scene;
 pub mod scene_search;
+pub mod scenes;
 pub mod scores;
 pub mod search;
 pub mod shard;
 pub mod slidebench;
+pub mod summary;
 pub mod throughput;
 
 use std::path::{Path, PathBuf};
 
+pub use benchmark::{Baseline, Benchmark, Context, Proposal, Proposer, Shelf};
 pub use layout::{Instance, Selection, Suite, Task, discover, discover_levels};
-pub use runner::{Baseline, EvalConfig, EvalEvent, Proposal, Proposer, run};
+pub use runner::{EvalEvent, RunConfig, RunSummary};
+pub use scenes::{EvalConfig, SceneBenchmark, run};
 pub use scores::{FitViews, InstanceScores, RenderSpec};
 pub use shard::Shard;
 /// Re-exported so front ends can build a [`RenderSpec`] without depending on the protocol.

@@ -1,12 +1,13 @@
-//! Web pages: a system writes one HTML document per instance; it is loaded in Chromium in a
-//! window of the target's size and its screenshot is scored against the target with PL
-//! (BlenderGym's photometric loss) and N-CLIP (with CLIP weights), plus the reference-free
-//! judge's four design criteria when a provider is given.
+//! Web pages as a [`Benchmark`]: a system writes one HTML document per instance; it is loaded
+//! in Chromium in a window of the target's size and its screenshot is scored against the
+//! target with PL (BlenderGym's photometric loss) and N-CLIP (with CLIP weights), plus the
+//! reference-free judge's four design criteria when a provider is given.
 //!
 //! The layout is ours: `DIR/<name>/task.txt` with `goal.html` (the page to reproduce, also
 //! the oracle's answer; the target is its screenshot taken by the same Chromium that shows the
 //! proposals) or `target.png` (a screenshot made elsewhere). Results go to `OUT/<name>/`
-//! (`page.html`, `page.png`, `scores.json`) and `OUT/summary.json`, `OUT/report.md`.
+//! (`target.png`, `page.html`, `page.png`, `scores.json`); the one runner writes
+//! `OUT/summary.json`, `OUT/report.md` and `OUT/report.html`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,22 +15,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use viga_provider::Provider;
+use viga_domain_page::{DEFAULT_VIEWPORT, PageDomain, PageSettings};
 use viga_web::{Viewport, WebError, WebWorker};
 
 use crate::EvalError;
+use crate::agent::AgentProposer;
+use crate::benchmark::{Attempt, Baseline, Benchmark, Context, Lent, Proposal, Proposer, Shelf};
+use crate::flat::{AgentRun, FlatScores, check_selection};
 use crate::judge::Judge;
-use crate::slidebench::judge::{CRITERIA, DesignJudgement, judge_design};
-use crate::slidebench::{AgentRun, check_selection, scored_before};
+use crate::slidebench::judge::judge_design;
+use crate::summary::{Column, Report, Summary, mean};
 
 #[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
 #[cfg(not(feature = "clip"))]
 use crate::no_clip::ClipBackend;
-
-const SUMMARY_FILE: &str = "summary.json";
-const REPORT_FILE: &str = "report.md";
-const SCORES_FILE: &str = "scores.json";
 
 /// One page to make.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,40 +91,135 @@ pub fn discover(data: &Path, names: Option<&[String]>) -> Result<Vec<PageInstanc
     Ok(instances)
 }
 
-/// What a system needs to make one page.
-#[derive(Debug)]
-pub struct PageContext<'a> {
-    pub worker: &'a Arc<WebWorker>,
-    /// The target screenshot (PNG) and its window.
-    pub target: &'a [u8],
-    pub viewport: Viewport,
-    pub scratch: &'a Path,
-}
-
-/// A system that writes a page.
-#[async_trait]
-pub trait PageProposer: Send + Sync {
-    fn system(&self) -> String;
-    async fn propose(
-        &self,
-        instance: &PageInstance,
-        context: PageContext<'_>,
-    ) -> Result<Option<String>, EvalError>;
-}
-
-/// `noop` answers an empty document; `oracle` the goal page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageBaseline {
-    Noop,
-    Oracle,
-}
-
 /// The noop baseline's page.
 pub const NOOP_PAGE: &str =
     "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body></body></html>\n";
 
+/// The pages' own figures in a result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageFigures {
+    /// Photometric loss against the target (lower is better), when executed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pl: Option<f64>,
+    /// 1 - cosine similarity of CLIP features (lower is better), with CLIP weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_clip: Option<f64>,
+    /// Requests the page made outside itself, all refused.
+    #[serde(default)]
+    pub refused_requests: usize,
+}
+
+/// One page's result (`scores.json`).
+pub type PageScores = FlatScores<PageFigures>;
+
+/// The pages of a data folder, shown by the browsers on `workers`.
+#[derive(Debug)]
+pub struct PageBench {
+    pub data: PathBuf,
+    /// The instances named; all without.
+    pub instances: Option<Vec<String>>,
+    pub judge: Option<Judge>,
+    /// N-CLIP's network; without it N-CLIP is unavailable.
+    pub clip: Option<Arc<ClipBackend>>,
+    pub program_timeout: Duration,
+    pub workers: Arc<Shelf<WebWorker>>,
+}
+
+impl PageBench {
+    /// CLIP loaded from `weights`, when given, for [`PageBench::clip`].
+    pub fn load_clip(weights: Option<&Path>) -> Result<Option<Arc<ClipBackend>>, EvalError> {
+        match weights {
+            Some(path) => Ok(Some(Arc::new(ClipBackend::load(path)?))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The target screenshot an instance is scored against, and its window.
+#[derive(Debug)]
+pub struct Target {
+    png: Vec<u8>,
+    path: PathBuf,
+    viewport: Viewport,
+}
+
 #[async_trait]
-impl PageProposer for PageBaseline {
+impl Benchmark for PageBench {
+    type Instance = PageInstance;
+    type Worker = Lent<WebWorker>;
+    type Target = Target;
+    type Scores = PageScores;
+
+    fn name(&self) -> &'static str {
+        "pages"
+    }
+
+    fn instance_name(instance: &PageInstance) -> &str {
+        &instance.name
+    }
+
+    fn discover(&self) -> Result<Vec<PageInstance>, EvalError> {
+        discover(&self.data, self.instances.as_deref())
+    }
+
+    async fn acquire(&self) -> Result<Self::Worker, EvalError> {
+        self.workers.acquire().await
+    }
+
+    fn containment(worker: &Self::Worker) -> Option<viga_blender::ContainmentStatus> {
+        worker.containment()
+    }
+
+    fn finished(&self, _path: &Path, scores: &PageScores, system: &str) -> Result<bool, EvalError> {
+        // Another system's result in the folder is made again, for this one.
+        Ok(scores.system == system)
+    }
+
+    async fn prepare(
+        &self,
+        instance: &PageInstance,
+        worker: &Self::Worker,
+        dir: &Path,
+    ) -> Result<Target, EvalError> {
+        let (png, viewport) = target_of(worker.worker(), instance).await?;
+        let path = dir.join("target.png");
+        crate::write_atomic(&path, &png)?;
+        Ok(Target {
+            png,
+            path,
+            viewport,
+        })
+    }
+
+    fn context(&self, target: &Target, worker: &Self::Worker, dir: &Path) -> Context<Self::Worker> {
+        Context {
+            worker: worker.clone(),
+            goal: vec![target.path.clone()],
+            scratch: dir.join("system"),
+        }
+    }
+
+    async fn score(&self, attempt: Attempt<'_, Self>) -> Result<PageScores, EvalError> {
+        score_page(self, attempt).await
+    }
+
+    fn report(&self, out: &Path, system: &str) -> Result<Report, EvalError> {
+        let instances = self.discover()?;
+        let names = instances.iter().map(|instance| instance.name.clone());
+        let all = crate::flat::results(out, names, system)?;
+        let summary = summarise(
+            system,
+            self.judge.as_ref().map(Judge::label),
+            self.clip.is_some(),
+            instances.len(),
+            &all,
+        );
+        Report::new(self.name(), &summary, summary.table())
+    }
+}
+
+#[async_trait]
+impl Proposer<PageBench> for Baseline {
     fn system(&self) -> String {
         match self {
             Self::Noop => "noop".to_owned(),
@@ -135,10 +230,10 @@ impl PageProposer for PageBaseline {
     async fn propose(
         &self,
         instance: &PageInstance,
-        _context: PageContext<'_>,
-    ) -> Result<Option<String>, EvalError> {
+        _context: Context<Lent<WebWorker>>,
+    ) -> Result<Proposal, EvalError> {
         match self {
-            Self::Noop => Ok(Some(NOOP_PAGE.to_owned())),
+            Self::Noop => Ok(Proposal::code(Some(NOOP_PAGE.to_owned()))),
             Self::Oracle => {
                 let Some(goal) = &instance.goal else {
                     return Err(EvalError::Harness {
@@ -147,7 +242,7 @@ impl PageProposer for PageBaseline {
                     });
                 };
                 std::fs::read_to_string(goal)
-                    .map(Some)
+                    .map(|page| Proposal::code(Some(page)))
                     .map_err(|err| EvalError::io(goal, err))
             }
         }
@@ -156,20 +251,8 @@ impl PageProposer for PageBaseline {
 
 /// The VIGA loop with the page domain: the task text and the target screenshot, in a window
 /// of the target's size; its final page is the proposal.
-pub struct PageAgent {
-    pub provider: Arc<dyn Provider>,
-    pub max_iterations: u32,
-    pub program_timeout: Duration,
-}
-
-impl std::fmt::Debug for PageAgent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.system())
-    }
-}
-
 #[async_trait]
-impl PageProposer for PageAgent {
+impl Proposer<PageBench> for AgentProposer {
     fn system(&self) -> String {
         format!(
             "agent ({}/{}, {} iterations)",
@@ -182,12 +265,12 @@ impl PageProposer for PageAgent {
     async fn propose(
         &self,
         instance: &PageInstance,
-        context: PageContext<'_>,
-    ) -> Result<Option<String>, EvalError> {
+        context: Context<Lent<WebWorker>>,
+    ) -> Result<Proposal, EvalError> {
         let run = AgentRun {
             instance: &instance.name,
             provider: &self.provider,
-            scratch: context.scratch,
+            scratch: &context.scratch,
         };
         let mut config = run.config(
             &instance.task,
@@ -195,93 +278,34 @@ impl PageProposer for PageAgent {
             self.max_iterations,
             self.program_timeout,
         )?;
-        let picture = context.scratch.join("target.png");
-        crate::write_atomic(&picture, context.target)?;
-        config.targets.push(viga_core::TargetSpec::picture(picture));
-        let settings = viga_domain_page::PageSettings {
-            viewport: context.viewport,
+        let Some(picture) = context.goal.first() else {
+            return Err(run.harness("the instance has no target picture"));
         };
-        let domain = viga_domain_page::PageDomain::new(settings, Arc::clone(context.worker))
-            .map_err(|err| run.harness(err))?;
-        run.final_program(config, Arc::new(domain)).await
+        // The window is the target's size, as the benchmark shows the proposals in.
+        let png = std::fs::read(picture).map_err(|err| EvalError::io(picture, err))?;
+        let viewport = picture_size(&instance.name, &png)?;
+        config
+            .targets
+            .push(viga_core::TargetSpec::picture(picture.clone()));
+        let domain = PageDomain::new(
+            PageSettings { viewport },
+            Arc::clone(context.worker.worker()),
+        )
+        .map_err(|err| run.harness(err))?;
+        Ok(Proposal::code(
+            run.final_program(config, Arc::new(domain)).await?,
+        ))
     }
 }
 
-/// One instance's result (`scores.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PageScores {
-    pub instance: String,
-    pub system: String,
-    /// The page loaded (a page that never finishes loading or crashes did not).
-    pub executed: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
-    /// Photometric loss against the target (lower is better), when executed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pl: Option<f64>,
-    /// 1 - cosine similarity of CLIP features (lower is better), with CLIP weights.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub n_clip: Option<f64>,
-    /// Requests the page made outside itself, all refused.
-    #[serde(default)]
-    pub refused_requests: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge: Option<DesignJudgement>,
-}
-
-#[derive(Debug)]
-pub struct PageEvalConfig {
-    pub data: PathBuf,
-    pub out: PathBuf,
-    pub instances: Option<Vec<String>>,
-    pub judge: Option<Judge>,
-    pub clip_weights: Option<PathBuf>,
-    pub program_timeout: Duration,
-}
-
-/// Scores `system` on every selected instance, one after another in `worker`'s browser;
-/// instances already scored for the same system are kept (resume).
-pub async fn run(
-    config: &PageEvalConfig,
-    worker: Arc<WebWorker>,
-    system: &dyn PageProposer,
-) -> Result<PageSummary, EvalError> {
-    let instances = discover(&config.data, config.instances.as_deref())?;
-    let clip = match &config.clip_weights {
-        Some(path) => Some(Arc::new(ClipBackend::load(path)?)),
-        None => None,
-    };
-    let name = system.system();
-    let mut all = Vec::with_capacity(instances.len());
-    for instance in &instances {
-        let folder = config.out.join(&instance.name);
-        let done = scored_before(&folder, |scores: &PageScores| scores.system == name);
-        if let Some(scores) = done {
-            all.push(scores);
-            continue;
-        }
-        std::fs::create_dir_all(&folder).map_err(|err| EvalError::io(&folder, err))?;
-        let scores =
-            score_instance(config, &worker, system, instance, &folder, clip.as_ref()).await?;
-        crate::write_atomic(
-            &folder.join(SCORES_FILE),
-            &serde_json::to_vec_pretty(&scores).map_err(|err| EvalError::io(&folder, err))?,
-        )?;
-        all.push(scores);
-    }
-    let summary = summarise(
-        &name,
-        config.judge.as_ref().map(Judge::label),
-        clip.is_some(),
-        &all,
-    );
-    std::fs::create_dir_all(&config.out).map_err(|err| EvalError::io(&config.out, err))?;
-    crate::write_atomic(
-        &config.out.join(SUMMARY_FILE),
-        &serde_json::to_vec_pretty(&summary).map_err(|err| EvalError::io(&config.out, err))?,
-    )?;
-    crate::write_atomic(&config.out.join(REPORT_FILE), markdown(&summary).as_bytes())?;
-    Ok(summary)
+/// The window of a picture's size.
+fn picture_size(instance: &str, png: &[u8]) -> Result<Viewport, EvalError> {
+    viga_skills::metrics::image_size(png)
+        .map(|(width, height)| Viewport { width, height })
+        .map_err(|err| EvalError::Harness {
+            instance: instance.to_owned(),
+            message: format!("the target picture: {err}"),
+        })
 }
 
 fn web_error(instance: &PageInstance, err: WebError) -> EvalError {
@@ -296,20 +320,13 @@ async fn target_of(
     worker: &WebWorker,
     instance: &PageInstance,
 ) -> Result<(Vec<u8>, Viewport), EvalError> {
-    let size_of = |png: &[u8]| {
-        viga_skills::metrics::image_size(png)
-            .map(|(width, height)| Viewport { width, height })
-            .map_err(|err| EvalError::Harness {
-                instance: instance.name.clone(),
-                message: format!("the target picture: {err}"),
-            })
-    };
+    let size_of = |png: &[u8]| picture_size(&instance.name, png);
     if let Some(goal) = &instance.goal {
         let html = std::fs::read_to_string(goal).map_err(|err| EvalError::io(goal, err))?;
         // The goal's window: the shipped screenshot's size, else the common default.
         let viewport = match &instance.target {
             Some(path) => size_of(&std::fs::read(path).map_err(|err| EvalError::io(path, err))?)?,
-            None => viga_domain_page::DEFAULT_VIEWPORT,
+            None => DEFAULT_VIEWPORT,
         };
         let (_, shot) = worker
             .render(&html, viewport)
@@ -325,39 +342,34 @@ async fn target_of(
     Ok((png, viewport))
 }
 
-async fn score_instance(
-    config: &PageEvalConfig,
-    worker: &Arc<WebWorker>,
-    system: &dyn PageProposer,
-    instance: &PageInstance,
-    folder: &Path,
-    clip: Option<&Arc<ClipBackend>>,
+/// Loads the proposed page, and scores its screenshot against the target.
+async fn score_page(
+    bench: &PageBench,
+    attempt: Attempt<'_, PageBench>,
 ) -> Result<PageScores, EvalError> {
-    let (target, viewport) = target_of(worker, instance).await?;
-    crate::write_atomic(&folder.join("target.png"), &target)?;
-    let mut scores = PageScores {
-        instance: instance.name.clone(),
-        system: system.system(),
-        executed: false,
-        failure: None,
-        pl: None,
-        n_clip: None,
-        refused_requests: 0,
-        judge: None,
-    };
-    let context = PageContext {
+    let Attempt {
+        instance,
+        target,
+        proposal,
         worker,
-        target: &target,
+        dir: folder,
+        system,
+        ..
+    } = attempt;
+    let worker = worker.worker();
+    let Target {
+        png: target,
         viewport,
-        scratch: &folder.join("system"),
-    };
-    let Some(page) = system.propose(instance, context).await? else {
+        ..
+    } = target;
+    let mut scores = PageScores::new(&instance.name, system);
+    let Some(page) = proposal.code else {
         scores.failure = Some("the system gave no page".to_owned());
         return Ok(scores);
     };
     crate::write_atomic(&folder.join("page.html"), page.as_bytes())?;
     let shot = match worker
-        .load_within(&page, viewport, config.program_timeout)
+        .load_within(&page, viewport, bench.program_timeout)
         .await
     {
         Ok(_) => worker
@@ -371,9 +383,9 @@ async fn score_instance(
         Err(err) => return Err(web_error(instance, err)),
     };
     scores.executed = true;
-    scores.refused_requests = worker.page_report().await.refused_total;
+    scores.figures.refused_requests = worker.page_report().await.refused_total;
     crate::write_atomic(&folder.join("page.png"), &shot.png)?;
-    scores.pl = Some(
+    scores.figures.pl = Some(
         viga_skills::metrics::photometric_loss(&shot.png, &target).map_err(|err| {
             EvalError::Harness {
                 instance: instance.name.clone(),
@@ -381,7 +393,7 @@ async fn score_instance(
             }
         })?,
     );
-    if let Some(clip) = clip {
+    if let Some(clip) = &bench.clip {
         let decode = |png: &[u8]| {
             image::load_from_memory(png)
                 .map(|picture| picture.to_rgb8())
@@ -391,106 +403,47 @@ async fn score_instance(
                 })
         };
         let (page, goal) = (decode(&shot.png)?, decode(&target)?);
-        scores.n_clip = Some(
-            clip.n_clip(&page, &goal)
-                .map_err(|err| EvalError::Harness {
-                    instance: instance.name.clone(),
-                    message: format!("N-CLIP: {err}"),
-                })?,
-        );
+        scores.figures.n_clip =
+            Some(
+                clip.n_clip(&page, &goal)
+                    .map_err(|err| EvalError::Harness {
+                        instance: instance.name.clone(),
+                        message: format!("N-CLIP: {err}"),
+                    })?,
+            );
     }
-    if let Some(judge) = &config.judge {
+    if let Some(judge) = &bench.judge {
         scores.judge = Some(judge_design(judge, "web page", &shot.png, &[], true).await);
     }
     Ok(scores)
 }
 
-/// The evaluation's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PageSummary {
-    pub system: String,
-    pub judge: Option<String>,
-    pub instances: usize,
-    pub executed: usize,
-    pub execution_rate: f64,
-    /// Mean PL over the executed pages.
-    pub pl: Option<f64>,
-    /// Mean N-CLIP over the executed pages; `None` without CLIP weights.
-    pub n_clip: Option<f64>,
-    /// Whether N-CLIP was computed at all (CLIP weights given).
-    pub n_clip_available: bool,
-    pub refused_requests: usize,
-    pub judge_scores: Vec<(String, Option<f64>)>,
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let values: Vec<f64> = values.collect();
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-}
-
+/// Sums up the results of one system: execution rate, mean PL and N-CLIP over the executed
+/// pages (N-CLIP unavailable without weights), the outside requests refused, and with a judge
+/// its criteria.
 pub fn summarise(
     system: &str,
     judge: Option<String>,
     n_clip_available: bool,
+    selected: usize,
     all: &[PageScores],
-) -> PageSummary {
-    let executed: Vec<&PageScores> = all.iter().filter(|s| s.executed).collect();
-    PageSummary {
-        system: system.to_owned(),
-        instances: all.len(),
-        executed: executed.len(),
-        execution_rate: if all.is_empty() {
-            0.0
-        } else {
-            100.0 * executed.len() as f64 / all.len() as f64
-        },
-        pl: mean(executed.iter().filter_map(|s| s.pl)),
-        n_clip: mean(executed.iter().filter_map(|s| s.n_clip)),
-        n_clip_available,
-        refused_requests: all.iter().map(|s| s.refused_requests).sum(),
-        judge_scores: if judge.is_some() {
-            CRITERIA
-                .iter()
-                .map(|(criterion, _)| {
-                    let values = executed
-                        .iter()
-                        .filter_map(|s| s.judge.as_ref()?.percent(criterion));
-                    ((*criterion).to_owned(), mean(values))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        },
-        judge,
-    }
-}
-
-pub fn markdown(summary: &PageSummary) -> String {
-    let figure = |value: Option<f64>, digits: usize| {
-        value.map_or("-".to_owned(), |v| format!("{v:.digits$}"))
-    };
-    let mut text = format!(
-        "Pages: {} on {} page(s); execution rate {:.1}% ({} loaded); {} outside request(s) refused\n\n| PL | N-CLIP |\n|---|---|\n| {} | {} |\n",
-        summary.system,
-        summary.instances,
-        summary.execution_rate,
-        summary.executed,
-        summary.refused_requests,
-        figure(summary.pl, 6),
-        if summary.n_clip_available {
-            figure(summary.n_clip, 4)
-        } else {
-            "unavailable (no --clip-weights)".to_owned()
-        },
-    );
-    if let Some(judge) = &summary.judge {
-        text.push_str(&format!(
-            "\n| reference-free (judge {judge}) | text | image | layout | color |\n|---|---|---|---|---|\n| mean, 0-100 |"
-        ));
-        for (_, score) in &summary.judge_scores {
-            text.push_str(&format!(" {} |", figure(*score, 1)));
-        }
-        text.push('\n');
-    }
-    text
+) -> Summary {
+    let refused: usize = all.iter().map(|s| s.figures.refused_requests).sum();
+    let mut summary = crate::flat::summarise("pages", system, judge, selected, all, |executed| {
+        vec![
+            Column::new("PL", mean(executed.iter().filter_map(|s| s.figures.pl)), 6),
+            if n_clip_available {
+                Column::new(
+                    "N-CLIP",
+                    mean(executed.iter().filter_map(|s| s.figures.n_clip)),
+                    4,
+                )
+            } else {
+                Column::unavailable("N-CLIP", "no --clip-weights")
+            },
+            Column::new("refused requests", Some(refused as f64), 0),
+        ]
+    });
+    summary.notes.insert(0, "PL (BlenderGym's photometric loss) and N-CLIP (1 - cosine similarity of CLIP ViT-B/32 features) against the target screenshot, means over the loaded pages, lower is better; refused requests: the outside requests the pages made, all refused, in total. The judge's criteria: means over the pages it judged, 0-100 (5 = 100).".to_owned());
+    summary
 }

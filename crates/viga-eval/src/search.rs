@@ -4,7 +4,7 @@
 //! views, within a budget of evaluated programs. It is real inverse graphics without a VLM,
 //! and a floor any model must beat.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +14,9 @@ use viga_protocol::bridge::{RenderRequest, SceneReset};
 use viga_skills::metrics::photometric_loss;
 
 use crate::EvalError;
+use crate::benchmark::{Context, Proposal, Proposer};
 use crate::layout::Instance;
-use crate::runner::{Proposal, Proposer};
+use crate::scenes::SceneBenchmark;
 use crate::scores::{FitViews, RenderSpec};
 
 /// A number written in the program.
@@ -468,7 +469,7 @@ impl SearchProposer {
 }
 
 #[async_trait]
-impl Proposer for SearchProposer {
+impl Proposer<SceneBenchmark> for SearchProposer {
     fn system(&self) -> String {
         match &self.fit_views {
             FitViews::AllScored => format!("search (budget {})", self.budget),
@@ -497,13 +498,16 @@ impl Proposer for SearchProposer {
     async fn propose(
         &self,
         instance: &Instance,
-        goal_renders: &[PathBuf],
-        blender: Arc<dyn BlenderTransport>,
-        _work_dir: &Path,
+        context: Context<Arc<dyn BlenderTransport>>,
     ) -> Result<Proposal, EvalError> {
+        let Context {
+            worker: blender,
+            goal: goal_renders,
+            ..
+        } = context;
         let start = std::fs::read_to_string(&instance.start_py)
             .map_err(|err| EvalError::io(&instance.start_py, err))?;
-        let fitted = self.fitted(instance, goal_renders)?;
+        let fitted = self.fitted(instance, &goal_renders)?;
         let targets = fitted
             .iter()
             .map(|(_, path)| std::fs::read(path).map_err(|err| EvalError::io(path, err)))

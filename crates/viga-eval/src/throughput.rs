@@ -23,7 +23,7 @@ use viga_protocol::message::{ContentPart, ToolCall};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
 
 use crate::agent::AgentProposer;
-use crate::{Baseline, EvalConfig, EvalError, Proposer, RenderSpec};
+use crate::{Baseline, EvalConfig, EvalError, Proposer, RenderSpec, SceneBenchmark};
 
 /// One measured row: a system evaluated with a number of workers.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,13 +57,13 @@ pub async fn throughput(
         path: std::env::temp_dir(),
         message: format!("cannot create a scratch folder: {err}"),
     })?;
-    let agent: Arc<dyn Proposer> = Arc::new(AgentProposer::new(
+    let agent: Arc<dyn Proposer<SceneBenchmark>> = Arc::new(AgentProposer::new(
         Arc::new(LatencyStandIn {
             latency: model_latency,
         }),
         1,
     ));
-    let systems: [(&str, Arc<dyn Proposer>); 2] =
+    let systems: [(&str, Arc<dyn Proposer<SceneBenchmark>>); 2] =
         [("oracle", Arc::new(Baseline::Oracle)), ("agent", agent)];
     let mut rows = Vec::new();
     for (label, proposer) in systems {
@@ -82,7 +82,7 @@ async fn measure(
     pool: Arc<WorkerPool>,
     render: RenderSpec,
     workers: usize,
-    proposer: Arc<dyn Proposer>,
+    proposer: Arc<dyn Proposer<SceneBenchmark>>,
 ) -> Result<ThroughputRow, EvalError> {
     let config = EvalConfig::new(data, out, render);
     let jiffies_before = cpu_jiffies();

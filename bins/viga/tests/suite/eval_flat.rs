@@ -39,6 +39,16 @@ fn eval(suite: &str, data: &str, out: &Path, args: &[&str]) -> Value {
     serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
 }
 
+/// The figure of the summary's column `name` (null when it has none).
+fn column(summary: &Value, name: &str) -> Value {
+    summary["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|column| column["name"] == name)
+        .map_or(Value::Null, |column| column["value"].clone())
+}
+
 fn script(dir: &Path, name: &str, turns: Value) -> String {
     let path = dir.join(name);
     std::fs::write(&path, json!({ "turns": turns }).to_string()).unwrap();
@@ -64,18 +74,22 @@ fn slidebench_oracle_scores_best_noop_worse_and_the_judge_needs_a_provider() {
         assert_eq!(summary["instances"], 3, "{summary}");
         assert_eq!(summary["execution_rate"], 100.0, "{summary}");
         assert_eq!(summary["judge"], Value::Null, "no provider, no judge");
-        assert_eq!(summary["overall"], Value::Null, "no judge, no overall");
+        assert_eq!(
+            column(summary, "overall"),
+            Value::Null,
+            "no judge, no overall"
+        );
     }
     for metric in ["match", "text", "color", "position"] {
-        assert_eq!(oracle["reference"][metric], 100.0, "{metric}: {oracle}");
+        assert_eq!(column(&oracle, metric), 100.0, "{metric}: {oracle}");
     }
     // A blank slide pairs no block with the reference's: match 0 (the other three have no
     // pair to average, which the evaluator counts as 100).
-    assert_eq!(noop["reference"]["match"], 0.0, "{noop}");
+    assert_eq!(column(&noop, "match"), 0.0, "{noop}");
     let mean = |summary: &Value| {
         ["match", "text", "color", "position"]
             .iter()
-            .map(|m| summary["reference"][m].as_f64().unwrap())
+            .map(|m| column(summary, m).as_f64().unwrap())
             .sum::<f64>()
             / 4.0
     };
@@ -113,7 +127,7 @@ fn slidebench_oracle_scores_best_noop_worse_and_the_judge_needs_a_provider() {
         judged["judge"].as_str().unwrap().starts_with("scripted/"),
         "{judged}"
     );
-    let overall = judged["overall"].as_f64().unwrap();
+    let overall = column(&judged, "overall").as_f64().unwrap();
     // (4 x 100 + 100 + 80 + 60 + 80) / 8 = 90, times an execution rate of 100%.
     assert!((overall - 90.0).abs() < 1e-9, "{judged}");
 }
@@ -187,9 +201,15 @@ prs.save(os.environ["VIGA_DECK_PATH"])
         "{summary}"
     );
     assert_eq!(summary["execution_rate"], 100.0, "{summary}");
-    let reference = &summary["reference"];
-    assert_eq!(reference["match"], 100.0, "every block paired: {summary}");
-    assert!(reference["text"].as_f64().unwrap() > 99.0, "{summary}");
+    assert_eq!(
+        column(&summary, "match"),
+        100.0,
+        "every block paired: {summary}"
+    );
+    assert!(
+        column(&summary, "text").as_f64().unwrap() > 99.0,
+        "{summary}"
+    );
     // The agent's own run folder is kept beside its result.
     let instance = out.join("garden/slide_1");
     assert!(instance.join("program.py").is_file() && instance.join("generated.png").is_file());
@@ -214,18 +234,77 @@ fn pages_oracle_has_no_loss_and_noop_does() {
     assert_eq!(oracle["instances"], 2, "{oracle}");
     assert_eq!(oracle["execution_rate"], 100.0);
     assert_eq!(
-        oracle["pl"], 0.0,
+        column(&oracle, "PL"),
+        0.0,
         "the goal page against its own screenshot: {oracle}"
     );
-    assert!(noop["pl"].as_f64().unwrap() > 0.01, "{noop}");
+    assert!(column(&noop, "PL").as_f64().unwrap() > 0.01, "{noop}");
+    let n_clip = &oracle["columns"][1];
+    assert_eq!(n_clip["name"], "N-CLIP", "{oracle}");
     assert_eq!(
-        oracle["n_clip_available"], false,
+        n_clip["value"],
+        Value::Null,
         "no weights, no N-CLIP: {oracle}"
     );
-    assert_eq!(oracle["n_clip"], Value::Null);
+    assert_eq!(n_clip["unavailable"], "no --clip-weights", "{oracle}");
     let report = std::fs::read_to_string(dir.path().join("oracle/report.md")).unwrap();
     assert!(
         report.contains("unavailable (no --clip-weights)"),
         "{report}"
     );
+}
+
+#[test]
+fn slidebench_shards_fill_one_folder_and_a_rerun_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("noop");
+    let first = eval(
+        "slidebench",
+        "slidebench-mini",
+        &out,
+        &["--baseline", "noop", "--shard", "0/2"],
+    );
+    // Three slides: shard 0/2 takes the first and the third.
+    assert_eq!(first["selected"], 3, "{first}");
+    assert_eq!(first["instances"], 2, "{first}");
+    let second = eval(
+        "slidebench",
+        "slidebench-mini",
+        &out,
+        &["--baseline", "noop", "--shard", "1/2", "--workers", "2"],
+    );
+    assert_eq!(second["instances"], 3, "{second}");
+    let scores: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|deck| deck.path().is_dir())
+        .flat_map(|deck| std::fs::read_dir(deck.path()).unwrap().flatten())
+        .map(|slide| slide.path())
+        .filter(|slide| slide.join("scores.json").is_file())
+        .collect();
+    assert_eq!(scores.len(), 3, "{scores:?}");
+    for slide in &scores {
+        assert!(
+            slide.join("containment.json").is_file(),
+            "{}",
+            slide.display()
+        );
+    }
+    // Everything scored: the whole selection again makes nothing anew.
+    let written = |slide: &PathBuf| {
+        std::fs::metadata(slide.join("scores.json"))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let before: Vec<_> = scores.iter().map(written).collect();
+    let again = eval(
+        "slidebench",
+        "slidebench-mini",
+        &out,
+        &["--baseline", "noop"],
+    );
+    let after: Vec<_> = scores.iter().map(written).collect();
+    assert_eq!(before, after, "a finished slide is not made again");
+    assert_eq!(column(&again, "match"), column(&second, "match"));
 }

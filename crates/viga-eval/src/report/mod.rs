@@ -16,18 +16,17 @@ use crate::layout::{Suite, Task};
 use crate::leak::LeakStatus;
 use crate::scores::{
     EvalSettings, FitViews, HARNESS_FAILURE_FILE, HarnessFailure, InstanceScores, SCORES_FILE,
-    SELECTED_FILE, SETTINGS_FILE, SelectedInstance, read_json, write_json,
+    SELECTED_FILE, SETTINGS_FILE, SelectedInstance, read_json,
 };
+use crate::summary::{Report, mean, write_report};
 
 mod merge;
 mod tables;
 
 pub use merge::merge;
-pub use tables::{ALL_INSTANCES_LABEL, JUDGE_COLUMN, ORACLE_SELECTED_LABEL, html, markdown};
+pub use tables::{ALL_INSTANCES_LABEL, JUDGE_COLUMN, ORACLE_SELECTED_LABEL, html, markdown, table};
 
-pub const SUMMARY_FILE: &str = "summary.json";
-pub const MARKDOWN_FILE: &str = "report.md";
-pub const HTML_FILE: &str = "report.html";
+pub use crate::summary::{HTML_FILE, MARKDOWN_FILE, SUMMARY_FILE};
 
 /// The public rule: a task with fewer than this fraction of executable instances is shown as
 /// "--", never as a number.
@@ -158,11 +157,6 @@ pub struct TaskOverall {
     pub pending: usize,
     /// Mean over the executable instances.
     pub pl: Option<f64>,
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let (sum, count) = values.fold((0.0, 0usize), |(s, c), v| (s + v, c + 1));
-    (count > 0).then(|| sum / count as f64)
 }
 
 /// Everything an output folder holds about its instances.
@@ -415,7 +409,7 @@ fn task_summaries(
                 && executable.len() as f64 >= MIN_EXECUTABLE_FRACTION * of_task.len() as f64,
             pl: mean(executable.iter().filter_map(|(_, f)| f.pl)),
             cd_instances: cds.len(),
-            cd: mean(cds.into_iter()),
+            cd: mean(cds),
             n_clip: mean(executable.iter().filter_map(|(_, f)| f.n_clip)),
             pl_fit_views: held_out
                 .then(|| mean(by_fit.iter().filter_map(|(fitted, _)| *fitted)))
@@ -503,7 +497,7 @@ fn all_instances(scores: &[InstanceScores]) -> Vec<AllInstancesSummary> {
             left_out: of_task.len() - figures.len(),
             pl: mean(figures.iter().filter_map(|f| f.pl)),
             cd_instances: cds.len(),
-            cd: mean(cds.into_iter()),
+            cd: mean(cds),
             n_clip: mean(figures.iter().filter_map(|f| f.n_clip)),
         });
     }
@@ -532,13 +526,18 @@ fn views_summary(scores: &[InstanceScores], fit: Option<&FitViews>) -> ViewsSumm
     }
 }
 
-/// Reads `<out>`'s results and writes `summary.json`, `report.md` and `report.html` there.
-pub fn write_reports(out: &Path) -> Result<Summary, EvalError> {
+/// `<out>`'s results summed up, and the report of them.
+pub fn report(out: &Path) -> Result<(Summary, Report), EvalError> {
     let settings: EvalSettings = read_json(&out.join(SETTINGS_FILE))?;
     let summary = summarise(&settings, &collect(out)?)?;
-    write_json(&out.join(SUMMARY_FILE), &summary)?;
-    crate::write_atomic(&out.join(MARKDOWN_FILE), markdown(&summary).as_bytes())?;
-    crate::write_atomic(&out.join(HTML_FILE), html(&summary).as_bytes())?;
+    let report = Report::new(settings.suite.name(), &summary, table(&summary))?;
+    Ok((summary, report))
+}
+
+/// Reads `<out>`'s results and writes `summary.json`, `report.md` and `report.html` there.
+pub fn write_reports(out: &Path) -> Result<Summary, EvalError> {
+    let (summary, report) = report(out)?;
+    write_report(out, &report)?;
     Ok(summary)
 }
 
@@ -547,7 +546,7 @@ mod tests {
     use viga_protocol::bridge::RenderEngine;
 
     use super::*;
-    use crate::scores::{ChamferDefinition, N_CLIP_UNAVAILABLE, RenderSpec};
+    use crate::scores::{ChamferDefinition, N_CLIP_UNAVAILABLE, RenderSpec, write_json};
 
     fn settings() -> EvalSettings {
         EvalSettings {

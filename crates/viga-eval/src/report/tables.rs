@@ -4,12 +4,11 @@
 
 use std::fmt::Write as _;
 
-use viga_core::report::escape;
-
 use super::{JudgeSummary, Summary, TaskSummary};
 use crate::layout::{Suite, Task};
 use crate::leak::LeakStatus;
 use crate::scores::ChamferDefinition;
+use crate::summary::{Row, Table};
 
 /// A published leaderboard row (lower is better), values as displayed there.
 pub(super) struct Published {
@@ -471,49 +470,26 @@ fn all_instances_note(summary: &Summary) -> Option<String> {
     })
 }
 
+/// The summary as the one report writer shows it: our rows and the published ones, and the
+/// notes.
+pub fn table(summary: &Summary) -> Table {
+    Table {
+        title: None,
+        header: header(summary),
+        rows: rows(summary)
+            .into_iter()
+            .map(|(published, cells)| Row { published, cells })
+            .collect(),
+        notes: notes(summary),
+    }
+}
+
 pub fn markdown(summary: &Summary) -> String {
-    let header = header(summary);
-    let mut out = String::from("| ");
-    out.push_str(&header.join(" | "));
-    out.push_str(" |\n|");
-    out.push_str(&"---|".repeat(header.len()));
-    out.push('\n');
-    for (_, row) in rows(summary) {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
-    }
-    out.push('\n');
-    for note in notes(summary) {
-        let _ = writeln!(out, "- {note}");
-    }
-    out
+    table(summary).markdown()
 }
 
 pub fn html(summary: &Summary) -> String {
-    let mut out = format!(
-        "<!doctype html>\n<meta charset=\"utf-8\">\n<title>{} evaluation</title>\n<style>table{{border-collapse:collapse}}td,th{{border:1px solid #999;padding:2px 6px;text-align:right}}td:first-child{{text-align:left}}tr.theirs{{color:#666}}</style>\n<table>\n<tr>",
-        summary.settings.suite.name()
-    );
-    for head in header(summary) {
-        let _ = write!(out, "<th>{}</th>", escape(&head));
-    }
-    out.push_str("</tr>\n");
-    for (theirs, row) in rows(summary) {
-        out.push_str(if theirs {
-            "<tr class=\"theirs\">"
-        } else {
-            "<tr>"
-        });
-        for cell in row {
-            let _ = write!(out, "<td>{}</td>", escape(&cell));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</table>\n<ul>\n");
-    for note in notes(summary) {
-        let _ = writeln!(out, "<li>{}</li>", escape(&note));
-    }
-    out.push_str("</ul>\n");
-    out
+    table(summary).html(summary.settings.suite.name())
 }
 
 /// What the workers that ran the programs were contained under: each half and each limit in

@@ -49,6 +49,8 @@ async fn the_agent_edits_the_start_program_and_its_final_program_is_scored() {
                 height: 32,
                 samples: None,
             },
+            program_timeout: None,
+            instruction_only: false,
         };
         let out = tempfile::tempdir().unwrap();
         let render = RenderSpec {
@@ -139,6 +141,8 @@ async fn oracle_selected_picks_the_best_iteration_by_ground_truth_and_is_kept_ap
                 height: 32,
                 samples: None,
             },
+            program_timeout: None,
+            instruction_only: false,
         };
         let out = tempfile::tempdir().unwrap();
         // Cycles: Workbench's studio light would hide the lighting change.

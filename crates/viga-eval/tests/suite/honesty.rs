@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use viga_blender::{BlenderTransport, WorkerConfig, WorkerPool, locate};
 use viga_eval::report::write_reports;
 use viga_eval::{
-    Baseline, EvalConfig, EvalError, Instance, InstanceScores, Proposal, Proposer, RenderEngine,
-    RenderSpec, Selection,
+    Baseline, Context, EvalConfig, EvalError, Instance, InstanceScores, Proposal, Proposer,
+    RenderEngine, RenderSpec, SceneBenchmark, Selection,
 };
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
@@ -116,7 +116,7 @@ async fn views_that_do_not_match_the_cameras_are_a_recorded_harness_failure() {
 struct Raises;
 
 #[async_trait]
-impl Proposer for Raises {
+impl Proposer<SceneBenchmark> for Raises {
     fn system(&self) -> String {
         "raises".to_owned()
     }
@@ -124,9 +124,7 @@ impl Proposer for Raises {
     async fn propose(
         &self,
         _instance: &Instance,
-        _goal_renders: &[PathBuf],
-        _blender: Arc<dyn BlenderTransport>,
-        _work_dir: &Path,
+        _context: Context<Arc<dyn BlenderTransport>>,
     ) -> Result<Proposal, EvalError> {
         Ok(Proposal {
             code: Some("raise RuntimeError('this proposal does not run')\n".to_owned()),

@@ -2,6 +2,7 @@ mod agent;
 mod blenderbench;
 #[cfg(feature = "clip")]
 mod clip;
+mod flat;
 mod honesty;
 mod judge;
 mod layout;

@@ -4,13 +4,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use viga_blender::BlenderTransport;
 
-/// The file in an instance's folder that records its worker's containment.
-pub(crate) const CONTAINMENT_FILE: &str = "containment.json";
-
+use crate::benchmark::{Attempt, Proposal};
 #[cfg(feature = "clip")]
 use crate::clip::ClipBackend;
 use crate::judge::{Judge, Judgement};
@@ -20,13 +17,13 @@ use crate::leak;
 use crate::no_clip::ClipBackend;
 use crate::scene;
 use crate::scores::{
-    EvalSettings, HARNESS_FAILURE_FILE, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE,
-    OracleSelected, SCORES_FILE, StartProgram, write_json,
+    EvalSettings, InstanceScores, N_CLIP_NOT_EXECUTABLE, N_CLIP_UNAVAILABLE, OracleSelected,
+    StartProgram,
 };
 use crate::{EvalError, write_atomic};
 
 use super::scoring::index_off_the_runtime;
-use super::{EvalConfig, Goal, ProgramScores, Proposal, Proposer, Scorer, harness, write_pngs};
+use super::{EvalConfig, Goal, ProgramScores, SceneBenchmark, Scorer, harness, write_pngs};
 
 async fn render_goal(
     config: &EvalConfig,
@@ -69,6 +66,7 @@ async fn render_goal(
         None
     };
     Ok(Goal {
+        answer_leak: None,
         renders,
         paths,
         surface,
@@ -76,35 +74,42 @@ async fn render_goal(
     })
 }
 
-/// One instance: goal, proposal, scores. Only harness failures are errors; a proposal that
-/// does not run or render is a result (`executable: false`).
-pub(super) async fn evaluate(
+/// The instance's goal, rendered, and on BlenderBench its base scene checked for a leaked
+/// answer.
+pub(super) async fn prepare(
     config: &EvalConfig,
     instance: &Instance,
-    settings: &EvalSettings,
-    blender: Arc<dyn BlenderTransport>,
-    proposer: &dyn Proposer,
-    clip: Option<Arc<ClipBackend>>,
-) -> Result<InstanceScores, EvalError> {
-    let started = Instant::now();
-    let dir = config.out.join(&instance.name);
-    // What the worker that runs this instance's programs is contained under, whichever
-    // system proposes them (a baseline's folder too).
-    if let Some(status) = blender.containment() {
-        crate::scores::write_json(&dir.join(CONTAINMENT_FILE), &status)?;
-    }
-    let goal = render_goal(config, instance, blender.as_ref(), &dir).await?;
-    let answer_leak = match &goal.camera_poses {
-        Some(poses) => Some(
-            leak::check(blender.as_ref(), instance, poses, config.timeout)
+    blender: &dyn BlenderTransport,
+    dir: &Path,
+) -> Result<Goal, EvalError> {
+    let mut goal = render_goal(config, instance, blender, dir).await?;
+    if let Some(poses) = &goal.camera_poses {
+        goal.answer_leak = Some(
+            leak::check(blender, instance, poses, config.timeout)
                 .await
                 .map_err(|err| harness(instance, format!("the answer-leakage check: {err}")))?,
-        ),
-        None => None,
-    };
-    let proposal = proposer
-        .propose(instance, &goal.paths, blender.clone(), &dir)
-        .await?;
+        );
+    }
+    Ok(goal)
+}
+
+/// The proposal's scores against the goal, and start.py's and the oracle-selected
+/// program's where the figures need them, and the judge's rating.
+pub(super) async fn score(
+    config: &EvalConfig,
+    settings: &EvalSettings,
+    clip: Option<Arc<ClipBackend>>,
+    attempt: Attempt<'_, SceneBenchmark>,
+) -> Result<InstanceScores, EvalError> {
+    let Attempt {
+        instance,
+        target: goal,
+        proposal,
+        worker: blender,
+        dir,
+        started,
+        ..
+    } = attempt;
     let scorer = Scorer {
         config,
         instance,
@@ -112,6 +117,7 @@ pub(super) async fn evaluate(
         goal: &goal,
         clip: clip.clone(),
     };
+    let dir = dir.to_path_buf();
     let headline = match &proposal.code {
         None => ProgramScores {
             error: Some("the system proposed no program".to_owned()),
@@ -159,11 +165,10 @@ pub(super) async fn evaluate(
             n_clip: start.n_clip,
             cd: start.cd,
         }),
-        answer_leak,
+        answer_leak: goal.answer_leak.clone(),
         judge,
         seconds: started.elapsed().as_secs_f64(),
     };
-    write_scores(&dir, &scores)?;
     Ok(scores)
 }
 
@@ -196,17 +201,6 @@ fn n_clip_note(has_clip: bool, headline: &ProgramScores) -> String {
             "CLIP ViT-B/32 (the weights in settings.clip_weights), mean over {} views",
             headline.views.len()
         ),
-    }
-}
-
-/// Writes an instance's scores and clears an earlier run's harness failure of it, which is
-/// history now.
-fn write_scores(dir: &Path, scores: &InstanceScores) -> Result<(), EvalError> {
-    write_json(&dir.join(SCORES_FILE), scores)?;
-    let failure = dir.join(HARNESS_FAILURE_FILE);
-    match std::fs::remove_file(&failure) {
-        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(EvalError::io(&failure, err)),
-        _ => Ok(()),
     }
 }
 
