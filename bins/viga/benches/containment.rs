@@ -8,6 +8,7 @@
 
 use std::ffi::OsString;
 use std::time::Instant;
+use viga_blender::StartBlender as _;
 
 use viga_blender::{
     Access, BlenderCommands as _, ContainedWorkers, ContainmentPolicy, Worker, WorkerConfig,

@@ -80,6 +80,15 @@ from_boxed! {
     Tool: viga_skills::ToolError,
 }
 
+impl From<viga_blender::StartError> for AppError {
+    fn from(err: viga_blender::StartError) -> Self {
+        match err {
+            viga_blender::StartError::Contained(err) => err.into(),
+            viga_blender::StartError::Start(err) => err.into(),
+        }
+    }
+}
+
 impl AppError {
     /// What kind of failure this is, for the advice and the exit code.
     pub fn kind(&self) -> FailureKind {
@@ -90,15 +99,11 @@ impl AppError {
             }
             Self::Keys(_) | Self::Config(_) => FailureKind::Config,
             Self::Blender(err) => viga_domain_scene::blender_failure_kind(err),
-            Self::Contained(err) => match err.as_ref() {
-                viga_blender::ContainedWorkersError::Start(err) => {
-                    viga_domain_scene::blender_failure_kind(err)
-                }
-                _ => FailureKind::WorkerUnavailable,
-            },
-            Self::Locate(_) | Self::Slides(_) | Self::Web(_) | Self::NotFound(_) => {
-                FailureKind::WorkerUnavailable
-            }
+            Self::Contained(_)
+            | Self::Locate(_)
+            | Self::Slides(_)
+            | Self::Web(_)
+            | Self::NotFound(_) => FailureKind::WorkerUnavailable,
             Self::Attach(err) => err.kind(),
             Self::Gn(err) => err.kind(),
             Self::Tool(_) => FailureKind::Other,

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use viga_blender::StartBlender as _;
 
 use tokio::sync::mpsc::UnboundedSender;
 use viga_blender::{
@@ -43,6 +44,8 @@ pub enum EvalSetupError {
     #[error(transparent)]
     Workers(#[from] ContainedWorkersError),
     #[error(transparent)]
+    Start(#[from] viga_blender::StartError),
+    #[error(transparent)]
     Blender(#[from] TransportError),
     #[error(transparent)]
     Slides(#[from] SlidesError),
@@ -60,6 +63,7 @@ impl From<EvalSetupError> for crate::AppError {
             EvalSetupError::Locate(err) => err.into(),
             EvalSetupError::NotFound(err) => err.into(),
             EvalSetupError::Workers(err) => err.into(),
+            EvalSetupError::Start(err) => err.into(),
             EvalSetupError::Blender(err) => err.into(),
             EvalSetupError::Slides(err) => err.into(),
             EvalSetupError::Web(err) => err.into(),

@@ -160,7 +160,8 @@ pub async fn resume(
 ) -> Result<RunHandle, AppError> {
     // Checked first, so a wrong path is reported as such, not as a provider problem.
     let run_folder = RunFolder::open(folder)?;
-    crate::domains::kinds().check_resumable(folder)?;
+    let kinds = crate::domains::kinds();
+    kinds.check_resumable(folder)?;
     let saved = run_folder
         .read_provider()
         .filter(|_| !choice.names_a_provider());
@@ -170,10 +171,9 @@ pub async fn resume(
         }
     }
     let (_, provider) = chosen(choice, saved.map(|saved| saved.settings))?;
-    let (_, recorded) = run_folder.read_args()?;
-    let domain = crate::domains::named(&recorded.name)?
-        .reopen
-        .reopen(folder, contained, Arc::clone(&provider), tell)
+    let domain = kinds
+        .reopen(folder, contained, Arc::clone(&provider))
         .await?;
+    crate::workers::warn_about(domain.as_ref(), tell);
     Ok(viga_core::resume(folder, provider, domain, max_iterations)?)
 }

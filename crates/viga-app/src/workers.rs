@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use viga_blender::StartBlender as _;
 
 use viga_blender::attach::Connection;
 use viga_blender::{
@@ -11,10 +12,8 @@ use viga_blender::{
     WorkerRequest, locate,
 };
 use viga_core::Domain;
-use viga_domain_page::{PageDomain, PageSettings};
-use viga_domain_slides::{SlidesDomain, SlidesSettings};
-use viga_slides::{SlideTools, SlideWorker, SlidesConfig};
-use viga_web::{WebConfig, WebWorker};
+use viga_domain_page::PageSettings;
+use viga_domain_slides::SlidesSettings;
 
 use crate::{AppError, Tell};
 
@@ -60,21 +59,16 @@ pub fn warn_if_less(status: &ContainmentStatus, tell: &dyn Tell) {
     }
 }
 
-/// The slides domain on a LibreOffice of its own, started contained, knowing what holds for
-/// it (the renderer's launcher's report), which the run records.
+/// The slides domain on a LibreOffice of its own, started contained (its containment said
+/// when less than asked).
 pub async fn slides_domain(
     settings: SlidesSettings,
     contained: &ContainedWorkers,
     program_timeout: std::time::Duration,
     tell: &dyn Tell,
 ) -> Result<Arc<dyn Domain>, AppError> {
-    let reads = settings.assets.iter().cloned().collect();
-    let mut config = SlidesConfig::new(SlideTools::locate()?);
-    config.confinement = contained.confinement(&Access::reading(reads))?;
-    config.program_timeout = program_timeout;
-    let worker = SlideWorker::start(config).await?;
-    let status = renderer_status(worker.contained_report().await, contained, tell)?;
-    let domain = SlidesDomain::new(settings, Arc::new(worker))?.with_containment(status);
+    let domain = viga_domain_slides::start(settings, contained, program_timeout).await?;
+    warn_about(&domain, tell);
     Ok(Arc::new(domain))
 }
 
@@ -85,22 +79,14 @@ pub async fn page_domain(
     program_timeout: std::time::Duration,
     tell: &dyn Tell,
 ) -> Result<Arc<dyn Domain>, AppError> {
-    let mut config = WebConfig::locate()?;
-    config.confinement = contained.confinement(&Access::default())?;
-    config.load_timeout = program_timeout;
-    let worker = WebWorker::start(config).await?;
-    let status = renderer_status(worker.contained_report().await, contained, tell)?;
-    let domain = PageDomain::new(settings, Arc::new(worker))?.with_containment(status);
+    let domain = viga_domain_page::start(settings, contained, program_timeout).await?;
+    warn_about(&domain, tell);
     Ok(Arc::new(domain))
 }
 
-/// What holds for a renderer, from its launcher's report; said when it is less than asked.
-fn renderer_status(
-    report: Option<String>,
-    contained: &ContainedWorkers,
-    tell: &dyn Tell,
-) -> Result<ContainmentStatus, AppError> {
-    let status = contained.renderer_status(report.as_deref())?;
-    warn_if_less(&status, tell);
-    Ok(status)
+/// Says when `domain`'s worker runs with less containment than asked for.
+pub fn warn_about(domain: &dyn Domain, tell: &dyn Tell) {
+    if let Some(status) = domain.containment() {
+        warn_if_less(&status, tell);
+    }
 }

@@ -9,9 +9,9 @@
 //! ([`frame`], [`client`]); the [`BlenderTransport`] trait and its typed commands
 //! ([`BlenderCommands`]); warm, supervised workers ([`Worker`]: per-call timeout, kill and
 //! restart on a hang or crash, scene restored from the last checkpoint) and a
-//! [`WorkerPool`]; the one way a worker for model-written programs is configured and
-//! started, contained under the caller's policy and launcher ([`ContainedWorkers`]: access
-//! resolved, the renderers' confinement, a probe of what holds); one-shot scripts in a
+//! [`WorkerPool`]; the one way a Blender worker for model-written programs is configured and
+//! started ([`StartBlender`]), contained under the caller's choice ([`ContainedWorkers`], from
+//! viga-contain, which also confines the slide and page renderers); one-shot scripts in a
 //! fresh process ([`oneshot`], the cold path); the viga Blender extension built from the bridge ([`addon`]) and attaching to a person's
 //! running Blender through the connection file it writes ([`attach`]).
 //!
@@ -36,12 +36,11 @@ pub mod transport;
 pub mod worker;
 
 pub use bridge::BridgeMode;
-pub use contained::{
-    ASSETS_DIR_ENV, ContainedWorkers, ContainedWorkersError, PACK_RESULT_ASSETS, WorkerRequest,
-};
+pub use contained::{ASSETS_DIR_ENV, PACK_RESULT_ASSETS, StartBlender, StartError, WorkerRequest};
 pub use locate::{BlenderLauncher, LocateError, locate};
 pub use pool::{PooledWorker, WorkerPool};
 pub use transport::{BlenderCommands, BlenderTransport, LostReason, Recovery, TransportError};
+pub use viga_contain::{ContainedWorkers, ContainedWorkersError};
 pub use viga_process::ScratchFolder;
 pub use viga_sandbox::{
     Access, Containment, ContainmentPolicy, ContainmentStatus, Half, Limit, Limits, LimitsStatus,

@@ -76,6 +76,17 @@ impl CoreError {
             source,
         }
     }
+
+    /// A worker that could not be started (`context` says which), `err` kept as the source:
+    /// a `worker_unavailable` failure.
+    pub fn not_started(
+        context: impl Into<String>,
+        err: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let fault = WorkerFault::new(crate::domain::FaultKind::Unavailable, err.to_string())
+            .with_source(err);
+        Self::worker(context, fault)
+    }
 }
 
 impl From<Cancelled> for CoreError {

@@ -1,15 +1,21 @@
-//! What viga knows of a domain without starting its worker: its name in run folders, what a
-//! report says of its runs and adds to them, and which of its run folders cannot be resumed.
-//! Each domain crate has one [`DomainKind`]; a front end registers the ones it knows in
-//! [`DomainKinds`], and the report and resume ask them, so neither switches on a domain's name.
+//! What viga knows of a domain from its run folders: its name there, what a report says of
+//! its runs and adds to them, which of its run folders cannot be resumed, and how its domain
+//! is built again on a new contained worker to resume one. Each domain crate has one
+//! [`DomainKind`]; a front end registers the ones it knows in [`DomainKinds`], and the report
+//! and resume ask them, so neither switches on a domain's name.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::CoreError;
+use async_trait::async_trait;
+use viga_contain::ContainedWorkers;
+use viga_provider::Provider;
+
 use crate::folder::{RecordedDomain, RunFolder};
+use crate::{CoreError, Domain};
 
 /// A domain as run folders know it.
+#[async_trait]
 pub trait DomainKind: Send + Sync + std::fmt::Debug {
     /// Its name, as `args.json` records it and its [`crate::Domain::name`] says.
     fn name(&self) -> &'static str;
@@ -34,6 +40,15 @@ pub trait DomainKind: Send + Sync + std::fmt::Debug {
     fn refuses_resume(&self, _run_folder: &Path) -> Option<String> {
         None
     }
+
+    /// The domain of the run in `run_folder` (one of this kind's), built again on a new
+    /// worker started under `contained`, for [`crate::resume`].
+    async fn reopen(
+        &self,
+        run_folder: &Path,
+        contained: &ContainedWorkers,
+        provider: Arc<dyn Provider>,
+    ) -> Result<Arc<dyn Domain>, CoreError>;
 }
 
 /// The domains a front end knows, asked by name.
@@ -84,6 +99,28 @@ impl DomainKinds {
             Some(why) => Err(CoreError::Config(why)),
             None => Ok(()),
         }
+    }
+
+    /// The domain of the run in `run_folder` built again on a new contained worker (see
+    /// [`DomainKind::reopen`]), after checking that it may be resumed; a domain no kind knows
+    /// is refused, naming the ones there are.
+    pub async fn reopen(
+        &self,
+        run_folder: &Path,
+        contained: &ContainedWorkers,
+        provider: Arc<dyn Provider>,
+    ) -> Result<Arc<dyn Domain>, CoreError> {
+        self.check_resumable(run_folder)?;
+        let (_, recorded) = RunFolder::open(run_folder)?.read_args()?;
+        let Some(kind) = self.named(&recorded.name) else {
+            return Err(CoreError::Config(format!(
+                "{} is a {:?} run, a domain this build of viga does not know; it knows {}",
+                run_folder.display(),
+                recorded.name,
+                self.names().join(", ")
+            )));
+        };
+        kind.reopen(run_folder, contained, provider).await
     }
 
     /// The recorded domain in a line; a domain no kind knows is named as recorded.

@@ -8,14 +8,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use viga_contain::ContainedWorkers;
 use viga_core::domain::{
     Domain, ProgramFormat, TargetView, ToolRole, ViewRender, WorkerFault, WorkerWatch,
 };
-use viga_core::{DomainKind, DomainKinds, RecordedDomain, RunConfig, RunFolder};
+use viga_core::{CoreError, DomainKind, DomainKinds, RecordedDomain, RunConfig, RunFolder};
 use viga_protocol::event::StopReason;
 use viga_protocol::iteration::ExecutionResult;
 use viga_protocol::message::ToolSpec;
-use viga_provider::ScriptedProvider;
+use viga_provider::{Provider, ScriptedProvider};
+use viga_sandbox::ContainmentPolicy;
 use viga_skills::{ToolError, ToolOutput};
 
 /// Programs are lines of a poem; the result is the last poem, kept as `final.txt`.
@@ -85,6 +87,7 @@ impl Domain for Poems {
 #[derive(Debug)]
 struct PoemsKind;
 
+#[async_trait::async_trait]
 impl DomainKind for PoemsKind {
     fn name(&self) -> &'static str {
         "poems"
@@ -98,6 +101,14 @@ impl DomainKind for PoemsKind {
     fn report_sections(&self, folder: &RunFolder) -> String {
         let poem = std::fs::read_to_string(folder.root().join("final.txt")).unwrap_or_default();
         format!("<section><h2>The poem</h2><pre>{poem}</pre></section>")
+    }
+    async fn reopen(
+        &self,
+        _run_folder: &Path,
+        _contained: &ContainedWorkers,
+        _provider: Arc<dyn Provider>,
+    ) -> Result<Arc<dyn Domain>, CoreError> {
+        Ok(Arc::new(Poems::default()))
     }
 }
 
@@ -132,8 +143,12 @@ async fn a_domain_built_on_the_public_api_runs_resumes_and_reports() {
 
     let second = provider(json!([poem("the sea, the sea"), verdict(true)]));
     let kinds = DomainKinds::new().with(Arc::new(PoemsKind));
-    kinds.check_resumable(&folder).unwrap();
-    let resumed = viga_core::resume(&folder, second, Arc::new(Poems::default()), Some(2)).unwrap();
+    let nothing_contained = ContainedWorkers::new(ContainmentPolicy::Off, Vec::new());
+    let domain = kinds
+        .reopen(&folder, &nothing_contained, second.clone())
+        .await
+        .unwrap();
+    let resumed = viga_core::resume(&folder, second, domain, Some(2)).unwrap();
     let outcome = resumed.wait().await.unwrap();
     assert_eq!(outcome.stop, StopReason::Accepted);
     assert_eq!(outcome.iterations, 2);
@@ -152,7 +167,15 @@ async fn a_domain_built_on_the_public_api_runs_resumes_and_reports() {
         "its own section"
     );
     assert_eq!(html.matches("<h2>Iteration ").count(), 2);
-    // A viga that does not know the domain still reports the run, and says so.
+    // A viga that does not know the domain still reports the run, and says so, and refuses
+    // to resume it naming what it knows.
     let unknown = viga_core::report::render_html(&folder, &DomainKinds::new()).unwrap();
     assert!(unknown.contains("poems: a domain this build of viga does not know"));
+    let third = provider(json!([]));
+    let refused = DomainKinds::new()
+        .reopen(&folder, &nothing_contained, third)
+        .await
+        .err()
+        .unwrap();
+    assert!(refused.to_string().contains("does not know"), "{refused}");
 }

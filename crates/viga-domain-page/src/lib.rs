@@ -24,6 +24,7 @@ use std::fmt::Write as _;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PageKind;
 
+#[async_trait]
 impl viga_core::DomainKind for PageKind {
     fn name(&self) -> &'static str {
         PAGE_DOMAIN
@@ -42,6 +43,40 @@ impl viga_core::DomainKind for PageKind {
     fn report_sections(&self, folder: &viga_core::RunFolder) -> String {
         network_section(folder.root())
     }
+
+    async fn reopen(
+        &self,
+        run_folder: &Path,
+        contained: &ContainedWorkers,
+        _provider: std::sync::Arc<dyn viga_provider::Provider>,
+    ) -> Result<std::sync::Arc<dyn viga_core::Domain>, CoreError> {
+        let settings = PageDomain::recorded_settings(run_folder)?;
+        let (config, _) = viga_core::RunFolder::open(run_folder)?.read_args()?;
+        let domain = start(settings, contained, config.program_timeout).await?;
+        Ok(std::sync::Arc::new(domain))
+    }
+}
+
+/// The page domain on a Chromium of its own, started under `contained` (no reads beyond its
+/// own folder), knowing what holds for it (its launcher's report), which the run records.
+pub async fn start(
+    settings: PageSettings,
+    contained: &ContainedWorkers,
+    load_timeout: Duration,
+) -> Result<PageDomain, CoreError> {
+    let not_started = |err| CoreError::not_started("Chromium did not start", err);
+    let mut config = WebConfig::locate().map_err(|err| CoreError::not_started("web pages", err))?;
+    config.confinement = contained
+        .confinement(&viga_sandbox::Access::default())
+        .map_err(not_started)?;
+    config.load_timeout = load_timeout;
+    let worker = WebWorker::start(config)
+        .await
+        .map_err(|err| CoreError::not_started("Chromium did not start", err))?;
+    let status = contained
+        .renderer_status(worker.contained_report().await.as_deref())
+        .map_err(not_started)?;
+    Ok(PageDomain::new(settings, std::sync::Arc::new(worker))?.with_containment(status))
 }
 
 /// The requests a page run's pages made outside themselves, refused, per iteration
@@ -94,11 +129,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use viga_contain::ContainedWorkers;
 use viga_protocol::iteration::{ExecutionError, ExecutionResult};
 use viga_protocol::message::{ImageData, ToolSpec};
 use viga_sandbox::ContainmentStatus;
 use viga_skills::{CapturedRender, ToolError, ToolOutput};
-use viga_web::{PageReport, Shot, Viewport, WebError, WebWorker};
+use viga_web::{PageReport, Shot, Viewport, WebConfig, WebError, WebWorker};
 
 use viga_core::domain::{
     Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,

@@ -570,6 +570,7 @@ fn describe_recorded(domain: &viga_core::RecordedDomain, has_target: bool) -> St
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SceneKind;
 
+#[async_trait]
 impl viga_core::DomainKind for SceneKind {
     fn name(&self) -> &'static str {
         SCENE_DOMAIN
@@ -595,6 +596,42 @@ impl viga_core::DomainKind for SceneKind {
             )
         })
     }
+
+    async fn reopen(
+        &self,
+        run_folder: &Path,
+        contained: &viga_contain::ContainedWorkers,
+        provider: Arc<dyn Provider>,
+    ) -> Result<Arc<dyn Domain>, CoreError> {
+        let (_, scene) = resumable_scene(run_folder)?;
+        let mut reads = scene.prepare_blender_reads()?;
+        let inputs = viga_core::RunFolder::open(run_folder)?.worker_inputs(OWN_INPUTS)?;
+        reads.extend(inputs.paths());
+        let launcher =
+            viga_blender::locate().map_err(|err| CoreError::not_started("Blender", err))?;
+        let request =
+            viga_blender::WorkerRequest::new(launcher, viga_blender::Access::reading(reads))
+                .with_assets(Some(&inputs.assets));
+        let blender = start_blender(contained, &request).await?;
+        Ok(Arc::new(SceneDomain::for_resume(
+            run_folder, blender, provider,
+        )?))
+    }
+}
+
+/// A contained Blender of viga's own for a scene's programs, started as `request` says.
+pub async fn start_blender(
+    contained: &viga_contain::ContainedWorkers,
+    request: &viga_blender::WorkerRequest,
+) -> Result<Arc<viga_blender::Worker>, CoreError> {
+    use viga_blender::StartBlender as _;
+    let worker = contained.start(request).await.map_err(|err| match err {
+        viga_blender::StartError::Start(err) => blender_error("Blender did not start", err),
+        viga_blender::StartError::Contained(err) => {
+            CoreError::not_started("Blender's containment", err)
+        }
+    })?;
+    Ok(Arc::new(worker))
 }
 
 /// `context` and a Blender transport error as one core error (the error kept as the

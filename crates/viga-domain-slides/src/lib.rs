@@ -20,6 +20,7 @@ mod tools;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SlidesKind;
 
+#[async_trait]
 impl viga_core::DomainKind for SlidesKind {
     fn name(&self) -> &'static str {
         SLIDES_DOMAIN
@@ -28,6 +29,44 @@ impl viga_core::DomainKind for SlidesKind {
     fn describe(&self, _recorded: &viga_core::RecordedDomain, _has_target: bool) -> String {
         "slides: python-pptx programs, each slide rendered by LibreOffice".to_owned()
     }
+
+    async fn reopen(
+        &self,
+        run_folder: &Path,
+        contained: &ContainedWorkers,
+        _provider: Arc<dyn viga_provider::Provider>,
+    ) -> Result<Arc<dyn Domain>, CoreError> {
+        let settings = SlidesDomain::recorded_settings(run_folder)?;
+        let (config, _) = viga_core::RunFolder::open(run_folder)?.read_args()?;
+        Ok(Arc::new(
+            start(settings, contained, config.program_timeout).await?,
+        ))
+    }
+}
+
+/// The slides domain on a LibreOffice of its own, its processes (LibreOffice and every
+/// python-pptx program) started under `contained`, knowing what holds for them (the
+/// renderer's launcher's report), which the run records.
+pub async fn start(
+    settings: SlidesSettings,
+    contained: &ContainedWorkers,
+    program_timeout: Duration,
+) -> Result<SlidesDomain, CoreError> {
+    let not_started = |err| CoreError::not_started("the slide renderer did not start", err);
+    let tools = SlideTools::locate().map_err(|err| CoreError::not_started("slides", err))?;
+    let reads = settings.assets.iter().cloned().collect();
+    let mut config = SlidesConfig::new(tools);
+    config.confinement = contained
+        .confinement(&Access::reading(reads))
+        .map_err(not_started)?;
+    config.program_timeout = program_timeout;
+    let worker = SlideWorker::start(config)
+        .await
+        .map_err(|err| CoreError::not_started("the slide renderer did not start", err))?;
+    let status = contained
+        .renderer_status(worker.contained_report().await.as_deref())
+        .map_err(not_started)?;
+    Ok(SlidesDomain::new(settings, Arc::new(worker))?.with_containment(status))
 }
 
 use std::path::{Path, PathBuf};
@@ -37,12 +76,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use viga_contain::ContainedWorkers;
 use viga_protocol::iteration::{ExecutionError, ExecutionResult};
 use viga_protocol::message::ToolSpec;
+use viga_sandbox::Access;
 use viga_sandbox::ContainmentStatus;
 use viga_skills::montage::{View, montage};
 use viga_skills::{CapturedRender, ToolError, ToolOutput};
-use viga_slides::{Deck, ProgramStatus, SlideWorker, SlidesError};
+use viga_slides::{Deck, ProgramStatus, SlideTools, SlideWorker, SlidesConfig, SlidesError};
 
 use viga_core::domain::{
     Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,

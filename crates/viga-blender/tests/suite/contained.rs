@@ -3,6 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
+use viga_blender::StartBlender as _;
 
 use viga_blender::{
     Access, BlenderCommands as _, ContainedWorkers, ContainmentPolicy, ContainmentStatus,

@@ -6,13 +6,14 @@ use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+use viga_blender::StartBlender as _;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use viga_blender::{
-    Access, BlenderCommands as _, BlenderLauncher, BlenderTransport, ContainedWorkers,
-    ContainedWorkersError, TransportError, Worker, WorkerRequest,
+    Access, BlenderCommands as _, BlenderLauncher, BlenderTransport, ContainedWorkers, StartError,
+    TransportError, Worker, WorkerRequest,
 };
 use viga_protocol::bridge::{BridgeCommand, SceneReset};
 use viga_skills::ToolError;
@@ -63,7 +64,7 @@ pub enum SessionStartError {
     #[error(transparent)]
     Blender(#[from] TransportError),
     #[error(transparent)]
-    Contained(#[from] ContainedWorkersError),
+    Contained(#[from] StartError),
     #[error("the gateway's setup program failed: {0}")]
     Setup(String),
     #[error("the add-ons could not be loaded: {0}")]
