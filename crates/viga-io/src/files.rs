@@ -51,7 +51,8 @@ pub fn is_partial(name: &std::ffi::OsStr) -> bool {
 pub struct PartialFile {
     file: File,
     partial: PathBuf,
-    path: PathBuf,
+    /// Where it is published.
+    destination: PathBuf,
     published: bool,
 }
 
@@ -65,7 +66,7 @@ impl PartialFile {
         Ok(Self {
             file,
             partial,
-            path: path.to_path_buf(),
+            destination: path.to_path_buf(),
             published: false,
         })
     }
@@ -83,7 +84,7 @@ impl PartialFile {
     /// Renames the file into place at the path it was created for, replacing what is there.
     pub fn publish(mut self) -> std::io::Result<()> {
         self.file.flush()?;
-        std::fs::rename(&self.partial, &self.path)?;
+        std::fs::rename(&self.partial, &self.destination)?;
         self.published = true;
         Ok(())
     }
@@ -102,7 +103,8 @@ impl Drop for PartialFile {
 #[derive(Debug)]
 pub struct PartialFolder {
     partial: PathBuf,
-    path: PathBuf,
+    /// Where it is published.
+    destination: PathBuf,
     published: bool,
 }
 
@@ -112,7 +114,7 @@ impl PartialFolder {
         let ((), partial) = claim_partial(path, |partial| std::fs::create_dir(partial))?;
         Ok(Self {
             partial,
-            path: path.to_path_buf(),
+            destination: path.to_path_buf(),
             published: false,
         })
     }
@@ -126,7 +128,7 @@ impl PartialFolder {
     /// there, when a folder with something in it is there already (another call published
     /// first); the temporary folder is then removed.
     pub fn publish(mut self) -> std::io::Result<()> {
-        std::fs::rename(&self.partial, &self.path)?;
+        std::fs::rename(&self.partial, &self.destination)?;
         self.published = true;
         Ok(())
     }
