@@ -88,7 +88,9 @@ pub fn run() -> Result<BlenderLauncher> {
         );
     }
     // Written last and atomically: an interrupted setup leaves no stamp and simply resumes.
-    let partial = venv.join(format!("{STAMP_FILE}.partial"));
+    // xtask reaches no viga crate but viga-locate, so not viga_io's write: this process's id
+    // keeps two setups at once out of each other's partial (xtask/tests/atomic_writes.rs).
+    let partial = venv.join(format!("{STAMP_FILE}.partial-{}", std::process::id()));
     std::fs::write(&partial, &wanted).context("could not write the setup stamp")?;
     std::fs::rename(&partial, &stamp).context("could not write the setup stamp")?;
     println!(

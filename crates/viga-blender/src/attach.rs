@@ -229,7 +229,15 @@ pub async fn attach(
         Ok(Ok(stream)) => stream,
     };
     let remaining = ATTACH_TIMEOUT.saturating_sub(started.elapsed());
-    match FramedClient::handshake(stream, address, &info.token.0, call_timeout, remaining).await {
+    match FramedClient::handshake(
+        stream,
+        address,
+        info.token.expose(),
+        call_timeout,
+        remaining,
+    )
+    .await
+    {
         Ok(client) => Ok(client),
         Err(TransportError::HandshakeRefused {
             kind: FaultKind::Auth,

@@ -76,19 +76,9 @@ fn write_unless_there(path: &Path, source: &str) -> std::io::Result<()> {
     if std::fs::read(path).is_ok_and(|existing| existing == source.as_bytes()) {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(path);
-    std::fs::create_dir_all(dir)?;
-    // Written under a name unique to this call, then renamed: workers starting at once, in
-    // one process or several, never read a half-written file (a name unique per process
-    // only let two threads write the same file while one renamed it).
-    let file_name = path.file_name().unwrap_or_default();
-    let mut partial = tempfile::Builder::new()
-        .prefix(file_name)
-        .suffix(".partial")
-        .tempfile_in(dir)?;
-    std::io::Write::write_all(&mut partial, source.as_bytes())?;
-    partial.persist(path).map_err(|err| err.error)?;
-    Ok(())
+    // Published whole under a temporary name of this call's own: workers starting at once,
+    // in one process or several, never read a half-written file.
+    viga_io::files::write_atomic(path, source.as_bytes())
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

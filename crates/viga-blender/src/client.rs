@@ -11,11 +11,11 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
-use viga_protocol::PROTOCOL_VERSION;
 use viga_protocol::bridge::{
     BridgeCommand, BridgeFault, BridgeReply, BridgeRequest, HelloInfo, MAX_REPLY_BYTES,
-    MAX_REQUEST_BYTES, Secret,
+    MAX_REQUEST_BYTES,
 };
+use viga_protocol::{PROTOCOL_VERSION, Secret};
 
 use crate::frame::{FrameError, read_frame, write_frame};
 use crate::transport::{BlenderTransport, LostReason, Recovery, TransportError};
@@ -169,7 +169,7 @@ impl FramedClient {
             poisoned: None,
         };
         let hello = BridgeCommand::Hello {
-            token: Secret(token.to_owned()),
+            token: Secret::new(token),
             protocol_version: PROTOCOL_VERSION,
         };
         let result = exchange(

@@ -8,61 +8,15 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use viga_process::ScratchFolder;
+/// A lost Blender is told in the words of every lost worker (viga-process's), so a caller
+/// reads it like a lost renderer.
+pub use viga_process::{LostReason, Recovery};
 use viga_protocol::bridge::{
     AppliedProgram, BlendFile, BridgeCommand, CameraPose, CameraState, FaultKind, FrameRequest,
     FrameState, FramedRender, FramedViewsReply, FramedViewsRequest, Keyframes, RenderEngine,
     RenderOutput, RenderReply, RenderRequest, SceneInfo, SceneReset, VisibilityChange,
 };
 use viga_protocol::iteration::{ExecutionResult, FailureClass};
-
-/// Why a worker was lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LostReason {
-    /// The call did not answer within its timeout; the process was killed.
-    Timeout(Duration),
-    /// The process exited (crash, `os._exit`, out of memory).
-    Exited(String),
-    /// The connection broke or carried something unreadable.
-    Disconnected(String),
-}
-
-impl std::fmt::Display for LostReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Timeout(limit) => write!(f, "no answer within {limit:?}, process killed"),
-            Self::Exited(status) => write!(f, "Blender exited ({status})"),
-            Self::Disconnected(why) => write!(f, "connection lost ({why})"),
-        }
-    }
-}
-
-/// What the supervisor did after losing a worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recovery {
-    /// Nobody recovers this transport (a plain client).
-    None,
-    /// A new Blender was started; the scene was restored from this checkpoint (if any).
-    Restarted {
-        restored_checkpoint: Option<PathBuf>,
-    },
-    /// Restarting failed; the next call tries again.
-    RestartFailed(String),
-}
-
-impl std::fmt::Display for Recovery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::None => write!(f, "not restarted"),
-            Self::Restarted {
-                restored_checkpoint: Some(path),
-            } => write!(f, "restarted, scene restored from {}", path.display()),
-            Self::Restarted {
-                restored_checkpoint: None,
-            } => write!(f, "restarted with an empty scene (no checkpoint)"),
-            Self::RestartFailed(why) => write!(f, "restart failed: {why}"),
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {

@@ -25,7 +25,9 @@ pub fn lost(watch: &WorkerWatch, lost: WorkerLost, limit: Option<Duration>) -> W
     match lost.recovery {
         Recovery::RestartFailed(_) => watch.restart_failed(fault.clone()),
         // The page (the renderer's state) is gone either way: the tab, or the whole browser.
-        Recovery::Restarted | Recovery::ProcessKept => watch.lost(message, true),
+        Recovery::Restarted { .. } | Recovery::ProcessKept => watch.lost(message, true),
+        // A renderer viga does not supervise, as a Blender viga does not run.
+        Recovery::None => watch.gone(fault.clone()),
     }
     fault
 }

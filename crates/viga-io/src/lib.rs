@@ -1,7 +1,8 @@
 //! # viga-io
 //!
-//! The plain I/O that more than one crate needs, written once: whole-file writes that a
-//! kill never leaves half done and the clock run records are stamped with ([`files`]); what
+//! The plain I/O that more than one crate needs, written once: whole files and folders that
+//! a kill never leaves half done, under a temporary name of their own for every call, and
+//! the clock run records are stamped with ([`files`]); what
 //! every HTTP client of viga needs: the TLS crypto provider, whether a server is on this
 //! machine, an error with its causes on one line ([`net`]); an API key that never
 //! prints ([`Secret`]); and outside text made safe to print to a terminal ([`terminal`]).

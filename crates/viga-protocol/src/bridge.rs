@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::message::ImageData;
+use crate::secret::Secret;
 
 /// The line the bridge prints on stdout once it listens: the marker, then JSON
 /// `{"port", "pid", "mode"}`.
@@ -29,17 +30,6 @@ pub const PROGRAM_LOG_ENV: &str = "VIGA_PROGRAM_LOG";
 pub const MAX_REQUEST_BYTES: u32 = 16 * 1024 * 1024;
 /// The largest reply frame viga accepts (renders travel inline as base64 PNG).
 pub const MAX_REPLY_BYTES: u32 = 512 * 1024 * 1024;
-
-/// A secret that never shows in Debug output or logs.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
 
 /// A request frame.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -6,7 +6,8 @@
 //! plans, programs, verifier feedback and the iteration record (with the failure classes
 //! E0–E3 of the fast-retry loop); the run event stream; the Geometry Nodes step protocol and
 //! its gate reports; Blender add-on manifests; the frames spoken to the Blender bridge; the
-//! messages of the server's Blender and chat doors. Every
+//! messages of the server's gateway, Blender and chat doors, with the token they carry as a
+//! [`Secret`] that never prints. Every
 //! type derives its JSON Schema with `schemars`, and untrusted JSON (model output, manifests,
 //! frames) is parsed through [`validate::parse_json`], which checks the protocol version, the
 //! schema (naming the JSON path and the rule broken) and the type's own invariants.
@@ -19,14 +20,17 @@
 pub mod bridge;
 mod bytes;
 pub mod event;
+pub mod gateway;
 pub mod gn;
 pub mod iteration;
 pub mod manifest;
 pub mod message;
+mod secret;
 pub mod server;
 pub mod stream;
 pub mod validate;
 
+pub use secret::Secret;
 pub use validate::{
     CompiledSchema, ProtocolError, ProtocolType, Violation, json_candidates, parse_json,
     parse_value, schema_of,

@@ -8,7 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bridge::{BridgeCommand, BridgeReply, Secret};
+use crate::bridge::{BridgeCommand, BridgeReply};
+use crate::secret::Secret;
 use crate::stream::StreamRecord;
 
 /// Where a person's Blender connects.

@@ -1,8 +1,9 @@
 //! The viga server: a WebSocket gateway with three doors on one port, and the chat page.
 //!
-//! - `/` (seed 004's message flow, for programs): a client says who it is with `hello` (its
-//!   user and that user's own token), then sends `addon_command`s; each user gets a Blender
-//!   of their own on the server, so one user's scene never sees another's commands.
+//! - `/` ([`viga_protocol::gateway::GatewayIn`], [`viga_protocol::gateway::GatewayOut`]; seed
+//!   004's message flow, for programs): a client says who it is with `hello` (its user and
+//!   that user's own token), then sends `addon_command`s; each user gets a Blender of their
+//!   own on the server, so one user's scene never sees another's commands.
 //! - `/blender` ([`viga_protocol::server::FromBlender`], [`viga_protocol::server::ToBlender`]):
 //!   a person's own Blender dials in through the viga add-on and serves that person's
 //!   requests ([`dialed`]).

@@ -558,7 +558,10 @@ impl SlideWorker {
                 let recovery = match OfficeProcess::start(&self.office_launch()).await {
                     Ok(restarted) => {
                         *office = Some(restarted);
-                        Recovery::Restarted
+                        // A renderer keeps no state between calls: nothing to restore.
+                        Recovery::Restarted {
+                            restored_checkpoint: None,
+                        }
                     }
                     Err(why) => Recovery::RestartFailed(why),
                 };

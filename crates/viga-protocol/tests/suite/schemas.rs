@@ -2,6 +2,7 @@
 
 use viga_protocol::bridge::{BridgeReply, BridgeRequest};
 use viga_protocol::event::{RunEvent, TimedEvent};
+use viga_protocol::gateway::{GatewayIn, GatewayOut};
 use viga_protocol::gn::{GateReport, GnResponse};
 use viga_protocol::iteration::IterationRecord;
 use viga_protocol::manifest::AddonManifest;
@@ -38,6 +39,8 @@ snapshot_schemas! {
     to_blender => ToBlender,
     chat_in => ChatIn,
     chat_out => ChatOut,
+    gateway_in => GatewayIn,
+    gateway_out => GatewayOut,
 }
 
 #[test]

@@ -328,7 +328,7 @@ fn hello(gateway: &Gateway, text: &str) -> (ChatOut, Option<UserName>) {
     if let Err(why) = check_message_id(&message_id) {
         return (respond(None, Err(why)), None);
     }
-    match gateway.credentials.authenticate(&username, &token.0) {
+    match gateway.credentials.authenticate(&username, &token) {
         Some(user) => (
             respond(Some(message_id), Ok(json!({"user": user.as_str()}))),
             Some(user),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
+use viga_protocol::Secret;
 
 /// `user: token` pairs, one per line or separated by commas (the users file's line format).
 pub const USERS_ENV: &str = "VIGA_GATEWAY_USERS";
@@ -238,10 +239,11 @@ impl Credentials {
         Self::from_pairs([(login, token)], GATEWAY_TOKEN_ENV)
     }
 
-    /// The user `user` if `token` is theirs. An unknown user costs the same digest
-    /// comparison as a known one, against a digest no token has.
-    pub fn authenticate(&self, user: &str, token: &str) -> Option<UserName> {
-        let presented = digest(token);
+    /// The user `user` if `token` is theirs. Digests are compared, in constant time, so
+    /// neither how much of a token is right nor its length shows in the time taken; an
+    /// unknown user costs the same comparison as a known one, against a digest no token has.
+    pub fn authenticate(&self, user: &str, token: &Secret) -> Option<UserName> {
+        let presented = digest(token.expose());
         let (known, expected) = match UserName::parse(user) {
             Ok(name) => match self.users.get_key_value(&name) {
                 Some((name, expected)) => (Some(name), *expected),
@@ -300,17 +302,39 @@ mod tests {
             Credentials::parse(&format!("alice: {ALICE}\n# a comment\n\nbob:{BOB}"), "test")
                 .unwrap();
         assert_eq!(
-            credentials.authenticate("alice", ALICE).unwrap().as_str(),
+            credentials
+                .authenticate("alice", &Secret::new(ALICE))
+                .unwrap()
+                .as_str(),
             "alice"
         );
         assert_eq!(
-            credentials.authenticate("bob", BOB).unwrap().as_str(),
+            credentials
+                .authenticate("bob", &Secret::new(BOB))
+                .unwrap()
+                .as_str(),
             "bob"
         );
-        assert!(credentials.authenticate("alice", BOB).is_none());
-        assert!(credentials.authenticate("carol", ALICE).is_none());
-        assert!(credentials.authenticate("../alice", ALICE).is_none());
-        assert!(credentials.authenticate("alice", &ALICE[..10]).is_none());
+        assert!(
+            credentials
+                .authenticate("alice", &Secret::new(BOB))
+                .is_none()
+        );
+        assert!(
+            credentials
+                .authenticate("carol", &Secret::new(ALICE))
+                .is_none()
+        );
+        assert!(
+            credentials
+                .authenticate("../alice", &Secret::new(ALICE))
+                .is_none()
+        );
+        assert!(
+            credentials
+                .authenticate("alice", &Secret::new(&ALICE[..10]))
+                .is_none()
+        );
     }
 
     #[test]

@@ -484,7 +484,7 @@ fn read_hello(
     };
     check_message_id(&message_id).map_err(|why| (String::new(), why))?;
     check_message_id(&instance).map_err(|why| (message_id.clone(), format!("instance: {why}")))?;
-    match gateway.credentials.authenticate(&username, &token.0) {
+    match gateway.credentials.authenticate(&username, &token) {
         Some(user) => Ok((message_id, user, instance, blender_version)),
         None => Err((message_id, super::messages::REFUSED_HELLO.to_owned())),
     }

@@ -1,10 +1,11 @@
 //! The gateway's messages and what it does with each: hello, list_tools and seed 004's
 //! addon_command.
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use viga_blender::BlenderCommands as _;
+use viga_protocol::Secret;
+use viga_protocol::gateway::{GatewayIn, GatewayOut};
 use viga_skills::ToolError;
 
 use super::Gateway;
@@ -18,50 +19,26 @@ const SCENE_OBJECTS: u32 = 200;
 /// which user names exist.
 pub(super) const REFUSED_HELLO: &str = "unknown user or wrong token";
 
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-enum Incoming {
-    Hello {
-        message_id: String,
-        /// Seed 004's clients call it `username`.
-        #[serde(alias = "username")]
-        user: String,
-        token: String,
-    },
-    ListTools {
-        message_id: String,
-    },
-    AddonCommand {
-        message_id: String,
-        addon_id: String,
-        command: String,
-        params: Value,
-        /// Seed 004 tags every command with its user; when given, it must be the user this
-        /// connection said hello as.
-        #[serde(default)]
-        username: Option<String>,
-    },
-}
-
-impl Incoming {
-    fn message_id(&self) -> &str {
-        match self {
-            Self::Hello { message_id, .. }
-            | Self::ListTools { message_id }
-            | Self::AddonCommand { message_id, .. } => message_id,
-        }
-    }
-}
-
 pub(super) fn respond(message_id: Option<&str>, outcome: Result<Value, String>) -> Message {
-    let body = match outcome {
-        Ok(result) => {
-            json!({"type": "response", "message_id": message_id, "ok": true, "result": result})
-        }
-        Err(error) => {
-            json!({"type": "response", "message_id": message_id, "ok": false, "error": error})
-        }
+    let message_id = message_id.map(str::to_owned);
+    let response = match outcome {
+        Ok(result) => GatewayOut::Response {
+            message_id,
+            ok: true,
+            result: Some(result),
+            error: None,
+        },
+        Err(error) => GatewayOut::Response {
+            message_id,
+            ok: false,
+            result: None,
+            error: Some(error),
+        },
     };
+    // Through a JSON value, whose keys are sorted: the bytes the gateway always sent. Only a
+    // map with keys that are no strings fails to convert, and no response holds one.
+    let body = serde_json::to_value(response)
+        .unwrap_or_else(|err| json!({"type": "response", "ok": false, "error": err.to_string()}));
     Message::text(body.to_string())
 }
 
@@ -87,7 +64,7 @@ impl Gateway {
         greeted: &mut Option<Lease>,
         ticket: &super::admission::Ticket,
     ) -> Message {
-        let incoming: Incoming = match serde_json::from_str(text) {
+        let incoming: GatewayIn = match serde_json::from_str(text) {
             Ok(incoming) => incoming,
             Err(err) => return respond(None, Err(format!("unreadable message: {err}"))),
         };
@@ -98,12 +75,12 @@ impl Gateway {
 
     async fn handle(
         &self,
-        incoming: Incoming,
+        incoming: GatewayIn,
         greeted: &mut Option<Lease>,
         ticket: &super::admission::Ticket,
     ) -> Result<Value, String> {
         check_message_id(incoming.message_id())?;
-        if let Incoming::Hello {
+        if let GatewayIn::Hello {
             message_id,
             user,
             token,
@@ -115,7 +92,7 @@ impl Gateway {
             return Err("say hello (with your user and your token) first".to_owned());
         };
         let session = lease.session().await.map_err(|err| err.to_string())?;
-        if let Incoming::AddonCommand {
+        if let GatewayIn::AddonCommand {
             username: Some(claimed),
             ..
         } = &incoming
@@ -128,12 +105,12 @@ impl Gateway {
         }
         session.admit(incoming.message_id())?;
         match incoming {
-            Incoming::Hello { .. } => Err("already greeted".to_owned()),
-            Incoming::ListTools { .. } => {
+            GatewayIn::Hello { .. } => Err("already greeted".to_owned()),
+            GatewayIn::ListTools { .. } => {
                 let tools = session.addons.tools().map_err(|err| err.to_string())?;
                 Ok(json!(tools.iter().map(|t| t.spec()).collect::<Vec<_>>()))
             }
-            Incoming::AddonCommand {
+            GatewayIn::AddonCommand {
                 addon_id,
                 command,
                 params,
@@ -148,7 +125,7 @@ impl Gateway {
         &self,
         message_id: &str,
         user: &str,
-        token: &str,
+        token: &Secret,
         greeted: &mut Option<Lease>,
         ticket: &super::admission::Ticket,
     ) -> Result<Value, String> {

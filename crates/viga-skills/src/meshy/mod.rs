@@ -33,6 +33,7 @@ use reqwest::Url;
 use reqwest::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
+use viga_io::files::PartialFile;
 
 use self::api::{Stage, TaskOutcome};
 use crate::assets::{
@@ -555,32 +556,26 @@ impl Meshy {
             )));
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let partial = folder.join(format!("{MODEL_FILE}.partial"));
-        let downloaded = self
-            .http
+        let model = folder.join(MODEL_FILE);
+        // Published whole once checked: a killed or refused download leaves no model.glb.
+        let partial = PartialFile::create(&model).map_err(|err| write_error(folder, &err))?;
+        self.http
             .download(
                 url,
-                &partial,
+                partial.path(),
                 self.config.max_model_bytes,
                 self.config
                     .download_timeout
                     .min(left.max(Duration::from_secs(1))),
                 "the generated model",
             )
-            .await;
-        let checked = downloaded.map_err(ToolError::from).and_then(|_| {
-            check_mesh(&partial, MeshFormat::Glb).map_err(|why| {
-                ToolError::Recoverable(format!(
-                    "Meshy's model from {url} is refused: {why}; ask again, or model the object with Blender Python"
-                ))
-            })
-        });
-        if let Err(err) = checked {
-            let _ = std::fs::remove_file(&partial);
-            return Err(err);
-        }
-        let model = folder.join(MODEL_FILE);
-        std::fs::rename(&partial, &model).map_err(|err| write_error(folder, &err))?;
+            .await?;
+        check_mesh(partial.path(), MeshFormat::Glb).map_err(|why| {
+            ToolError::Recoverable(format!(
+                "Meshy's model from {url} is refused: {why}; ask again, or model the object with Blender Python"
+            ))
+        })?;
+        partial.publish().map_err(|err| write_error(folder, &err))?;
         Ok(model)
     }
 }

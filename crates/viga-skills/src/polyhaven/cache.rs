@@ -20,10 +20,10 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("viga").join("polyhaven"))
 }
 
-/// Leftover `.partial-*` folders in which nothing changed for this long (a killed run's)
+/// Leftover partial folders in which nothing changed for this long (a killed run's)
 /// are removed.
 pub(super) const STALE_PARTIAL: Duration = Duration::from_secs(60 * 60);
-/// A `.partial-*` folder with more entries than this is no download of viga's (a model has at
+/// A partial folder with more entries than this is no download of viga's (a model has at
 /// most `max_includes` files, a few folders deep) and is left alone.
 const MAX_PARTIAL_ENTRIES: usize = 4096;
 
@@ -40,7 +40,7 @@ pub(super) fn read_fallback_note(note: &Path) -> Option<String> {
     is_plain_token(chosen, 16).then(|| chosen.to_owned())
 }
 
-/// Removes the `.partial-*` folders in `folder` in which nothing (the folder itself or
+/// Removes the partial folders in `folder` in which nothing (the folder itself or
 /// anything inside it, however deep) has changed for longer than `stale_after`: a killed
 /// download's. The folder's own time alone would not do: it does not change while files are
 /// written into a subfolder of it.
@@ -49,7 +49,8 @@ pub(super) fn remove_stale_partials(folder: &Path, stale_after: Duration) {
         return;
     };
     for item in listing.flatten() {
-        if !item.file_name().to_string_lossy().starts_with(".partial-") {
+        // viga_io's partial names; the older `.partial-*` names match too.
+        if !viga_io::files::is_partial(&item.file_name()) {
             continue;
         }
         let path = item.path();
@@ -118,7 +119,7 @@ mod tests {
         file(live.join("textures/a_diff_1k.png"));
         set_age(&live, hours(3));
         // A killed one: nothing inside changed for hours.
-        let killed = root.path().join(".partial-1k-8-2");
+        let killed = root.path().join(".1k-abc.partial-8-2");
         let texture = file(killed.join("textures/a_diff_1k.png"));
         for path in [texture.as_path(), &killed.join("textures"), &killed] {
             set_age(path, hours(2));

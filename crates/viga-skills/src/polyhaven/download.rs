@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::Value;
+use viga_io::files::PartialFolder;
 
 use super::PolyHaven;
 use super::cache::{STALE_PARTIAL, read_fallback_note, remove_stale_partials};
@@ -155,7 +155,7 @@ impl PolyHaven {
 
     /// Downloads the planned files into a partial folder, checks what the `.gltf` refers
     /// to, and moves the folder into the cache at `chosen` whole; a partial folder that
-    /// fails is removed.
+    /// fails is removed (dropped unpublished).
     async fn download_into_cache(
         &self,
         model: &Model,
@@ -164,17 +164,10 @@ impl PolyHaven {
         downloads: &[Download],
     ) -> Result<(), ToolError> {
         let partial = self.new_partial_folder(cached, chosen)?;
-        let result = match self.download_all(downloads, &partial).await {
-            Ok(()) => check_references(&partial, downloads).map_err(|why| self.refused(model, why)),
-            Err(err) => Err(err),
-        };
-        if let Err(err) = result {
-            let _ = std::fs::remove_dir_all(&partial);
-            return Err(err);
-        }
+        self.download_all(downloads, partial.path()).await?;
+        check_references(partial.path(), downloads).map_err(|why| self.refused(model, why))?;
         let final_folder = cached.folder(chosen);
-        if let Err(err) = std::fs::rename(&partial, &final_folder) {
-            let _ = std::fs::remove_dir_all(&partial);
+        if let Err(err) = partial.publish() {
             // Another search (or viga) finished the same download first.
             if cached.gltf(chosen).is_file() {
                 return Ok(());
@@ -188,33 +181,28 @@ impl PolyHaven {
         Ok(())
     }
 
-    /// The path of a partial folder of this process's own for a download at `chosen`, in
-    /// the model's cache folder (made if needed), once the partial folders of downloads
-    /// that were killed are removed from it.
+    /// A partial folder of this call's own for a download at `chosen`, beside its place in
+    /// the model's cache folder (made if needed), once the partial folders of downloads that
+    /// were killed are removed from it.
     fn new_partial_folder(
         &self,
         cached: &CachedModel<'_>,
         chosen: &str,
-    ) -> Result<PathBuf, ToolError> {
-        std::fs::create_dir_all(&cached.root).map_err(|err| {
+    ) -> Result<PartialFolder, ToolError> {
+        let unwritable = |err: std::io::Error| {
             ToolError::Recoverable(format!(
                 "the Poly Haven cache folder {} cannot be written: {err}",
                 cached.root.display()
             ))
-        })?;
+        };
+        std::fs::create_dir_all(&cached.root).map_err(unwritable)?;
         // A live download writes at least every `idle_timeout` (a file's headers may take
         // up to `download_timeout`), so it is never taken for a killed one.
         let stale_after = STALE_PARTIAL
             .max(self.config.idle_timeout)
             .max(self.config.download_timeout);
         remove_stale_partials(&cached.root, stale_after);
-        Ok(cached.root.join(format!(
-            ".partial-{chosen}-{}-{}",
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |since| since.as_nanos())
-        )))
+        PartialFolder::create(&cached.folder(chosen)).map_err(unwritable)
     }
 
     /// Every file of the model, checked before anything is downloaded: URLs on allowed

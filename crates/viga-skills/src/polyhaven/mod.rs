@@ -11,10 +11,10 @@
 //! What comes from the API is untrusted: asset ids and include paths become paths only after
 //! [`crate::names`] checks (no `..`, no absolute paths, no backslashes), download URLs must be
 //! on Poly Haven's download host (or the API's own origin), redirects elsewhere are refused,
-//! and every body is bounded in size and time. A download is written into a private
-//! `.partial-*` folder and renamed into place whole, so a killed run never leaves half a
-//! model behind under the real name; a partial folder in which nothing has changed for an
-//! hour is a killed run's and is removed.
+//! and every body is bounded in size and time. A download is written into a partial folder
+//! of its own beside its place (`viga_io::files::PartialFolder`) and renamed into place
+//! whole, so a killed run never leaves half a model behind under the real name; a partial
+//! folder in which nothing has changed for an hour is a killed run's and is removed.
 //!
 //! The API's terms ask for a user agent that names the software (`viga/<version>`) and a
 //! "Powered by Poly Haven" credit where its content is shown: the source's description and

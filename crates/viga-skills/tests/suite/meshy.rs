@@ -612,7 +612,10 @@ async fn model_urls_off_meshy_redirects_and_huge_or_hostile_models_are_refused()
         );
         let kept: Vec<PathBuf> = files_under(&run.folder.join("assets/meshy"))
             .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "glb" || e == "partial"))
+            .filter(|p| {
+                p.extension().is_some_and(|e| e == "glb")
+                    || p.file_name().is_some_and(viga_io::files::is_partial)
+            })
             .collect();
         assert!(kept.is_empty(), "no refused model is kept: {kept:?}");
     })

@@ -95,7 +95,12 @@ async fn a_killed_renderer_is_restarted_and_says_so() {
             matches!(reason, LostReason::Exited(_) | LostReason::Disconnected(_)),
             "{reason}"
         );
-        assert_eq!(*recovery, Recovery::Restarted);
+        assert_eq!(
+            *recovery,
+            Recovery::Restarted {
+                restored_checkpoint: None
+            }
+        );
         assert_eq!(worker.restarts(), 1);
         assert_ne!(worker.renderer_pid().await, Some(pid));
         assert_eq!(worker.render(&deck, 64).await.unwrap().slides.len(), 2);

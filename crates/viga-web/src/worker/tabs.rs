@@ -93,7 +93,10 @@ impl WebWorker {
         match Browser::start(&self.launch()).await {
             Ok(browser) => {
                 state.browser = Some(browser);
-                Recovery::Restarted
+                // A browser keeps no state between calls: nothing to restore.
+                Recovery::Restarted {
+                    restored_checkpoint: None,
+                }
             }
             Err(why) => Recovery::RestartFailed(why),
         }

@@ -60,7 +60,7 @@ async fn a_page_that_never_finishes_loading_is_stopped_at_the_limit() {
         assert_eq!(*op, "load");
         assert_eq!(*reason, LostReason::Timeout(Duration::from_secs(3)));
         assert!(
-            matches!(recovery, Recovery::ProcessKept | Recovery::Restarted),
+            matches!(recovery, Recovery::ProcessKept | Recovery::Restarted { .. }),
             "{recovery}"
         );
         let err = worker.screenshot(Shot::default()).await.unwrap_err();
