@@ -11,11 +11,7 @@ const THE_WRITER: &str = "crates/viga-io/src/files.rs";
 
 /// The files that may rename, each with why: only what cannot reach viga-io (its layer, or
 /// xtask's rule) or waits to be moved onto it.
-const ALLOWED: [(&str, &str); 4] = [
-    (
-        "crates/viga-core/src/targets.rs",
-        "to be moved onto viga_io (issue 34 merge)",
-    ),
+const ALLOWED: [(&str, &str); 3] = [
     (
         "crates/viga-process/src/scratch.rs",
         "layer 0, so viga-io is out of reach: `copy_out` copies from an fd opened beneath an \

@@ -171,10 +171,10 @@ pub fn video_targets(
                     video.display()
                 )));
             }
-            let path = into.join(format!("frame_{frame:04}.png"));
-            std::fs::rename(&decoded, &path).map_err(|err| CoreError::io(&path, err))?;
+            // The decoded file is the target as it is: the run folder copies it under a name
+            // that says its frame.
             Ok(TargetSpec {
-                path,
+                path: decoded,
                 view: view.clone(),
                 frame: Some(*frame),
             })
