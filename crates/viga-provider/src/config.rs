@@ -238,7 +238,7 @@ impl TryFrom<RawProviderConfig> for ProviderConfig {
     }
 }
 
-pub use viga_io::Secret;
+pub use viga_protocol::Secret;
 
 /// Builds the provider a config describes, reading its API key from the environment.
 pub fn build_provider(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {

@@ -190,11 +190,11 @@ impl Meshy {
                     "asset generation with Meshy needs its API key: export {MESHY_KEY_ENV}=msy_... (made at https://www.meshy.ai/settings/api); viga reads it from the environment only"
                 ))
             })?;
-        Self::with_key(config, &viga_io::Secret::new(key.trim()))
+        Self::with_key(config, &viga_protocol::Secret::new(key.trim()))
     }
 
     /// [`Self::new`] with the key given (a library caller that keeps its own).
-    pub fn with_key(config: MeshyConfig, key: &viga_io::Secret) -> Result<Self, ToolError> {
+    pub fn with_key(config: MeshyConfig, key: &viga_protocol::Secret) -> Result<Self, ToolError> {
         let mut authorization =
             HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
                 ToolError::Fatal(format!(

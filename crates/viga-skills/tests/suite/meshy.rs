@@ -102,7 +102,7 @@ impl Replay {
     }
 
     fn meshy(&self, config: MeshyConfig) -> Meshy {
-        Meshy::with_key(config, &viga_io::Secret::new(KEY)).unwrap()
+        Meshy::with_key(config, &viga_protocol::Secret::new(KEY)).unwrap()
     }
 
     /// A Meshy source working for `run`.
@@ -649,7 +649,7 @@ async fn refusals_say_what_to_do_and_quote_meshy() {
                 api_url: viga_testkit::http::closed_address().unwrap(),
                 ..MeshyConfig::default()
             },
-            &viga_io::Secret::new(KEY),
+            &viga_protocol::Secret::new(KEY),
         )
         .unwrap();
         unreachable.bind_run(&run);
@@ -657,7 +657,7 @@ async fn refusals_say_what_to_do_and_quote_meshy() {
         assert!(err.to_string().contains("Meshy cannot be reached"), "{err}");
         let bad_key = Meshy::with_key(
             MeshyConfig::default(),
-            &viga_io::Secret::new("msy\nkey"),
+            &viga_protocol::Secret::new("msy\nkey"),
         )
         .unwrap_err();
         assert!(matches!(bad_key, ToolError::Fatal(m) if m.contains("line breaks")));
