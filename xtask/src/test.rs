@@ -47,7 +47,8 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
             "test: cargo-nextest is not installed, so the test binaries run one after another \
              (`cargo install cargo-nextest` runs them side by side)"
         );
-        return crate::cargo(&test, &[]);
+        // With the build's settings, so nothing builds again.
+        return crate::cargo_with(&test, &[], &clippy);
     }
     let mut nextest = vec!["nextest", "run"];
     nextest.extend(WHOLE_SUITE);
@@ -72,10 +73,18 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
 /// the tests' own build. Every cargo call of the suite gets it, so none builds again.
 fn clippy_as_compiler() -> Result<Vec<(String, String)>> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    // From the workspace root: its rust-toolchain.toml picks the toolchain.
     let sysroot = Command::new(&rustc)
         .args(["--print", "sysroot"])
+        .current_dir(crate::setup::workspace_root())
         .output()
         .with_context(|| format!("could not run {rustc}"))?;
+    if !sysroot.status.success() {
+        bail!(
+            "`{rustc} --print sysroot` failed: {}",
+            String::from_utf8_lossy(&sysroot.stderr).trim()
+        );
+    }
     let driver = std::path::Path::new(String::from_utf8_lossy(&sysroot.stdout).trim())
         .join("bin")
         .join("clippy-driver");

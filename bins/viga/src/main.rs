@@ -117,6 +117,8 @@ async fn dispatch(
     contained: &ContainedWorkers,
 ) -> Result<std::process::ExitCode> {
     match command {
+        // A slides or page run refuses the scene's flags, `--generator search` among them.
+        Command::Run(args) if args.mode != args::Mode::Scene => run(args, contained).await,
         Command::Run(args) if args.generator == args::Generator::Search => {
             if args.attach.wanted() {
                 bail!(
@@ -441,9 +443,7 @@ fn ask_trust(question: &viga_app::trust::TrustQuestion) -> Result<bool, viga_app
 }
 
 async fn doctor(contained: &ContainedWorkers) -> Result<std::process::ExitCode> {
-    for line in viga_app::doctor::check(contained).await? {
-        say!("{line}");
-    }
+    viga_app::doctor::check(contained, &Terminal).await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 

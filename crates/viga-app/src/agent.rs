@@ -31,10 +31,12 @@ pub async fn run(
     tell: &dyn Tell,
 ) -> Result<AgentHandle, AppError> {
     let prepared = prepare(config, output)?;
-    let blender = match scene {
-        AgentScene::Attached(user) => user.transport,
-        AgentScene::Own { blend } => own_blender(&prepared, blend, contained, tell).await?,
+    let blender: Result<Arc<dyn BlenderTransport>, AppError> = match scene {
+        AgentScene::Attached(user) => Ok(user.transport),
+        AgentScene::Own { blend } => own_blender(&prepared, blend, contained, tell).await,
     };
+    // A run that never started leaves no folder behind.
+    let blender = blender.inspect_err(|_| viga_core::folder::discard_unstarted(prepared.root()))?;
     Ok(start(prepared, provider, blender).await?)
 }
 
@@ -62,7 +64,10 @@ async fn own_blender(
     };
     let blender = crate::workers::start_blender(contained, None, access, None, tell).await?;
     if let Some(path) = &blend {
-        blender.load_blend(&path.to_string_lossy()).await?;
+        blender
+            .load_blend(&path.to_string_lossy())
+            .await
+            .map_err(|err| AppError::open_scene(path, err))?;
     }
     Ok(blender)
 }

@@ -6,16 +6,16 @@ use viga_blender::{
     BlenderCommands as _, BlenderTransport as _, ContainedWorkers, Worker, WorkerConfig, locate,
 };
 
-use crate::AppError;
+use crate::{AppError, Tell};
 
-/// The check's lines, in order; an error when no Blender is found or it does not start.
-pub async fn check(contained: &ContainedWorkers) -> Result<Vec<String>, AppError> {
-    let mut lines = Vec::new();
+/// The check, said line by line through `tell` as each is known (so the Blender found is
+/// said before it is started); an error when no Blender is found or it does not start.
+pub async fn check(contained: &ContainedWorkers, tell: &dyn Tell) -> Result<(), AppError> {
     let launcher = locate()?;
-    lines.push(format!("blender: {}", launcher.describe()));
+    tell.say(&format!("blender: {}", launcher.describe()));
     let worker = Worker::start(WorkerConfig::new(launcher)).await?;
     let hello = worker.hello().clone();
-    lines.push(format!(
+    tell.say(&format!(
         "bridge: Blender {} ({} mode), capabilities: {}",
         hello.blender_version,
         hello.mode,
@@ -23,16 +23,17 @@ pub async fn check(contained: &ContainedWorkers) -> Result<Vec<String>, AppError
     ));
     let started = std::time::Instant::now();
     worker.ping().await?;
-    lines.push(format!(
+    tell.say(&format!(
         "round trip: {:.2} ms",
         started.elapsed().as_secs_f64() * 1000.0
     ));
     worker.shutdown().await;
-    lines.extend(keys());
-    lines.extend(containment(contained).await);
-    lines.extend(renderers());
-    lines.extend(attachable().await);
-    Ok(lines)
+    let say_all = |lines: Vec<String>| lines.iter().for_each(|line| tell.say(line));
+    say_all(keys());
+    say_all(containment(contained).await);
+    say_all(renderers());
+    say_all(attachable().await);
+    Ok(())
 }
 
 /// Whether each provider's and service's key variable is set, or kept in the key store.

@@ -43,6 +43,12 @@ pub enum AppError {
     /// A tool (add-on discovery) failed.
     #[error(transparent)]
     Tool(Box<viga_skills::ToolError>),
+    /// A scene the person named that Blender could not open.
+    #[error("cannot open {}: {source}", path.display())]
+    OpenScene {
+        path: PathBuf,
+        source: Box<viga_blender::TransportError>,
+    },
     /// Settings that cannot work, said in the person's words.
     #[error("{0}")]
     Config(String),
@@ -107,8 +113,17 @@ impl AppError {
             Self::Attach(err) => err.kind(),
             Self::Gn(err) => err.kind(),
             Self::Tool(_) => FailureKind::Other,
+            Self::OpenScene { source, .. } => viga_domain_scene::blender_failure_kind(source),
             Self::Eval(err) => err.kind(),
             Self::Io { .. } => FailureKind::Io,
+        }
+    }
+
+    /// Blender could not open the scene at `path`.
+    pub fn open_scene(path: impl Into<PathBuf>, source: viga_blender::TransportError) -> Self {
+        Self::OpenScene {
+            path: path.into(),
+            source: Box::new(source),
         }
     }
 

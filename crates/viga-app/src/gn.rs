@@ -35,7 +35,10 @@ pub async fn workbench(
             let access = Access::reading(blend.iter().cloned().collect());
             let worker = crate::workers::start_blender(contained, None, access, None, tell).await?;
             if let Some(blend) = &blend {
-                worker.load_blend(&blend.to_string_lossy()).await?;
+                worker
+                    .load_blend(&blend.to_string_lossy())
+                    .await
+                    .map_err(|err| AppError::open_scene(blend, err))?;
             }
             Ok(Workbench::own(worker))
         }

@@ -42,7 +42,9 @@ pub fn settings(
     saved: Option<ProviderConfig>,
 ) -> Result<ProviderConfig, AppError> {
     if let Some(path) = &choice.config_file {
-        let text = std::fs::read_to_string(path).map_err(|err| AppError::io(path, err))?;
+        // A flag's file that cannot be read is a usage error, as any bad flag value.
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| AppError::Config(format!("cannot read {}: {err}", path.display())))?;
         return serde_json::from_str(&text).map_err(|err| {
             AppError::Config(format!(
                 "{} is not a valid provider config: {err}",

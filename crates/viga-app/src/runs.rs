@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use viga_blender::ContainedWorkers;
-use viga_core::{Domain, RunConfig, RunFolder, RunHandle};
+use viga_core::{RunConfig, RunFolder, RunHandle};
 use viga_domain_page::PageSettings;
 use viga_domain_scene::attached::{snapshot_user_scene, start_on_snapshot};
 use viga_domain_scene::{OWN_INPUTS, SceneDomain, SceneSettings};
@@ -48,23 +48,62 @@ pub async fn start(
     contained: &ContainedWorkers,
     tell: &dyn Tell,
 ) -> Result<RunHandle, AppError> {
-    if let Start::Attached { scene, user } = start {
-        let snapshot = snapshot_user_scene(config, scene, user.transport.as_ref(), output).await?;
-        let root = snapshot.folder().to_path_buf();
-        let started = async {
-            let inputs = snapshot.worker_inputs()?;
-            let worker =
-                crate::attach::worker_beside(&user, contained, snapshot.scene(), &inputs, tell)
-                    .await?;
-            Ok(start_on_snapshot(snapshot, provider, worker)?)
+    let timeout = config.program_timeout;
+    let (scene, init) = match start {
+        Start::Attached { scene, user } => {
+            return start_attached(config, scene, user, provider, output, contained, tell).await;
         }
-        .await;
-        return unless_started(&root, started);
-    }
+        Start::Scene { scene, init } => (scene, init),
+        Start::Slides(settings) => {
+            let folder = RunFolder::create(output, &config)?;
+            let root = folder.root().to_path_buf();
+            let started = async {
+                let domain =
+                    crate::workers::slides_domain(settings, contained, timeout, tell).await?;
+                Ok(viga_core::start_in_folder(
+                    folder, config, provider, domain,
+                )?)
+            };
+            return unless_started(&root, started.await);
+        }
+        Start::Page(settings) => {
+            let folder = RunFolder::create(output, &config)?;
+            let root = folder.root().to_path_buf();
+            let started = async {
+                let domain =
+                    crate::workers::page_domain(settings, contained, timeout, tell).await?;
+                Ok(viga_core::start_in_folder(
+                    folder, config, provider, domain,
+                )?)
+            };
+            return unless_started(&root, started.await);
+        }
+    };
     let folder = RunFolder::create(output, &config)?;
     let root = folder.root().to_path_buf();
-    let started = start_in(folder, config, start, provider, contained, tell).await;
+    let started = start_scene(folder, config, scene, init, provider, contained, tell).await;
     unless_started(&root, started)
+}
+
+/// A run on a copy of the scene open in `user`'s Blender: the copy makes the run folder.
+async fn start_attached(
+    config: RunConfig,
+    scene: SceneSettings,
+    user: UserBlender,
+    provider: Arc<dyn Provider>,
+    output: &Path,
+    contained: &ContainedWorkers,
+    tell: &dyn Tell,
+) -> Result<RunHandle, AppError> {
+    let snapshot = snapshot_user_scene(config, scene, user.transport.as_ref(), output).await?;
+    let root = snapshot.folder().to_path_buf();
+    let started = async {
+        let inputs = snapshot.worker_inputs()?;
+        let worker =
+            crate::attach::worker_beside(&user, contained, snapshot.scene(), &inputs, tell).await?;
+        Ok(start_on_snapshot(snapshot, provider, worker)?)
+    };
+    unless_started(&root, started.await)
 }
 
 /// `started`, or else the run folder at `root` made for it removed again.
@@ -73,36 +112,6 @@ fn unless_started<T>(root: &Path, started: Result<T, AppError>) -> Result<T, App
         viga_core::folder::discard_unstarted(root);
     }
     started
-}
-
-async fn start_in(
-    folder: RunFolder,
-    config: RunConfig,
-    start: Start,
-    provider: Arc<dyn Provider>,
-    contained: &ContainedWorkers,
-    tell: &dyn Tell,
-) -> Result<RunHandle, AppError> {
-    let timeout = config.program_timeout;
-    let domain: Arc<dyn Domain> = match start {
-        Start::Scene { scene, init } => {
-            return start_scene(folder, config, scene, init, provider, contained, tell).await;
-        }
-        Start::Attached { .. } => {
-            return Err(AppError::Config(
-                "an attached run makes its own run folder".to_owned(),
-            ));
-        }
-        Start::Slides(settings) => {
-            crate::workers::slides_domain(settings, contained, timeout, tell).await?
-        }
-        Start::Page(settings) => {
-            crate::workers::page_domain(settings, contained, timeout, tell).await?
-        }
-    };
-    Ok(viga_core::start_in_folder(
-        folder, config, provider, domain,
-    )?)
 }
 
 /// A scene run in `folder` on a contained Blender that may read the scene's inputs and the

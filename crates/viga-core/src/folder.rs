@@ -151,9 +151,10 @@ impl WorkerInputs {
 
 /// Removes the run folder `root` made for a run that then failed to start, and the timestamp
 /// and mode folders above it when they are left empty, so a failed start leaves nothing. A
-/// folder whose run started (it has an event log) is never removed.
+/// folder whose run started (its event log holds an event) is never removed.
 pub fn discard_unstarted(root: &Path) {
-    if root.join(EVENTS_FILE).exists() {
+    let started = std::fs::metadata(root.join(EVENTS_FILE)).is_ok_and(|log| log.len() > 0);
+    if started {
         return;
     }
     let _ = std::fs::remove_dir_all(root);

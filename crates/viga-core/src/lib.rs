@@ -9,11 +9,11 @@
 //!
 //! **Owns:** the generator (plan, then code; the first fenced Python block wins; or, for a
 //! model that calls tools, seed 001's tools, so a program run with `execute_code` is looked
-//! at, fixed and run again within the iteration) and the verifier (canonical views, tools,
-//! verdict; Cycles renders when there is a target); fast retry of E1/E2 failures with seed
-//! 002's prompt (at most `max_fast_retries`, retries are not iterations, `retry_count` recorded),
-//! programs stopped at the program timeout included; Blender lost in any phase, restarted by
-//! the worker supervisor, the scene rebuilt and the phase done again; stop conditions
+//! at, fixed and run again within the iteration) and the verifier (the domain's first look,
+//! its tools, the verdict); fast retry of E1/E2 failures with seed 002's prompt (at most
+//! `max_fast_retries`, retries are not iterations, `retry_count` recorded), programs stopped
+//! at the program timeout included; a domain's worker lost in any phase, restarted by its
+//! supervisor, the result rebuilt and the phase done again; stop conditions
 //! (verifier acceptance, the iteration budget, cancellation, failures nothing can fix, each
 //! with its [`FailureKind`](viga_protocol::event::FailureKind)); the run folder, written as
 //! events arrive; resume.

@@ -109,7 +109,7 @@ pub enum EvalError {
 
 impl EvalError {
     /// What kind of failure this is, for the exit code: files that cannot be read or written
-    /// are `io`, Blender going away is `blender_unavailable`, a harness that cannot score an
+    /// are `io`, a renderer going away is `worker_unavailable`, a harness that cannot score an
     /// instance is `other`, and everything about the selection and the data is `config`.
     pub fn kind(&self) -> viga_protocol::event::FailureKind {
         use viga_protocol::event::FailureKind;

@@ -406,3 +406,27 @@ fn names_from_the_scene_are_printed_with_their_control_characters_escaped() {
         "{printed}"
     );
 }
+
+/// A scene the agent cannot open stops it before its first step, naming the file, and
+/// leaves no run folder behind.
+#[test]
+fn a_scene_that_cannot_be_opened_is_named_and_leaves_no_run_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = whole_session(dir.path());
+    let output = dir.path().join("out");
+    let missing = dir.path().join("no-such-scene.blend");
+    let result = output_within(
+        agent_command(&script, &output).arg("--blend").arg(&missing),
+        BLENDER_TEST_LIMIT,
+    );
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(!result.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot open") && stderr.contains("no-such-scene.blend"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&output)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

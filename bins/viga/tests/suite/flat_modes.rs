@@ -274,3 +274,27 @@ async fn a_scripted_page_session_runs_end_to_end_with_no_network_and_resumes() {
             .contains("<svg")
     );
 }
+
+/// The scene's flags are refused by name for a deck or a page, `--generator search` among
+/// them, before any renderer or Blender starts, and nothing is written.
+#[test]
+fn a_slides_or_page_run_refuses_the_scenes_flags_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("unused.json");
+    std::fs::write(&script, r#"{"description": "unused", "turns": []}"#).unwrap();
+    let output = dir.path().join("out");
+    for (mode, extra, flag) in [
+        ("page", &["--generator", "search"][..], "--generator search"),
+        ("slides", &["--camera", "Camera1"][..], "--camera"),
+        ("page", &["--base", "scene.blend"][..], "--base"),
+    ] {
+        let result = viga_run(mode, &script, extra, &output);
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(!result.status.success(), "{mode} {extra:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("belong(s) to Blender scene runs"),
+            "{mode} {extra:?}: {stderr}"
+        );
+    }
+    assert!(!output.exists(), "nothing written");
+}
