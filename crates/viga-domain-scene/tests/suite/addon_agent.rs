@@ -540,3 +540,42 @@ async fn a_call_written_as_text_to_a_missing_tool_is_told_which_tools_exist() {
     })
     .await;
 }
+
+/// What a small local model wrote (issue 38): a call and a copy of a tool's result, one JSON
+/// object per line with no fence. The call is run, the reply is no final answer, and the run
+/// goes on to the answer the model gives after it.
+#[tokio::test]
+async fn a_call_written_beside_an_echoed_result_is_run_not_taken_as_the_answer() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let (tool, arguments) = place_lamp("left");
+        let written = format!(
+            "{}\n{}",
+            json!({"name": tool, "arguments": arguments}),
+            json!({"scene": ["Camera [CAMERA] at (7.359, -6.926, 4.958)", "Lamp [MESH] at (3.000, 0.000, 0.200)"]})
+        );
+        let script = provider(vec![
+            answer(json!({}), &written),
+            answer(
+                json!({"last_message_contains": "\"object\":\"Lamp\""}),
+                "The lamp is left of the table.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = start_agent(config(4), script, blender.clone(), output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(
+            (&outcome.stop, outcome.answer.as_deref()),
+            (&StopReason::Accepted, Some("The lamp is left of the table.")),
+            "{events:?}"
+        );
+        assert_eq!(
+            tools_invoked(&events),
+            [("place_object_relative".to_owned(), true)]
+        );
+        assert!((location_of(blender.as_ref(), "Lamp").await[0] + 0.7).abs() < 1e-3);
+    })
+    .await;
+}
