@@ -396,3 +396,30 @@ async fn a_call_to_a_tool_that_does_not_exist_is_told_so_with_the_tools_that_do(
         RunEvent::ToolInvoked { tool, ok: false, .. } if tool == "zoom_in"
     )));
 }
+
+/// What a small local model wrote with `--generator-tools on` (issue 38): fenced calls with
+/// their arguments beside the name. They are read as the calls they are, so the program runs
+/// and the generator's request to stop reaches the verifier.
+#[tokio::test]
+async fn calls_with_their_arguments_beside_the_name_are_run() {
+    let fenced = |call: Value| json!({"response": {"text": format!("```json\n{call}\n```"), "finish_reason": "stop"}});
+    let finished = run(
+        with_tools(1),
+        vec![
+            fenced(json!({"name": "execute_code", "code": GOOD_CODE})),
+            {
+                let mut stop =
+                    fenced(json!({"name": "end_process", "reason": "the crate is there"}));
+                stop["expect"] = json!({"last_message_contains": "The program ran without errors"});
+                stop
+            },
+            verdict_after_request(true, "the crate is there"),
+        ],
+    )
+    .await;
+    assert_eq!(finished.stop, StopReason::Accepted, "{:?}", finished.events);
+    assert_eq!(
+        calls(&finished.records[0]),
+        [("execute_code", true), ("end_process", true)]
+    );
+}
