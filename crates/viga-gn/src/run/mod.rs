@@ -39,7 +39,7 @@ use viga_protocol::PROTOCOL_VERSION;
 use viga_protocol::event::{FailureKind, RunEvent, StopReason};
 use viga_protocol::gn::{ActionType, GateReport, GnStep};
 use viga_protocol::message::{ChatMessage, ContentPart};
-use viga_provider::{ModelResponse, Provider};
+use viga_provider::{FinishReason, ModelResponse, Provider};
 
 use crate::cache::ResponseCache;
 use crate::context::{self, ContextBudget, SliceKind};
@@ -48,6 +48,7 @@ use crate::recorder::{Recorder, RunFiles};
 use crate::telemetry::Telemetry;
 use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Preset, Target};
 
+mod cutoff;
 mod model;
 mod steps;
 
@@ -524,12 +525,17 @@ impl GnRun {
         self.enter(RunState::Generating, round, session)?;
         let answer = self.ask(conversation, round, session).await?;
         let text = answer.response.text.clone();
+        let parsed = parse_reply(&text);
+        if parsed.is_err() && answer.response.finish_reason == FinishReason::Length {
+            session.cut_off(round, &text, self.config.max_tokens);
+            return Continue(());
+        }
         session
             .messages
             .push(ChatMessage::assistant(vec![ContentPart::text(
                 text.clone(),
             )]));
-        let (reply, slices) = match parse_reply(&text) {
+        let (reply, slices) = match parsed {
             Ok(parsed) => parsed,
             Err(problem) => {
                 session.refused(round, &problem);
@@ -657,6 +663,24 @@ fn rounds_ran_out(max_rounds: u32, last_problem: Option<&str>) -> String {
 
 impl Session {
     /// A reply that failed protocol validation: nothing of it ran, and the model hears why.
+    /// A reply cut off at the output limit: kept shortened, and the model told so and asked
+    /// for less (see [`cutoff`]).
+    fn cut_off(&mut self, round: u32, text: &str, limit: u32) {
+        self.recorder.telemetry.counters.protocol_errors += 1;
+        self.recorder.warn(format!(
+            "round {round}: the reply was cut off at the output limit ({limit} tokens); it went back shortened"
+        ));
+        self.last_problem = Some(format!(
+            "the reply was cut off at the output limit ({limit} tokens)"
+        ));
+        self.messages
+            .push(ChatMessage::assistant(vec![ContentPart::text(
+                cutoff::shortened(text),
+            )]));
+        self.messages
+            .push(ChatMessage::user_text(cutoff::told(limit, text)));
+    }
+
     fn refused(&mut self, round: u32, problem: &str) {
         self.recorder.telemetry.counters.protocol_errors += 1;
         self.recorder.warn(format!(

@@ -788,3 +788,68 @@ fn a_run_that_fails_at_once_has_recorded_its_provider_and_containment() {
         assert_eq!(outcome.state, RunState::Error, "{:?}", outcome.stop);
     });
 }
+
+/// First a reply cut off at the output limit, repeating one step; then a good one. Keeps
+/// every request it is sent.
+struct CutOffFirst {
+    requests: std::sync::Mutex<Vec<ModelRequest>>,
+    cut_off: String,
+}
+
+#[async_trait]
+impl Provider for CutOffFirst {
+    fn name(&self) -> &str {
+        "cut-off"
+    }
+    fn model(&self) -> &str {
+        "test"
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let mut requests = self.requests.lock().unwrap();
+        requests.push(request.clone());
+        Ok(if requests.len() == 1 {
+            ModelResponse::text_only(self.cut_off.clone(), FinishReason::Length)
+        } else {
+            ModelResponse::text_only(
+                reply(vec![target_step("target")], true).to_string(),
+                FinishReason::Stop,
+            )
+        })
+    }
+}
+
+/// A reply cut off at the output limit (issue 38) goes back shortened, not whole, and the
+/// model is told it was cut off and that it repeated itself, not that its JSON was malformed.
+#[test]
+fn a_reply_cut_off_at_the_output_limit_is_said_so_and_not_sent_back_whole() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let step = r#"{"id": "s", "type": "GN_OPS", "payload": {"ops": [{"op": "add_node", "node_type": "GeometryNodeMeshLine"}]}},"#;
+        let cut_off = format!(
+            "{{\"version\": 1, \"steps\": [\n{}\n{{\"id\": \"s\", \"ty",
+            [step; 60].join("\n")
+        );
+        let provider = Arc::new(CutOffFirst {
+            requests: std::sync::Mutex::new(Vec::new()),
+            cut_off: cut_off.clone(),
+        });
+        let (outcome, _) = run_with(&blender, config(), provider.clone()).await;
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
+        let requests = provider.requests.lock().unwrap();
+        let size = |request: &ModelRequest| serde_json::to_string(&request.messages).unwrap().len();
+        let second = &requests[1];
+        let told = serde_json::to_string(second.messages.last().unwrap()).unwrap();
+        assert!(
+            told.contains("cut off at the output limit (4096 tokens)"),
+            "{told}"
+        );
+        assert!(told.contains("repeated one line 60 times"), "{told}");
+        assert!(!told.contains("malformed"), "{told}");
+        assert!(
+            size(second) < size(&requests[0]) + cut_off.len() / 2,
+            "the cut-off reply went back whole: {} then {}",
+            size(&requests[0]),
+            size(second)
+        );
+    });
+}
