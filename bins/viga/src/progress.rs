@@ -255,7 +255,7 @@ pub fn stream_model_text<O: Send + 'static, F>(run: &viga_core::RunHandle<O, F>,
 }
 
 /// Shows a run's events until it ends (and, in JSON-lines mode, model text as it arrives).
-/// Ctrl-C (or SIGINT from the Blender panel) cancels it:
+/// Ctrl-C (or SIGINT from the Blender panel), or SIGTERM, cancels it:
 /// a model call in flight is abandoned at once, a Blender call in flight finishes first, and
 /// the run then ends as cancelled, so the caller can still take its changes back. With
 /// `leave_after`, a run still busy that long after the cancel is left to wind down (its
@@ -268,10 +268,14 @@ pub async fn follow_events<O: Send + 'static, F>(
     leave_after: Option<std::time::Duration>,
 ) -> bool {
     let jsonl = out.is_jsonl();
-    // Listened for from here on, not per wait: a SIGINT that arrives while an event is being
-    // shown is kept for the next wait (a fresh `ctrl_c()` each turn would miss it).
+    // Listened for from here on, not per wait: a signal that arrives while an event is being
+    // shown is kept for the next wait (a fresh `ctrl_c()` each turn would miss it). SIGTERM
+    // (a batch system stopping a job, `kill`) stops the run as Ctrl-C does, so its folder
+    // says how it ended.
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let mut terminations =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     stream_model_text(run, out);
     let mut cancelled_at: Option<tokio::time::Instant> = None;
     loop {
@@ -285,6 +289,11 @@ pub async fn follow_events<O: Send + 'static, F>(
             },
             () = next_interrupt(&mut interrupts), if cancelled_at.is_none() => {
                 out.say(&format!("stopping {what} (Ctrl-C)..."));
+                run.cancel();
+                cancelled_at = Some(tokio::time::Instant::now());
+            },
+            () = next_signal(&mut terminations), if cancelled_at.is_none() => {
+                out.say(&format!("stopping {what} (SIGTERM)..."));
                 run.cancel();
                 cancelled_at = Some(tokio::time::Instant::now());
             },
@@ -302,6 +311,17 @@ async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
     let heard = match interrupts {
         Some(listener) => listener.recv().await.is_some(),
         None => tokio::signal::ctrl_c().await.is_ok(),
+    };
+    if !heard {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Waits for the next signal `listener` hears; never returns without a listener.
+async fn next_signal(listener: &mut Option<tokio::signal::unix::Signal>) {
+    let heard = match listener {
+        Some(listener) => listener.recv().await.is_some(),
+        None => false,
     };
     if !heard {
         std::future::pending::<()>().await;

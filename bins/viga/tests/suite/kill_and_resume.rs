@@ -174,3 +174,58 @@ fn bad_input_gets_a_clear_error_and_writes_nothing() {
         "no run folder was created"
     );
 }
+
+/// SIGTERM (what a batch system or `kill` sends) stops a run as Ctrl-C does: the model call
+/// in flight is abandoned, and the run folder's event log ends with `run_finished` saying it
+/// was cancelled.
+#[test]
+fn sigterm_stops_a_run_and_its_folder_says_how_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow_code =
+        json!({"delay_ms": 60_000, "response": {"text": "too late", "finish_reason": "stop"}});
+    let script = write_script(dir.path(), "slow.json", vec![turn("plan 1"), slow_code]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viga"))
+        .args([
+            "run",
+            "--task",
+            "a cube",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(&script)
+        .args(["--max-iterations", "2", "--resolution", "32", "--output"])
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let watchdog = kill_after(&child, BLENDER_TEST_LIMIT, "viga run");
+    let mut folder = None;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(path) = line.strip_prefix("run folder: ") {
+            folder = Some(PathBuf::from(path));
+        }
+        // The plan is shown; the run now waits in its (slow) call for the program.
+        if line.starts_with("  plan:") {
+            break;
+        }
+    }
+    let stopped_at = std::time::Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130), "cancelled");
+    let events = std::fs::read_to_string(folder.unwrap().join("events.jsonl")).unwrap();
+    let last = events.lines().last().unwrap();
+    assert!(
+        last.contains("\"run_finished\"") && last.contains("cancelled"),
+        "{last}"
+    );
+}
