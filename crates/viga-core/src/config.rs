@@ -154,18 +154,22 @@ impl GeneratorTools {
     /// Whether a run with the provider `provider` describes offers the generator its tools.
     /// `auto` follows the provider config's `tool_calling` (else its kind's default); a
     /// scripted provider without the setting follows its script: tools when some turn
-    /// calls one of the generator's own tools. `on` with a provider that says it cannot
-    /// call tools is a configuration error.
+    /// calls one of the generator's own tools. `on` is the person's word for it, unless the
+    /// provider's own config says the model cannot call tools (a configuration error): an
+    /// OpenAI-compatible server's default (off) does not overrule it, since llama.cpp, vLLM
+    /// and Ollama call tools.
     pub fn resolve(self, provider: &ProviderConfig) -> Result<bool, CoreError> {
         match (self, provider.tool_calling()) {
             (Self::Off, _) => Ok(false),
-            (Self::On, Some(false)) => Err(CoreError::Config(format!(
-                "--generator-tools on needs a model that can call tools, and the {} provider \
+            (Self::On, Some(false)) if provider.tool_calling == Some(false) => {
+                Err(CoreError::Config(format!(
+                    "--generator-tools on needs a model that can call tools, and the {} provider \
                  config says it cannot; if the server does support tool calls, set \
                  \"tool_calling\": true in a --provider-config file, else use \
                  --generator-tools auto or off (the generator then answers with a fenced program)",
-                provider.kind.name()
-            ))),
+                    provider.kind.name()
+                )))
+            }
             (Self::On, _) => Ok(true),
             (Self::Auto, Some(known)) => Ok(known),
             (Self::Auto, None) => script_calls_generator_tools(provider),
@@ -377,7 +381,15 @@ mod tests {
             "a local server without tool_calling keeps the fenced program"
         );
         assert!(!GeneratorTools::Off.resolve(&openai).unwrap());
-        let refused = GeneratorTools::On.resolve(&local).unwrap_err();
+        assert!(
+            GeneratorTools::On.resolve(&local).unwrap(),
+            "asked for, a local server's default does not overrule it"
+        );
+        let incapable = ProviderConfig {
+            tool_calling: Some(false),
+            ..local.clone()
+        };
+        let refused = GeneratorTools::On.resolve(&incapable).unwrap_err();
         assert_eq!(refused.kind(), viga_protocol::event::FailureKind::Config);
         let message = refused.to_string();
         assert!(
