@@ -28,8 +28,8 @@ use viga_eval::{
     SceneBenchmark, Selection, Shard, Shelf, Suite, Task,
 };
 use viga_provider::Provider;
-use viga_slides::{SlideTools, SlideWorker, SlidesConfig, SlidesError};
-use viga_web::{NotFound, WebConfig, WebError, WebWorker};
+use viga_slides::SlideWorker;
+use viga_web::WebWorker;
 
 /// Why an evaluation could not be set up or run. Each kind keeps the library's own error, and
 /// becomes an [`AppError`](crate::AppError) with its kind.
@@ -40,17 +40,14 @@ pub enum EvalSetupError {
     #[error(transparent)]
     Locate(#[from] LocateError),
     #[error(transparent)]
-    NotFound(#[from] NotFound),
-    #[error(transparent)]
     Workers(#[from] ContainedWorkersError),
     #[error(transparent)]
     Start(#[from] viga_blender::StartError),
+    /// A renderer did not start (its error says which and why).
+    #[error(transparent)]
+    Renderer(#[from] viga_core::CoreError),
     #[error(transparent)]
     Blender(#[from] TransportError),
-    #[error(transparent)]
-    Slides(#[from] SlidesError),
-    #[error(transparent)]
-    Web(#[from] WebError),
     /// Settings that do not go together or are out of range.
     #[error("{0}")]
     Settings(String),
@@ -61,12 +58,10 @@ impl From<EvalSetupError> for crate::AppError {
         match err {
             EvalSetupError::Eval(err) => Self::Eval(Box::new(err)),
             EvalSetupError::Locate(err) => err.into(),
-            EvalSetupError::NotFound(err) => err.into(),
             EvalSetupError::Workers(err) => err.into(),
             EvalSetupError::Start(err) => err.into(),
+            EvalSetupError::Renderer(err) => err.into(),
             EvalSetupError::Blender(err) => err.into(),
-            EvalSetupError::Slides(err) => err.into(),
-            EvalSetupError::Web(err) => err.into(),
             EvalSetupError::Settings(message) => Self::Config(message),
         }
     }
@@ -449,11 +444,12 @@ pub async fn prepare_slidebench(
     let mut workers = Vec::new();
     let mut containment = Vec::new();
     for _ in 0..common.workers {
-        let mut config = SlidesConfig::new(SlideTools::locate()?);
-        config.confinement = contained.confinement(&reads(&common.data))?;
-        config.program_timeout = settings.program_timeout;
-        let worker = SlideWorker::start(config).await?;
-        let status = contained.renderer_status(worker.contained_report().await.as_deref())?;
+        let (worker, status) = viga_domain_slides::start_renderer(
+            contained,
+            &reads(&common.data),
+            settings.program_timeout,
+        )
+        .await?;
         containment.push(status.clone());
         workers.push((Arc::new(worker), Some(status)));
     }
@@ -499,11 +495,8 @@ pub async fn prepare_pages(
     let mut workers = Vec::new();
     let mut containment = Vec::new();
     for _ in 0..common.workers {
-        let mut web = WebConfig::locate()?;
-        web.confinement = contained.confinement(&Access::default())?;
-        web.load_timeout = settings.program_timeout;
-        let worker = WebWorker::start(web).await?;
-        let status = contained.renderer_status(worker.contained_report().await.as_deref())?;
+        let (worker, status) =
+            viga_domain_page::start_browser(contained, settings.program_timeout).await?;
         containment.push(status.clone());
         workers.push((Arc::new(worker), Some(status)));
     }

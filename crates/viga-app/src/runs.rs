@@ -49,40 +49,49 @@ pub async fn start(
     tell: &dyn Tell,
 ) -> Result<RunHandle, AppError> {
     let timeout = config.program_timeout;
-    let (scene, init) = match start {
+    match start {
         Start::Attached { scene, user } => {
-            return start_attached(config, scene, user, provider, output, contained, tell).await;
+            start_attached(config, scene, user, provider, output, contained, tell).await
         }
-        Start::Scene { scene, init } => (scene, init),
+        Start::Scene { scene, init } => {
+            in_new_folder(output, config, async |folder, config| {
+                start_scene(folder, config, scene, init, provider, contained, tell).await
+            })
+            .await
+        }
         Start::Slides(settings) => {
-            let folder = RunFolder::create(output, &config)?;
-            let root = folder.root().to_path_buf();
-            let started = async {
+            in_new_folder(output, config, async |folder, config| {
                 let domain =
                     crate::workers::slides_domain(settings, contained, timeout, tell).await?;
                 Ok(viga_core::start_in_folder(
                     folder, config, provider, domain,
                 )?)
-            };
-            return unless_started(&root, started.await);
+            })
+            .await
         }
         Start::Page(settings) => {
-            let folder = RunFolder::create(output, &config)?;
-            let root = folder.root().to_path_buf();
-            let started = async {
+            in_new_folder(output, config, async |folder, config| {
                 let domain =
                     crate::workers::page_domain(settings, contained, timeout, tell).await?;
                 Ok(viga_core::start_in_folder(
                     folder, config, provider, domain,
                 )?)
-            };
-            return unless_started(&root, started.await);
+            })
+            .await
         }
-    };
+    }
+}
+
+/// Starts a run in a new folder under `output` made for `config` first (so its worker may be
+/// granted the folder's inputs), with `start`; a start that fails removes the folder again.
+async fn in_new_folder(
+    output: &Path,
+    config: RunConfig,
+    start: impl AsyncFnOnce(RunFolder, RunConfig) -> Result<RunHandle, AppError>,
+) -> Result<RunHandle, AppError> {
     let folder = RunFolder::create(output, &config)?;
     let root = folder.root().to_path_buf();
-    let started = start_scene(folder, config, scene, init, provider, contained, tell).await;
-    unless_started(&root, started)
+    unless_started(&root, start(folder, config).await)
 }
 
 /// A run on a copy of the scene open in `user`'s Blender: the copy makes the run folder.

@@ -57,13 +57,12 @@ impl viga_core::DomainKind for PageKind {
     }
 }
 
-/// The page domain on a Chromium of its own, started under `contained` (no reads beyond its
-/// own folder), knowing what holds for it (its launcher's report), which the run records.
-pub async fn start(
-    settings: PageSettings,
+/// A Chromium of its own for pages, started under `contained` (reading nothing beyond its
+/// own folder), with what holds for it (its launcher's report).
+pub async fn start_browser(
     contained: &ContainedWorkers,
     load_timeout: Duration,
-) -> Result<PageDomain, CoreError> {
+) -> Result<(WebWorker, ContainmentStatus), CoreError> {
     let not_started = |err| CoreError::not_started("Chromium did not start", err);
     let mut config = WebConfig::locate().map_err(|err| CoreError::not_started("web pages", err))?;
     config.confinement = contained
@@ -76,6 +75,17 @@ pub async fn start(
     let status = contained
         .renderer_status(worker.contained_report().await.as_deref())
         .map_err(not_started)?;
+    Ok((worker, status))
+}
+
+/// The page domain on a Chromium of its own (see [`start_browser`]); the run records what
+/// holds for it.
+pub async fn start(
+    settings: PageSettings,
+    contained: &ContainedWorkers,
+    load_timeout: Duration,
+) -> Result<PageDomain, CoreError> {
+    let (worker, status) = start_browser(contained, load_timeout).await?;
     Ok(PageDomain::new(settings, std::sync::Arc::new(worker))?.with_containment(status))
 }
 

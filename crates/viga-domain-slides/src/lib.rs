@@ -16,6 +16,29 @@
 
 mod tools;
 
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use viga_contain::ContainedWorkers;
+use viga_protocol::iteration::{ExecutionError, ExecutionResult};
+use viga_protocol::message::ToolSpec;
+use viga_sandbox::Access;
+use viga_sandbox::ContainmentStatus;
+use viga_skills::montage::{View, montage};
+use viga_skills::{CapturedRender, ToolError, ToolOutput};
+use viga_slides::{Deck, ProgramStatus, SlideTools, SlideWorker, SlidesConfig, SlidesError};
+
+use viga_core::domain::{
+    Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,
+    WorkerWatch,
+};
+use viga_core::renderer::{elapsed_ms, lost, not_started, picture};
+use viga_core::{CoreError, Prompts};
+
 /// The slides domain as run folders know it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SlidesKind;
@@ -44,21 +67,18 @@ impl viga_core::DomainKind for SlidesKind {
     }
 }
 
-/// The slides domain on a LibreOffice of its own, its processes (LibreOffice and every
-/// python-pptx program) started under `contained`, knowing what holds for them (the
-/// renderer's launcher's report), which the run records.
-pub async fn start(
-    settings: SlidesSettings,
+/// A LibreOffice of its own for slides, its processes (LibreOffice and every python-pptx
+/// program) started under `contained`, reaching what `reads` names besides their own folder,
+/// with what holds for them (the launcher's report).
+pub async fn start_renderer(
     contained: &ContainedWorkers,
+    reads: &Access,
     program_timeout: Duration,
-) -> Result<SlidesDomain, CoreError> {
+) -> Result<(SlideWorker, ContainmentStatus), CoreError> {
     let not_started = |err| CoreError::not_started("the slide renderer did not start", err);
     let tools = SlideTools::locate().map_err(|err| CoreError::not_started("slides", err))?;
-    let reads = settings.assets.iter().cloned().collect();
     let mut config = SlidesConfig::new(tools);
-    config.confinement = contained
-        .confinement(&Access::reading(reads))
-        .map_err(not_started)?;
+    config.confinement = contained.confinement(reads).map_err(not_started)?;
     config.program_timeout = program_timeout;
     let worker = SlideWorker::start(config)
         .await
@@ -66,31 +86,20 @@ pub async fn start(
     let status = contained
         .renderer_status(worker.contained_report().await.as_deref())
         .map_err(not_started)?;
-    Ok(SlidesDomain::new(settings, Arc::new(worker))?.with_containment(status))
+    Ok((worker, status))
 }
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use viga_contain::ContainedWorkers;
-use viga_protocol::iteration::{ExecutionError, ExecutionResult};
-use viga_protocol::message::ToolSpec;
-use viga_sandbox::Access;
-use viga_sandbox::ContainmentStatus;
-use viga_skills::montage::{View, montage};
-use viga_skills::{CapturedRender, ToolError, ToolOutput};
-use viga_slides::{Deck, ProgramStatus, SlideTools, SlideWorker, SlidesConfig, SlidesError};
-
-use viga_core::domain::{
-    Domain, FaultKind, ProgramFormat, RoleTools, TargetView, ToolRole, ViewRender, WorkerFault,
-    WorkerWatch,
-};
-use viga_core::renderer::{elapsed_ms, lost, not_started, picture};
-use viga_core::{CoreError, Prompts};
+/// The slides domain on a LibreOffice of its own (see [`start_renderer`]), reading the
+/// settings' asset folder; the run records what holds for it.
+pub async fn start(
+    settings: SlidesSettings,
+    contained: &ContainedWorkers,
+    program_timeout: Duration,
+) -> Result<SlidesDomain, CoreError> {
+    let reads = Access::reading(settings.assets.iter().cloned().collect());
+    let (worker, status) = start_renderer(contained, &reads, program_timeout).await?;
+    Ok(SlidesDomain::new(settings, Arc::new(worker))?.with_containment(status))
+}
 
 /// The domain's name, in run folders and args.json.
 pub const SLIDES_DOMAIN: &str = "slides";

@@ -26,6 +26,28 @@ fn write_script(dir: &Path, name: &str, turns: Vec<serde_json::Value>) -> PathBu
     support::script_file(dir, name, serde_json::Value::from(turns))
 }
 
+/// `viga run` of a cube with the scripted model `script`, its progress on a pipe.
+fn spawn_run(script: &Path, max_iterations: u32, output: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_viga"))
+        .args([
+            "run",
+            "--task",
+            "a cube",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(script)
+        .arg("--max-iterations")
+        .arg(max_iterations.to_string())
+        .args(["--resolution", "32", "--output"])
+        .arg(output)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn code_turn() -> serde_json::Value {
     turn(&format!("```python\n{CODE}```"))
 }
@@ -40,22 +62,7 @@ fn a_killed_run_resumes_at_the_next_iteration_with_nothing_lost() {
         "first.json",
         vec![turn("plan 1"), code_turn(), verdict(false), turn("plan 2")],
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_viga"))
-        .args([
-            "run",
-            "--task",
-            "a cube",
-            "--provider",
-            "scripted",
-            "--script",
-        ])
-        .arg(&first)
-        .args(["--max-iterations", "3", "--resolution", "32", "--output"])
-        .arg(dir.path().join("out"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&first, 3, &dir.path().join("out"));
     let watchdog = kill_after(&child, BLENDER_TEST_LIMIT, "viga run");
     let mut folder = None;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
@@ -184,22 +191,7 @@ fn sigterm_stops_a_run_and_its_folder_says_how_it_ended() {
     let slow_code =
         json!({"delay_ms": 60_000, "response": {"text": "too late", "finish_reason": "stop"}});
     let script = write_script(dir.path(), "slow.json", vec![turn("plan 1"), slow_code]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_viga"))
-        .args([
-            "run",
-            "--task",
-            "a cube",
-            "--provider",
-            "scripted",
-            "--script",
-        ])
-        .arg(&script)
-        .args(["--max-iterations", "2", "--resolution", "32", "--output"])
-        .arg(dir.path().join("out"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&script, 2, &dir.path().join("out"));
     let watchdog = kill_after(&child, BLENDER_TEST_LIMIT, "viga run");
     let mut folder = None;
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
