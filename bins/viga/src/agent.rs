@@ -33,6 +33,9 @@ pub struct AgentArgs {
     /// Model calls the agent may make before it is stopped.
     #[arg(long, default_value_t = 12)]
     pub max_steps: u32,
+    /// How long the whole run may take (90s, 30m, 2h; none for no limit).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    pub time_limit: viga_core::time_limit::TimeLimit,
     /// Size of the views the agent renders to look at the scene: N (square) or WxH.
     #[arg(long, default_value = "512")]
     pub resolution: String,
@@ -77,6 +80,7 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     }
     let mut config = AgentConfig::new(args.request.clone());
     config.max_steps = args.max_steps;
+    config.time_limit = args.time_limit.0;
     config.addons_folder.clone_from(&args.addons);
     config.attached = args.attach.wanted();
     config.conversation = conversation;
@@ -125,6 +129,11 @@ fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
         StopReason::Accepted => outcome.answer.clone().unwrap_or_default(),
         StopReason::MaxIterations => format!(
             "stopped after {} steps without a final answer",
+            outcome.steps
+        ),
+        StopReason::TimeLimit { seconds } => format!(
+            "stopped at the time limit ({}) after {} steps without a final answer",
+            viga_protocol::event::seconds_in_words(*seconds),
             outcome.steps
         ),
         StopReason::Cancelled | StopReason::Failed { .. } => String::new(),

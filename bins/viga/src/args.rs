@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use viga_core::RunConfig;
+use viga_core::time_limit::TimeLimit;
 use viga_domain_scene::{AssetGenerator, SceneSettings};
 use viga_protocol::bridge::RenderEngine;
 use viga_protocol::bridge::RenderSpec;
@@ -356,6 +357,10 @@ pub struct RunArgs {
     /// and the model is asked for a fix.
     #[arg(long, value_name = "SECONDS", default_value_t = viga_core::DEFAULT_PROGRAM_TIMEOUT.as_secs_f64())]
     pub program_timeout: f64,
+    /// How long the whole run may take (90s, 30m, 2h; none for no limit). At the limit the
+    /// run stops, keeps what it made, and its folder says it ended at its time limit.
+    #[arg(long, value_name = "DURATION", default_value = "2h")]
+    pub time_limit: TimeLimit,
     /// The camera whose view a target given as a bare PICTURE shows (default: the scene's
     /// active camera).
     #[arg(long)]
@@ -660,6 +665,7 @@ impl RunArgs {
                 )
             })?;
         config.generator_max_turns = self.generator_max_turns;
+        config.time_limit = self.time_limit.0;
         Ok(config)
     }
 

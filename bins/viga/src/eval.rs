@@ -123,6 +123,9 @@ pub struct SystemArgs {
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 10)]
     max_iterations: u32,
+    /// How long the agent may take per instance (90s, 30m, 2h; none for no limit).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    time_limit: viga_core::time_limit::TimeLimit,
     /// Side in pixels of the views the agent's verifier looks at while it works (the scores
     /// use --resolution).
     #[arg(long, default_value_t = 256)]
@@ -244,6 +247,7 @@ impl SystemArgs {
             instances: self.instances.clone(),
             system: system(baseline, &self.agent)?,
             max_iterations: self.max_iterations,
+            time_limit: self.time_limit.0,
             workers: self.workers,
             shard: self.shard.parse::<Shard>()?,
             judge: judge.map(JudgeArgs::provider).transpose()?.flatten(),
@@ -285,6 +289,7 @@ impl FlatSystemArgs {
             instances: self.instances.clone(),
             system: system(baseline, &self.agent)?,
             max_iterations: self.max_iterations,
+            time_limit: self.time_limit.0,
             workers: self.workers,
             shard: self.shard.parse::<Shard>()?,
             judge: self.judge.provider()?,
@@ -568,6 +573,9 @@ pub struct FlatSystemArgs {
     /// The agent's iteration budget per instance.
     #[arg(long, default_value_t = 5)]
     max_iterations: u32,
+    /// How long the agent may take per instance (90s, 30m, 2h; none for no limit).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    time_limit: viga_core::time_limit::TimeLimit,
     /// How long one program (a page's load) may run.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     program_timeout: f64,

@@ -39,6 +39,9 @@ pub struct GnArgs {
     /// Model replies allowed before the run gives up.
     #[arg(long, default_value_t = 6)]
     pub max_rounds: u32,
+    /// How long the whole run may take (90s, 30m, 2h; none for no limit).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub time_limit: viga_core::time_limit::TimeLimit,
     /// The gates that must pass before the run is done, comma-separated (default: all five:
     /// single_group_output, output_connected, no_modifier_error, no_unexpected_new_modifier,
     /// no_unexpected_new_node_group); the others only warn.
@@ -194,7 +197,9 @@ fn say_how_it_ended(
     attached: bool,
 ) -> Result<ExitCode> {
     let message = match &stop {
-        StopReason::Accepted | StopReason::MaxIterations => outcome.final_message.clone(),
+        StopReason::Accepted | StopReason::MaxIterations | StopReason::TimeLimit { .. } => {
+            outcome.final_message.clone()
+        }
         StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
     };
     match &stop {
@@ -202,6 +207,7 @@ fn say_how_it_ended(
         StopReason::Cancelled => out.say("cancelled"),
         StopReason::Accepted => out.say(&format!("done: {message}")),
         StopReason::MaxIterations => out.say(&format!("rounds spent: {message}")),
+        StopReason::TimeLimit { .. } => out.say(&format!("stopped: {message}")),
     }
     if attached && stop != StopReason::Accepted {
         out.say("your scene is as it was before the run");
@@ -257,6 +263,7 @@ fn run_config(args: &GnArgs, preset: Option<&Preset>) -> GnRunConfig {
     let mut config =
         GnRunConfig::with_preset_defaults(args.request.clone(), args.object.clone(), preset);
     config.max_rounds = args.max_rounds;
+    config.time_limit = args.time_limit.0;
     if !args.gates.is_empty() {
         config.gates.required = args.gates.iter().copied().collect();
     }

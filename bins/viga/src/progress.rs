@@ -69,6 +69,10 @@ impl Printer {
                     StopReason::Accepted => "the verifier accepted the result".to_owned(),
                     StopReason::MaxIterations => "the iteration budget is spent".to_owned(),
                     StopReason::Cancelled => "cancelled".to_owned(),
+                    StopReason::TimeLimit { seconds } => format!(
+                        "the time limit ({}) passed; what was made by then is kept",
+                        viga_protocol::event::seconds_in_words(*seconds)
+                    ),
                     StopReason::Failed { message, .. } => format!("failed: {message}"),
                 };
                 say!("stopped after {iterations} iterations: {why}");

@@ -104,6 +104,8 @@ pub struct Common {
     pub system: Option<System>,
     /// The agent's iteration budget per instance.
     pub max_iterations: u32,
+    /// How long the agent may take per instance; `None`: no limit.
+    pub time_limit: Option<Duration>,
     /// Renderers working in parallel.
     pub workers: usize,
     pub shard: Shard,
@@ -354,6 +356,7 @@ pub fn scene_proposer(
             }
             let mut agent =
                 AgentProposer::new(Arc::clone(provider), settings.common.max_iterations);
+            agent.time_limit = settings.common.time_limit;
             agent.verifier_render.width = settings.verifier_resolution;
             agent.verifier_render.height = settings.verifier_resolution;
             Ok(Arc::new(agent))
@@ -413,6 +416,7 @@ where
         Some(System::Baseline(baseline)) => Ok(Arc::new(*baseline)),
         Some(System::Agent(provider)) => {
             let mut agent = AgentProposer::new(Arc::clone(provider), common.max_iterations);
+            agent.time_limit = common.time_limit;
             agent.program_timeout = Some(program_timeout);
             agent.instruction_only = instruction_only;
             Ok(Arc::new(agent))

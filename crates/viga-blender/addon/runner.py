@@ -39,6 +39,7 @@ STREAM_VERSION = 1
 OUTCOME_STATES = {
     "accepted": "FINISHED",
     "max_iterations": "FINISHED",
+    "time_limit": "FINISHED",
     "cancelled": "CANCELLED",
     "failed": "FAILED",
 }

@@ -78,6 +78,11 @@ pub struct RunConfig {
     /// model hears it as a failure it can fix. Seconds in `args.json`.
     #[serde(with = "seconds", default = "default_program_timeout")]
     pub program_timeout: Duration,
+    /// How long the whole run may take, from its start (a resumed run's clock starts
+    /// again); `None`: no limit, as in run folders written before the limit existed.
+    /// Seconds in `args.json`.
+    #[serde(with = "crate::time_limit::optional_seconds", default)]
+    pub time_limit: Option<Duration>,
 }
 
 /// A target picture and the view of the result it shows (see [`crate::domain::TargetView`]).
@@ -243,6 +248,7 @@ impl RunConfig {
             planner_max_tokens: default_planner_max_tokens(),
             verifier_max_tokens: default_verifier_max_tokens(),
             program_timeout: DEFAULT_PROGRAM_TIMEOUT,
+            time_limit: Some(crate::time_limit::DEFAULT_RUN_TIME_LIMIT),
         }
     }
 

@@ -148,6 +148,7 @@ pub fn stop_word(stop: &StopReason) -> &'static str {
         StopReason::Accepted => "accepted",
         StopReason::MaxIterations => "max_iterations",
         StopReason::Cancelled => "cancelled",
+        StopReason::TimeLimit { .. } => "time_limit",
         StopReason::Failed { .. } => "failed",
     }
 }

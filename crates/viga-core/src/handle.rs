@@ -12,10 +12,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use viga_protocol::event::{ModelRole, TimedEvent};
+use viga_protocol::event::{ModelRole, StopReason, TimedEvent};
 use viga_provider::{ModelRequest, ModelResponse, Provider, ProviderError, StreamEvent};
 
 use crate::{CoreError, RunOutcome};
@@ -38,6 +39,15 @@ pub enum RunUpdate {
     ModelText(ModelText),
 }
 
+/// Whether a run was asked to stop, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Halt {
+    Running,
+    Cancelled,
+    /// The run's time limit passed.
+    OutOfTime(Duration),
+}
+
 /// A run in progress: read its events, cancel it, wait for its outcome `O`.
 ///
 /// `F` is where the run keeps its folder: a loop run always has one (`PathBuf`), a Geometry
@@ -45,10 +55,12 @@ pub enum RunUpdate {
 #[derive(Debug)]
 pub struct RunHandle<O = RunOutcome, F = PathBuf> {
     updates: mpsc::UnboundedReceiver<RunUpdate>,
-    cancel: watch::Sender<bool>,
+    cancel: watch::Sender<Halt>,
     /// Whether the front end wants model text as it arrives.
     model_text: Arc<AtomicBool>,
     task: JoinHandle<Result<O, CoreError>>,
+    /// The timer of the run's time limit, stopped when the run is waited for.
+    timer: Option<JoinHandle<()>>,
     folder: F,
 }
 
@@ -60,7 +72,7 @@ impl<O: Send + 'static, F> RunHandle<O, F> {
         R: Future<Output = Result<O, CoreError>> + Send + 'static,
     {
         let (updates_sender, updates) = mpsc::unbounded_channel();
-        let (cancel, cancel_receiver) = watch::channel(false);
+        let (cancel, cancel_receiver) = watch::channel(Halt::Running);
         let model_text = Arc::new(AtomicBool::new(false));
         let run = prepare(RunLink {
             updates: updates_sender,
@@ -72,8 +84,30 @@ impl<O: Send + 'static, F> RunHandle<O, F> {
             cancel,
             model_text,
             task: tokio::spawn(run),
+            timer: None,
             folder,
         }
+    }
+
+    /// Stops the run once `limit` has passed since now, as a cancel does (a model call in
+    /// flight is abandoned, the run writes its folder), and the run ends as
+    /// [`StopReason::TimeLimit`]. `None`: no limit.
+    #[must_use]
+    pub fn with_time_limit(mut self, limit: Option<Duration>) -> Self {
+        if let Some(limit) = limit {
+            let halt = self.cancel.clone();
+            self.timer = Some(tokio::spawn(async move {
+                tokio::time::sleep(limit).await;
+                halt.send_if_modified(|halt| {
+                    let running = *halt == Halt::Running;
+                    if running {
+                        *halt = Halt::OutOfTime(limit);
+                    }
+                    running
+                });
+            }));
+        }
+        self
     }
 
     /// The next event; `None` once the run has finished and every event was read. Model
@@ -104,7 +138,7 @@ impl<O: Send + 'static, F> RunHandle<O, F> {
     /// Asks the run to stop. A model call in flight is abandoned at once; the run then
     /// finishes writing its folder and ends as cancelled.
     pub fn cancel(&self) {
-        let _ = self.cancel.send(true);
+        stop(&self.cancel);
     }
 
     /// A handle that cancels this run from elsewhere (a Ctrl-C handler, a test's model).
@@ -119,17 +153,32 @@ impl<O: Send + 'static, F> RunHandle<O, F> {
     /// The run's outcome, once it has ended. `Err` only when the run's task itself failed
     /// (it panicked or the runtime shut down), or a loop run could not write its last event.
     pub async fn wait(self) -> Result<O, CoreError> {
-        self.task.await.map_err(CoreError::Task)?
+        let ended = self.task.await.map_err(CoreError::Task);
+        if let Some(timer) = self.timer {
+            timer.abort();
+        }
+        ended?
     }
+}
+
+/// Asks a running run to stop as cancelled (a run already stopped keeps its reason).
+fn stop(halt: &watch::Sender<Halt>) {
+    halt.send_if_modified(|halt| {
+        let running = *halt == Halt::Running;
+        if running {
+            *halt = Halt::Cancelled;
+        }
+        running
+    });
 }
 
 /// Cancels one run; cloned freely.
 #[derive(Debug, Clone)]
-pub struct Canceller(watch::Sender<bool>);
+pub struct Canceller(watch::Sender<Halt>);
 
 impl Canceller {
     pub fn cancel(&self) {
-        let _ = self.0.send(true);
+        stop(&self.0);
     }
 }
 
@@ -137,7 +186,7 @@ impl Canceller {
 #[derive(Debug)]
 pub struct RunLink {
     updates: mpsc::UnboundedSender<RunUpdate>,
-    cancel: watch::Receiver<bool>,
+    cancel: watch::Receiver<Halt>,
     model_text: Arc<AtomicBool>,
 }
 
@@ -191,9 +240,19 @@ impl RunLink {
         self.until_cancelled(streamed).await
     }
 
-    /// Whether the front end asked the run to stop.
+    /// Whether the run was asked to stop: by its front end, or by its time limit.
     pub fn is_cancelled(&self) -> bool {
-        *self.cancel.borrow()
+        *self.cancel.borrow() != Halt::Running
+    }
+
+    /// Why a run that was stopped from outside ends: cancelled, or out of time.
+    pub fn stop_reason(&self) -> StopReason {
+        match *self.cancel.borrow() {
+            Halt::OutOfTime(limit) => StopReason::TimeLimit {
+                seconds: limit.as_secs(),
+            },
+            Halt::Running | Halt::Cancelled => StopReason::Cancelled,
+        }
     }
 
     /// Awaits `work` unless the run is cancelled first; then `work` is dropped where it is
@@ -207,7 +266,7 @@ impl RunLink {
         let cancelled = tokio::select! {
             biased;
             // `is_ok` drops the borrow guard at once; it must not live across an await.
-            changed = cancel.wait_for(|cancelled| *cancelled) => changed.is_ok(),
+            changed = cancel.wait_for(|halt| *halt != Halt::Running) => changed.is_ok(),
             output = &mut work => return Ok(output),
         };
         if cancelled {
@@ -238,6 +297,34 @@ mod tests {
         handle.canceller().cancel();
         handle.wait().await.unwrap();
         assert!(cancelled_at.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_time_limit_stops_slow_work_and_says_so() {
+        let handle = RunHandle::<StopReason, ()>::spawn((), |link| async move {
+            let slow = tokio::time::sleep(Duration::from_secs(30));
+            assert_eq!(link.until_cancelled(slow).await, Err(Cancelled));
+            Ok(link.stop_reason())
+        })
+        .with_time_limit(Some(Duration::from_millis(50)));
+        let canceller = handle.canceller();
+        let stop = handle.wait().await.unwrap();
+        assert_eq!(stop, StopReason::TimeLimit { seconds: 0 });
+        // A cancel after the limit does not change why the run stopped.
+        canceller.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_cancel_before_the_time_limit_is_a_cancel() {
+        let handle = RunHandle::<StopReason, ()>::spawn((), |link| async move {
+            let slow = tokio::time::sleep(Duration::from_secs(30));
+            assert_eq!(link.until_cancelled(slow).await, Err(Cancelled));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok(link.stop_reason())
+        })
+        .with_time_limit(Some(Duration::from_millis(100)));
+        handle.cancel();
+        assert_eq!(handle.wait().await.unwrap(), StopReason::Cancelled);
     }
 
     #[tokio::test]

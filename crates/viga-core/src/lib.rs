@@ -65,6 +65,7 @@ mod shrink;
 pub mod targets;
 #[cfg(test)]
 mod test_domain;
+pub mod time_limit;
 mod tool_generator;
 mod translate;
 mod verify;
@@ -370,6 +371,7 @@ fn launch(mut start: Launch) -> Result<RunHandle, CoreError> {
         .collect();
     let scores = existing_scores(&start.folder);
     let format = start.domain.program_format();
+    let time_limit = start.config.time_limit;
     Ok(RunHandle::spawn(root, |link| {
         link.send(started);
         Run {
@@ -390,7 +392,8 @@ fn launch(mut start: Launch) -> Result<RunHandle, CoreError> {
             history,
         }
         .run()
-    }))
+    })
+    .with_time_limit(time_limit))
 }
 
 fn existing_scores(folder: &RunFolder) -> Scores {
@@ -483,5 +486,50 @@ mod tests {
         let saved = RunFolder::open(&folder).unwrap().read_provider().unwrap();
         assert_eq!(saved.settings, resumed_with);
         assert_eq!(recorded_containment(&folder), ContainmentStatus::off());
+    }
+
+    /// A model that never answers.
+    struct Silent;
+
+    #[async_trait::async_trait]
+    impl Provider for Silent {
+        fn name(&self) -> &str {
+            "silent"
+        }
+        fn model(&self) -> &str {
+            "silent"
+        }
+        async fn complete(
+            &self,
+            _request: &viga_provider::ModelRequest,
+        ) -> Result<viga_provider::ModelResponse, viga_provider::ProviderError> {
+            std::future::pending().await
+        }
+    }
+
+    /// A run whose model never answers ends at its time limit, with a `run_finished` that
+    /// says so as its folder's last line.
+    #[tokio::test]
+    async fn a_run_stops_at_its_time_limit_and_its_folder_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RunConfig::new("a note");
+        config.time_limit = Some(std::time::Duration::from_secs(1));
+        let output = dir.path().join("output");
+        let mut run = crate::start(
+            config,
+            Arc::new(Silent),
+            notes(ContainmentStatus::off()),
+            &output,
+        )
+        .unwrap();
+        let folder = run.folder().to_path_buf();
+        while run.next_event().await.is_some() {}
+        let outcome = run.wait().await.unwrap();
+        assert_eq!(outcome.stop, StopReason::TimeLimit { seconds: 1 });
+        assert_eq!(outcome.stop.exit_code(), 0);
+        let log = std::fs::read_to_string(folder.join(crate::folder::EVENTS_FILE)).unwrap();
+        let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "run_finished", "{last}");
+        assert_eq!(last["stop"], json!({"reason": "time_limit", "seconds": 1}));
     }
 }

@@ -45,7 +45,7 @@ pub fn render_html(run_folder: &Path, kinds: &DomainKinds) -> Result<String, Cor
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok());
     let stop = log.events.iter().rev().find_map(|e| match &e.event {
-        RunEvent::RunFinished { stop, .. } => Some(format!("{stop:?}")),
+        RunEvent::RunFinished { stop, .. } => Some(stop.in_words()),
         _ => None,
     });
     let targets = shown_targets(&config, &folder);

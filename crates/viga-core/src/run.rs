@@ -228,7 +228,7 @@ impl Run {
         };
         let stop = match ran {
             Ok(stop) => stop,
-            Err(CoreError::Cancelled) => StopReason::Cancelled,
+            Err(CoreError::Cancelled) => self.link.stop_reason(),
             Err(err) => StopReason::failed(err.to_string(), err.kind()),
         };
         if let Err(err) = self.save_final_scene().await {

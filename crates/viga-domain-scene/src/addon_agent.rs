@@ -103,7 +103,13 @@ pub struct AgentConfig {
     /// Who confines the path arguments of add-on commands.
     #[serde(default)]
     pub paths: PathArguments,
+    /// How long the whole run may take; `None`: no limit. Seconds in `args.json`.
+    #[serde(with = "viga_core::time_limit::optional_seconds", default)]
+    pub time_limit: Option<std::time::Duration>,
 }
+
+/// The default limit of an add-on agent's run.
+pub const DEFAULT_AGENT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// Who keeps add-on commands' path arguments in one folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -142,6 +148,7 @@ impl AgentConfig {
             look_after_commands: false,
             model_sees: false,
             paths: PathArguments::Results,
+            time_limit: Some(DEFAULT_AGENT_TIME_LIMIT),
         }
     }
 
@@ -378,6 +385,7 @@ pub async fn start(
         ..Transcript::default()
     };
     let root = folder.root().to_path_buf();
+    let time_limit = config.time_limit;
     Ok(RunHandle::spawn(root, |link| {
         for event in early {
             link.send(event);
@@ -398,7 +406,8 @@ pub async fn start(
             renders_saved: 0,
         }
         .run()
-    }))
+    })
+    .with_time_limit(time_limit))
 }
 
 /// The add-ons `blender` has ([`find_addons`]), once the run's `folder` records how the run

@@ -11,7 +11,7 @@ use viga_blender::BlenderTransport;
 use viga_core::{RunConfig, TargetSpec};
 use viga_domain_scene::{SceneDomain, SceneSettings};
 use viga_protocol::bridge::{RenderEngine, RenderSpec};
-use viga_protocol::event::{RunEvent, StopReason};
+use viga_protocol::event::RunEvent;
 use viga_provider::Provider;
 
 use crate::EvalError;
@@ -29,6 +29,8 @@ pub struct AgentProposer {
     pub verifier_render: RenderSpec,
     /// How long one program may run (SlideBench, pages); the loop's own limit without.
     pub program_timeout: Option<std::time::Duration>,
+    /// How long one instance's run may take; `None`: no limit.
+    pub time_limit: Option<std::time::Duration>,
     /// SlideBench: the instruction alone (AutoPresent's setting), not also the reference
     /// slide's picture (VIGA's).
     pub instruction_only: bool,
@@ -50,6 +52,7 @@ impl AgentProposer {
                 samples: None,
             },
             program_timeout: None,
+            time_limit: Some(viga_core::time_limit::DEFAULT_RUN_TIME_LIMIT),
             instruction_only: false,
         }
     }
@@ -167,6 +170,7 @@ impl Proposer<SceneBenchmark> for AgentProposer {
             config.program_timeout = limit;
         }
         config.memory_window = self.memory_window;
+        config.time_limit = self.time_limit;
         config.provider = self.provider.name().to_owned();
         config.model = self.provider.model().to_owned();
         let harness = |message: String| EvalError::Harness {
@@ -201,12 +205,7 @@ impl Proposer<SceneBenchmark> for AgentProposer {
             .wait()
             .await
             .map_err(|err| harness(format!("the agent run failed: {err}")))?;
-        let stop = match &outcome.stop {
-            StopReason::Accepted => "accepted".to_owned(),
-            StopReason::MaxIterations => "iteration budget spent".to_owned(),
-            StopReason::Cancelled => "cancelled".to_owned(),
-            StopReason::Failed { message, .. } => format!("failed: {message}"),
-        };
+        let stop = outcome.stop.in_words();
         Ok(Proposal {
             code: outcome.final_code,
             candidates,

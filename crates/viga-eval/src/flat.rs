@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use viga_provider::Provider;
@@ -161,16 +160,16 @@ impl AgentRun<'_> {
         &self,
         task: &str,
         mode: &str,
-        max_iterations: u32,
-        program_timeout: Option<Duration>,
+        agent: &crate::agent::AgentProposer,
     ) -> Result<viga_core::RunConfig, EvalError> {
         std::fs::create_dir_all(self.scratch).map_err(|err| EvalError::io(self.scratch, err))?;
         let mut config = viga_core::RunConfig::new(task);
         config.mode = mode.to_owned();
-        config.max_iterations = max_iterations;
-        if let Some(limit) = program_timeout {
+        config.max_iterations = agent.max_iterations;
+        if let Some(limit) = agent.program_timeout {
             config.program_timeout = limit;
         }
+        config.time_limit = agent.time_limit;
         config.provider = self.provider.name().to_owned();
         config.model = self.provider.model().to_owned();
         Ok(config)

@@ -272,12 +272,7 @@ impl Proposer<PageBench> for AgentProposer {
             provider: &self.provider,
             scratch: &context.scratch,
         };
-        let mut config = run.config(
-            &instance.task,
-            "pages",
-            self.max_iterations,
-            self.program_timeout,
-        )?;
+        let mut config = run.config(&instance.task, "pages", self)?;
         let Some(picture) = context.goal.first() else {
             return Err(run.harness("the instance has no target picture"));
         };

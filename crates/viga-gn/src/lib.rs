@@ -54,7 +54,9 @@ pub use executor::{
 };
 pub use gates::{Baseline, GateCheck, GateConfig, GateResult, check_gates};
 pub use preset::{Preset, PresetStore};
-pub use run::{GnOutcome, GnRun, GnRunConfig, GnRunHandle, RunState, StepRecord};
+pub use run::{
+    DEFAULT_GN_TIME_LIMIT, GnOutcome, GnRun, GnRunConfig, GnRunHandle, RunState, StepRecord,
+};
 /// A run is driven through viga-core's queue pair, like a loop run: these come with it.
 pub use viga_core::{Canceller, RunHandle};
 pub use workbench::Workbench;

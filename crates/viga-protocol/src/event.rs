@@ -24,6 +24,11 @@ pub enum StopReason {
     MaxIterations,
     /// The user stopped the run.
     Cancelled,
+    /// The run's time limit passed (`--time-limit`); what it made by then is kept.
+    TimeLimit {
+        /// The limit, in whole seconds.
+        seconds: u64,
+    },
     /// Something the run cannot recover from.
     Failed {
         message: String,
@@ -83,9 +88,23 @@ impl StopReason {
     /// end or its budget); docs/configuration.md lists them.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Accepted | Self::MaxIterations => 0,
+            // A spent budget, of iterations or of time, is an end the person chose.
+            Self::Accepted | Self::MaxIterations | Self::TimeLimit { .. } => 0,
             Self::Cancelled => FailureKind::Cancelled.exit_code(),
             Self::Failed { kind, .. } => kind.exit_code(),
+        }
+    }
+
+    /// Why the run stopped, in words a person reads in a report.
+    pub fn in_words(&self) -> String {
+        match self {
+            Self::Accepted => "accepted".to_owned(),
+            Self::MaxIterations => "the iteration budget was spent".to_owned(),
+            Self::Cancelled => "cancelled".to_owned(),
+            Self::TimeLimit { seconds } => {
+                format!("stopped at its time limit ({})", seconds_in_words(*seconds))
+            }
+            Self::Failed { message, .. } => format!("failed: {message}"),
         }
     }
 
@@ -95,6 +114,17 @@ impl StopReason {
             message: message.into(),
             kind,
         }
+    }
+}
+
+/// A span of whole seconds in its largest whole unit: `2 h`, `90 min`, `45 s`.
+pub fn seconds_in_words(seconds: u64) -> String {
+    if seconds >= 3600 && seconds % 3600 == 0 {
+        format!("{} h", seconds / 3600)
+    } else if seconds >= 60 && seconds % 60 == 0 {
+        format!("{} min", seconds / 60)
+    } else {
+        format!("{seconds} s")
     }
 }
 
@@ -243,6 +273,19 @@ crate::validate::plain_protocol_types!(RunEvent, TimedEvent);
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stops_read_in_words_with_limits_in_their_largest_whole_unit() {
+        assert_eq!(seconds_in_words(7200), "2 h");
+        assert_eq!(seconds_in_words(5400), "90 min");
+        assert_eq!(seconds_in_words(45), "45 s");
+        assert_eq!(
+            StopReason::TimeLimit { seconds: 1800 }.in_words(),
+            "stopped at its time limit (30 min)"
+        );
+        let failed = StopReason::failed("no key", FailureKind::ProviderAuth);
+        assert_eq!(failed.in_words(), "failed: no key");
+    }
+
     use super::*;
 
     #[test]

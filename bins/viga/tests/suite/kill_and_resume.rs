@@ -221,3 +221,41 @@ fn sigterm_stops_a_run_and_its_folder_says_how_it_ended() {
         "{last}"
     );
 }
+
+/// `--time-limit` stops a run whose model takes too long: exit code 0, the line says the
+/// time limit passed, and the folder's last event is `run_finished` with `time_limit`.
+#[test]
+fn a_run_past_its_time_limit_ends_and_its_folder_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow_code =
+        json!({"delay_ms": 60_000, "response": {"text": "too late", "finish_reason": "stop"}});
+    let script = write_script(dir.path(), "slow.json", vec![turn("plan 1"), slow_code]);
+    let output = dir.path().join("out");
+    let ran = output_within(
+        Command::new(env!("CARGO_BIN_EXE_viga"))
+            .args([
+                "run",
+                "--task",
+                "a cube",
+                "--provider",
+                "scripted",
+                "--script",
+            ])
+            .arg(&script)
+            .args(["--time-limit", "3s", "--resolution", "32", "--output"])
+            .arg(&output),
+        BLENDER_TEST_LIMIT,
+    );
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(ran.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("the time limit (3 s) passed"), "{stdout}");
+    let folder = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("run folder: "))
+        .map(PathBuf::from)
+        .unwrap();
+    let events = std::fs::read_to_string(folder.join("events.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(events.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_finished", "{last}");
+    assert_eq!(last["stop"], json!({"reason": "time_limit", "seconds": 3}));
+}

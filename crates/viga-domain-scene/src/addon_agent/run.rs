@@ -37,7 +37,7 @@ impl AgentRun {
         let (stop, answer) = match self.converse().await {
             Ok(Ending::Answered(text)) => (StopReason::Accepted, Some(text)),
             Ok(Ending::OutOfSteps) => (StopReason::MaxIterations, None),
-            Err(CoreError::Cancelled) => (StopReason::Cancelled, None),
+            Err(CoreError::Cancelled) => (self.link.stop_reason(), None),
             Err(err) => (StopReason::failed(err.to_string(), err.kind()), None),
         };
         self.transcript.answer.clone_from(&answer);

@@ -427,12 +427,7 @@ impl Proposer<SlideBench> for AgentProposer {
             provider: &self.provider,
             scratch: &context.scratch,
         };
-        let mut config = run.config(
-            &instance.instruction,
-            "slidebench",
-            self.max_iterations,
-            self.program_timeout,
-        )?;
+        let mut config = run.config(&instance.instruction, "slidebench", self)?;
         if !self.instruction_only
             && let Some(picture) = context.goal.first()
         {

@@ -50,6 +50,7 @@ async fn the_agent_edits_the_start_program_and_its_final_program_is_scored() {
                 samples: None,
             },
             program_timeout: None,
+            time_limit: None,
             instruction_only: false,
         };
         let out = tempfile::tempdir().unwrap();
@@ -142,6 +143,7 @@ async fn oracle_selected_picks_the_best_iteration_by_ground_truth_and_is_kept_ap
                 samples: None,
             },
             program_timeout: None,
+            time_limit: None,
             instruction_only: false,
         };
         let out = tempfile::tempdir().unwrap();

@@ -29,6 +29,7 @@
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -102,7 +103,12 @@ pub struct GnRunConfig {
     /// The .blend the scene was opened from, recorded so a follow-up can start there again;
     /// `None` for an empty scene or a person's open scene.
     pub blend: Option<PathBuf>,
+    /// How long the whole run may take; `None`: no limit.
+    pub time_limit: Option<Duration>,
 }
+
+/// The default limit of a Geometry Nodes run: six rounds of a slow local model fit in it.
+pub const DEFAULT_GN_TIME_LIMIT: Duration = Duration::from_secs(60 * 60);
 
 impl GnRunConfig {
     pub fn new(request: impl Into<String>) -> Self {
@@ -117,6 +123,7 @@ impl GnRunConfig {
             cache: None,
             conversation: Vec::new(),
             blend: None,
+            time_limit: Some(DEFAULT_GN_TIME_LIMIT),
         }
     }
 
@@ -153,7 +160,8 @@ pub struct GnOutcome {
     /// The model's last message when done, or why the rounds ran out.
     pub final_message: String,
     /// How the run ended, as every kind of run says it: done is `accepted`, rounds spent
-    /// `max_iterations`, a failure `failed` with its message and kind.
+    /// `max_iterations`, the time limit passed `time_limit`, a failure `failed` with its
+    /// message and kind.
     pub stop: StopReason,
     pub transitions: Vec<StateChange>,
     pub steps: Vec<StepRecord>,
@@ -176,7 +184,7 @@ impl GnOutcome {
     pub fn problem(&self) -> Option<&str> {
         match &self.stop {
             StopReason::Failed { message, .. } => Some(message),
-            StopReason::MaxIterations => Some(&self.final_message),
+            StopReason::MaxIterations | StopReason::TimeLimit { .. } => Some(&self.final_message),
             StopReason::Accepted | StopReason::Cancelled => None,
         }
     }
@@ -259,6 +267,10 @@ struct Session {
     last_problem: Option<String>,
     /// Whether the run's folder and front end were told the server refused structured output.
     told_of_fallback: bool,
+    /// Where the last cut-off reply and what the model was told of it start in `messages`,
+    /// while they are the conversation's last two: a reply cut off again replaces them, so
+    /// a model that keeps hitting its limit does not make every request longer.
+    cut_off_at: Option<usize>,
 }
 
 /// What stays the same through the rounds of a model run.
@@ -346,6 +358,7 @@ impl GnRun {
             Some(Ok(files)) => Some(files.folder().to_path_buf()),
             _ => None,
         };
+        let time_limit = self.config.time_limit;
         RunHandle::spawn(folder, move |link| async move {
             let mut recorder = Recorder::new(run_id, link);
             match files {
@@ -357,6 +370,7 @@ impl GnRun {
             }
             Ok(self.run(recorder).await)
         })
+        .with_time_limit(time_limit)
     }
 
     /// `request.json`: what the run was asked to do and where its steps come from.
@@ -374,6 +388,7 @@ impl GnRun {
             "request": self.config.request,
             "object": self.config.object,
             "max_rounds": self.config.max_rounds,
+            "time_limit": self.config.time_limit.map(|limit| limit.as_secs_f64()),
             "required_gates": self.config.gates.required,
             "budget": self.config.budget,
             "source": source,
@@ -400,6 +415,7 @@ impl GnRun {
             last_snapshot: String::new(),
             last_problem: None,
             told_of_fallback: false,
+            cut_off_at: None,
         };
         let ending = self.drive(&mut session).await;
         if matches!(ending, Ending::Done(_)) {
@@ -673,6 +689,12 @@ impl Session {
         self.last_problem = Some(format!(
             "the reply was cut off at the output limit ({limit} tokens)"
         ));
+        if let Some(at) = self.cut_off_at
+            && self.messages.len() == at + 2
+        {
+            self.messages.truncate(at);
+        }
+        self.cut_off_at = Some(self.messages.len());
         self.messages
             .push(ChatMessage::assistant(vec![ContentPart::text(
                 cutoff::shortened(text),
@@ -728,7 +750,17 @@ impl Session {
         let (state, final_message, stop) = match ending {
             Ending::Done(message) => (RunState::Done, message, StopReason::Accepted),
             Ending::RoundsRanOut(why) => (RunState::Error, why, StopReason::MaxIterations),
-            Ending::Cancelled => (RunState::Cancelled, String::new(), StopReason::Cancelled),
+            Ending::Cancelled => match recorder.link.stop_reason() {
+                stop @ StopReason::TimeLimit { seconds } => (
+                    RunState::Error,
+                    format!(
+                        "the time limit ({}) passed before the assistant was done",
+                        viga_protocol::event::seconds_in_words(seconds)
+                    ),
+                    stop,
+                ),
+                stop => (RunState::Cancelled, String::new(), stop),
+            },
             Ending::Error(message, kind) => (
                 RunState::Error,
                 String::new(),
@@ -762,7 +794,7 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     use viga_blender::{Worker, WorkerConfig, locate};
     use viga_provider::scripted::{Script, Turn};

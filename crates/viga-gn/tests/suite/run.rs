@@ -853,3 +853,77 @@ fn a_reply_cut_off_at_the_output_limit_is_said_so_and_not_sent_back_whole() {
         );
     });
 }
+
+/// A model that keeps hitting its output limit, a little slowly. Keeps every request.
+struct AlwaysCutOff {
+    requests: std::sync::Mutex<Vec<ModelRequest>>,
+    cut_off: String,
+}
+
+#[async_trait]
+impl Provider for AlwaysCutOff {
+    fn name(&self) -> &str {
+        "always-cut-off"
+    }
+    fn model(&self) -> &str {
+        "test"
+    }
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        self.requests.lock().unwrap().push(request.clone());
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        Ok(ModelResponse::text_only(
+            self.cut_off.clone(),
+            FinishReason::Length,
+        ))
+    }
+}
+
+/// Issue 38's GN replay: a model that keeps hitting its output limit is told so each time,
+/// its requests do not grow round after round, and the run ends at its time limit with a
+/// `run_finished` that says so, in its events and its folder.
+#[test]
+fn a_model_that_keeps_hitting_its_limit_is_stopped_by_the_time_limit() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let output = tempfile::tempdir().unwrap();
+        let step = r#"{"id": "s", "type": "GN_OPS", "payload": {"ops": [{"op": "add_node", "node_type": "GeometryNodeMeshLine"}]}},"#;
+        let provider = Arc::new(AlwaysCutOff {
+            requests: std::sync::Mutex::new(Vec::new()),
+            cut_off: format!("{{\"version\": 1, \"steps\": [\n{}", [step; 80].join("\n")),
+        });
+        let mut config = config();
+        config.max_rounds = 1000;
+        config.time_limit = Some(std::time::Duration::from_secs(2));
+        config.output = Some(output.path().to_path_buf());
+        let started = std::time::Instant::now();
+        let (outcome, events) = run_with(&blender, config, provider.clone()).await;
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(outcome.stop, StopReason::TimeLimit { seconds: 2 });
+        assert!(
+            outcome.problem().unwrap().contains("time limit (2 s)"),
+            "{:?}",
+            outcome.problem()
+        );
+        let Some(RunEvent::RunFinished { stop, .. }) = events.last().map(|e| &e.event) else {
+            panic!("the last event is not run_finished: {:?}", events.last());
+        };
+        assert_eq!(stop, &StopReason::TimeLimit { seconds: 2 });
+        let folder = outcome.folder.clone().unwrap();
+        let log = std::fs::read_to_string(folder.join("events.jsonl")).unwrap();
+        let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "run_finished", "{last}");
+        assert_eq!(last["stop"]["reason"], "time_limit", "{last}");
+        let requests = provider.requests.lock().unwrap();
+        assert!(requests.len() >= 3, "{} requests", requests.len());
+        let size = |request: &ModelRequest| serde_json::to_string(&request.messages).unwrap().len();
+        for later in &requests[2..] {
+            let told = serde_json::to_string(later.messages.last().unwrap()).unwrap();
+            assert!(told.contains("cut off at the output limit"), "{told}");
+            assert_eq!(size(later), size(&requests[1]), "the requests grew");
+        }
+    });
+}

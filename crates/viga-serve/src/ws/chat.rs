@@ -513,6 +513,10 @@ impl Request {
                         format!("stopped after {} steps without an answer", outcome.steps)
                     }
                     StopReason::Cancelled => "cancelled by the user".to_owned(),
+                    StopReason::TimeLimit { seconds } => format!(
+                        "stopped at the request's time limit ({}) without an answer",
+                        viga_protocol::event::seconds_in_words(*seconds)
+                    ),
                     StopReason::Failed { message, .. } => format!("failed: {message}"),
                 };
                 (outcome.stop, message, turn)
