@@ -125,10 +125,19 @@ impl ProgramFormat {
     /// The first fenced block of this language in `answer` (seed 000: the first block
     /// wins); `None` when there is none or it is empty.
     pub fn extract(&self, answer: &str) -> Option<String> {
-        let tags: Vec<&str> = std::iter::once(self.language.as_str())
+        crate::extract::first_block(answer, &self.tags())
+    }
+
+    /// Whether `answer` holds a whole program: a block of this language whose closing fence
+    /// was written. An answer cut off at the output limit inside its block does not.
+    pub fn holds_a_whole_program(&self, answer: &str) -> bool {
+        crate::extract::first_block_and_end(answer, &self.tags()).is_some_and(|(_, closed)| closed)
+    }
+
+    fn tags(&self) -> Vec<&str> {
+        std::iter::once(self.language.as_str())
             .chain(self.aliases.iter().map(String::as_str))
-            .collect();
-        crate::extract::first_block(answer, &tags)
+            .collect()
     }
 }
 

@@ -9,6 +9,12 @@ pub fn first_python_block(text: &str) -> Option<String> {
 /// The first fenced code block tagged with one of `tags` (compared without case) or
 /// untagged; `None` when there is none or it is empty.
 pub(crate) fn first_block(text: &str, tags: &[&str]) -> Option<String> {
+    first_block_and_end(text, tags).map(|(code, _)| code)
+}
+
+/// [`first_block`] and whether its closing fence was written (an answer cut off by the
+/// token limit can end inside its block).
+pub(crate) fn first_block_and_end(text: &str, tags: &[&str]) -> Option<(String, bool)> {
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
@@ -39,7 +45,7 @@ pub(crate) fn first_block(text: &str, tags: &[&str]) -> Option<String> {
             // An unterminated block still counts (answers cut off by the token limit), but an
             // empty one does not.
             if !code.trim().is_empty() && (closed || !body.is_empty()) {
-                return Some(code + "\n");
+                return Some((code + "\n", closed));
             }
         }
     }

@@ -46,6 +46,7 @@
 
 mod config;
 pub mod conversation;
+pub mod cut_off;
 pub mod domain;
 mod error;
 mod excerpt;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionError, ExecutionResult, FailureClass, GeneratorToolCall};
 use viga_protocol::message::{ChatMessage, ContentPart};
-use viga_provider::{ModelRequest, ModelResponse};
+use viga_provider::{FinishReason, ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
 
 use crate::CoreError;
@@ -84,10 +84,19 @@ impl Run {
         let mut retry_errors = Vec::new();
         let mut attempt_number = 0;
         loop {
-            let code = self.format.extract(&answer.text);
-            let tried = self
-                .try_program(index, attempt_number, code.as_deref(), tally)
-                .await?;
+            let cut_off = answer.finish_reason == FinishReason::Length
+                && !self.format.holds_a_whole_program(&answer.text);
+            // A program cut off at the output limit is not run: it is not the one the model
+            // meant, and its error would send the model after the wrong problem.
+            let code = (!cut_off)
+                .then(|| self.format.extract(&answer.text))
+                .flatten();
+            let tried = if cut_off {
+                self.cut_off_program(&answer)
+            } else {
+                self.try_program(index, attempt_number, code.as_deref(), tally)
+                    .await?
+            };
             let retryable = tried.failure.is_some_and(FailureClass::is_fast_retryable);
             if !retryable || attempt_number >= self.config.max_fast_retries {
                 return Ok(Attempt {
@@ -110,8 +119,16 @@ impl Run {
                 failure,
                 error: summary,
             })?;
+            let asked = if cut_off {
+                tried.error_message.clone()
+            } else {
+                fill(
+                    &self.prompts.fast_fix,
+                    &[("error_message", tried.error_message.clone())],
+                )
+            };
             answer = self
-                .ask_for_fix(index, conversation, &answer, &tried.error_message, tally)
+                .ask_for_fix(index, conversation, &answer, asked, tally)
                 .await?;
             thoughts.push_str(&format!(
                 "\n## Fast retry {}\n\n{}\n",
@@ -119,6 +136,24 @@ impl Run {
                 answer.text
             ));
             attempt_number += 1;
+        }
+    }
+
+    /// The attempt of an answer cut off at the output limit inside its program: a format
+    /// failure (E2) whose message tells the model so and asks for a shorter program.
+    fn cut_off_program(&self, answer: &ModelResponse) -> Tried {
+        Tried {
+            result: ExecutionResult::default(),
+            failure: Some(FailureClass::E2),
+            error_message: crate::cut_off::told(
+                self.config.generator_max_tokens,
+                &answer.text,
+                &format!(
+                    "{} in one fenced block, shorter than the last: the essential parts first, loops instead of repeated lines, no comments; details can come in later iterations",
+                    self.format.noun
+                ),
+            ),
+            left_a_scene: false,
         }
     }
 
@@ -185,17 +220,14 @@ impl Run {
         index: u32,
         conversation: &mut Vec<ChatMessage>,
         failed: &ModelResponse,
-        error_message: &str,
+        asked: String,
         tally: &mut Tally,
     ) -> Result<ModelResponse, CoreError> {
         let generation_started = Instant::now();
         conversation.push(ChatMessage::assistant(vec![ContentPart::text(
-            failed.text.clone(),
+            crate::cut_off::kept(failed),
         )]));
-        conversation.push(ChatMessage::user_text(fill(
-            &self.prompts.fast_fix,
-            &[("error_message", error_message.to_owned())],
-        )));
+        conversation.push(ChatMessage::user_text(asked));
         let request = ModelRequest::new(self.prompts.generator.clone(), conversation.clone());
         let answer = self
             .call_model(index, ModelRole::FastFix, request, tally)

@@ -150,8 +150,16 @@ impl Run {
         if response.finish_reason == FinishReason::Length {
             self.emit(RunEvent::Warning {
                 message: format!(
-                    "iteration {index}: the {role:?} reply was cut off at its cap of {} output tokens",
-                    request.max_tokens
+                    "iteration {index}: the {} reply was cut off at its cap of {} output tokens{}",
+                    role_words(role),
+                    request.max_tokens,
+                    match role {
+                        ModelRole::Generator | ModelRole::FastFix =>
+                            "; a program cut off is not run, and the model is told so and asked for a shorter one",
+                        ModelRole::Verifier =>
+                            "; without a call in it, the verifier is told so and asked for a shorter one",
+                        _ => "; it is used as far as it goes",
+                    }
                 ),
             })?;
         }
@@ -643,10 +651,28 @@ fn recorded_failure(program: Option<FailureClass>, feedback: &Feedback) -> Optio
 }
 
 /// The critique of an iteration whose program left no scene to look at; `tools` says
+/// A role as a person reads it in a warning.
+fn role_words(role: ModelRole) -> &'static str {
+    match role {
+        ModelRole::Planner => "plan",
+        ModelRole::Generator => "generator's",
+        ModelRole::Verifier => "verifier's",
+        ModelRole::FastFix => "fast fix",
+        ModelRole::Investigate => "investigation",
+        ModelRole::GnAssistant => "Geometry Nodes assistant's",
+        ModelRole::Agent => "agent's",
+        ModelRole::Judge => "judge's",
+    }
+}
+
 /// whether the generator runs its programs with `execute_code`.
 fn nothing_to_look_at(index: u32, attempt: &Attempt, tools: bool) -> Feedback {
     let why = match &attempt.result.error {
         Some(error) => error.message.clone(),
+        None if tools && attempt.failure == Some(FailureClass::E2) => {
+            "the generator ran no program (it never called execute_code with a whole program)"
+                .to_owned()
+        }
         None => attempt
             .failure
             .map(FailureClass::describe)

@@ -19,7 +19,7 @@ use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionResult, FailureClass, GeneratorToolCall};
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
-use viga_provider::{ModelRequest, ModelResponse};
+use viga_provider::{FinishReason, ModelRequest, ModelResponse};
 use viga_skills::registry::parse_arguments;
 use viga_skills::{Control, ToolError};
 
@@ -30,7 +30,7 @@ use crate::prompts::fill;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally};
 use crate::verify::invoke;
-use crate::written_calls::with_tool_call_from_text;
+use crate::written_calls::{unreadable_call, with_tool_call_from_text};
 
 /// The longest argument summary and outcome a recorded tool call keeps, in characters.
 const CALL_SUMMARY_CHARS: usize = 200;
@@ -160,7 +160,7 @@ impl Run {
             let response =
                 with_tool_call_from_text(response, |name| tools.offers(name), index, turn);
             let next = if response.tool_calls.is_empty() {
-                self.final_answer(index, &mut session, &response, tally)
+                self.final_answer(index, &tools, &mut session, &response, tally)
                     .await?
             } else {
                 self.use_generator_tools(index, &tools, &mut session, &response, tally)
@@ -178,9 +178,14 @@ impl Run {
             }
         }
         if !finished {
+            let kept = if session.last.is_some() {
+                "the last program it ran is kept"
+            } else {
+                "no program ran"
+            };
             self.emit(RunEvent::Warning {
                 message: format!(
-                    "iteration {index}: the generator did not finish within {turns} turns; the last program it ran is kept"
+                    "iteration {index}: the generator did not finish within {turns} turns; {kept}"
                 ),
             })?;
         }
@@ -219,15 +224,31 @@ impl Run {
     }
 
     /// An answer without a tool call. A fenced program in it runs like `execute_code`; when
-    /// it fails and turns are left, the error goes back as seed 002's fast fix. Without a
-    /// program, the last one that ran stands; with none at all the model is reminded (E2).
+    /// it fails and turns are left, the error goes back as seed 002's fast fix. An answer cut
+    /// off at the output limit, or one that tried to write a call nobody could read, is told
+    /// what went wrong. Without a program, the last one that ran stands; with none at all the
+    /// model is reminded (E2).
     async fn final_answer(
         &mut self,
         index: u32,
+        tools: &OfferedTools,
         session: &mut Session,
         response: &ModelResponse,
         tally: &mut Tally,
     ) -> Result<Next, CoreError> {
+        if let Some(told) = self.what_went_wrong(tools, response) {
+            // A cut-off reply was announced where the model was called.
+            if response.finish_reason != FinishReason::Length {
+                self.emit(RunEvent::Warning {
+                    message: format!(
+                        "iteration {index}: the generator: {}",
+                        crate::written_calls::first_sentence(&told)
+                    ),
+                })?;
+            }
+            session.pending = Some((FailureClass::E2, told.clone()));
+            return Ok(Next::Continue(ChatMessage::user_text(told)));
+        }
         let Some(code) = self.format.extract(&response.text) else {
             if session.last.is_some() {
                 return Ok(Next::Done);
@@ -250,6 +271,24 @@ impl Run {
                 &[("error_message", text)],
             )))),
         }
+    }
+
+    /// What the model is told about an answer without a call that went wrong: cut off at
+    /// the output limit inside its program, or a call written so that nobody could read it.
+    fn what_went_wrong(&self, tools: &OfferedTools, response: &ModelResponse) -> Option<String> {
+        if response.finish_reason == FinishReason::Length
+            && !self.format.holds_a_whole_program(&response.text)
+        {
+            return Some(crate::cut_off::told(
+                self.config.generator_max_tokens,
+                &response.text,
+                &format!(
+                    "{} run with execute_code, shorter than the last: the essential parts first, loops instead of repeated lines, no comments; details can come in later iterations",
+                    self.format.noun
+                ),
+            ));
+        }
+        unreadable_call(&response.text, &tools.specs())
     }
 
     /// Runs the tool calls of one answer in order; the results go back as the next message,
@@ -470,7 +509,7 @@ impl Run {
 fn assistant_turn(response: &ModelResponse) -> ChatMessage {
     let mut parts = Vec::new();
     if !response.text.is_empty() {
-        parts.push(ContentPart::text(response.text.clone()));
+        parts.push(ContentPart::text(crate::cut_off::kept(response)));
     }
     parts.extend(
         response

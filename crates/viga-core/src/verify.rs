@@ -8,7 +8,7 @@ use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::Feedback;
 use viga_protocol::json_candidates;
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
-use viga_provider::{ModelRequest, ModelResponse};
+use viga_provider::{FinishReason, ModelRequest, ModelResponse};
 use viga_skills::generator::describe_execution;
 use viga_skills::{CapturedRender, Control, ToolError, ToolOutput};
 
@@ -18,7 +18,7 @@ use crate::offered::OfferedTools;
 use crate::program::Attempt;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally, task_parts};
-use crate::written_calls::with_tool_call_from_text;
+use crate::written_calls::{unreadable_call, with_tool_call_from_text};
 
 /// Told with a tool's result when the worker was lost while the tool ran: the result was
 /// rebuilt from the program, so what earlier tools changed in it is gone.
@@ -139,6 +139,25 @@ async fn verdict(
             last_text = response.text.clone();
         }
         let response = with_tool_call_from_text(response, |name| tools.offers(name), index, turn);
+        if response.tool_calls.is_empty()
+            && turn + 1 < run.config.verifier_max_turns
+            && let Some(told) = what_went_wrong(run, &tools, &response)
+        {
+            // A cut-off reply was announced where the model was called.
+            if response.finish_reason != FinishReason::Length {
+                run.emit(RunEvent::Warning {
+                    message: format!(
+                        "iteration {index}: the verifier: {}",
+                        crate::written_calls::first_sentence(&told)
+                    ),
+                })?;
+            }
+            messages.push(ChatMessage::assistant(vec![ContentPart::text(
+                crate::cut_off::kept(&response),
+            )]));
+            messages.push(ChatMessage::user_text(told));
+            continue;
+        }
         if response.tool_calls.is_empty() {
             let feedback = feedback_from_text(&response.text);
             return Ok(Verdict {
@@ -172,6 +191,19 @@ async fn verdict(
         render_ids,
         thoughts,
     })
+}
+
+/// What the verifier is told about an answer without a call that went wrong: cut off at the
+/// output limit, or a call written so that nobody could read it.
+fn what_went_wrong(run: &Run, tools: &OfferedTools, response: &ModelResponse) -> Option<String> {
+    if response.finish_reason == FinishReason::Length {
+        return Some(crate::cut_off::told(
+            run.config.verifier_max_tokens,
+            &response.text,
+            "a few sentences at most, then the end_process call",
+        ));
+    }
+    unreadable_call(&response.text, &tools.specs())
 }
 
 /// The verifier's first message: the task and targets, the domain's notes on the result,

@@ -17,7 +17,7 @@
 //!   dict literal with a `name` inside a program is not a call.
 
 use serde_json::{Map, Value};
-use viga_protocol::message::ToolCall;
+use viga_protocol::message::{ToolCall, ToolSpec};
 use viga_provider::ModelResponse;
 
 /// `response` with the tool calls its text holds, in the order written, when it has no call
@@ -145,6 +145,123 @@ fn call_spots(text: &str) -> Vec<&str> {
         spots.push(text);
     }
     spots
+}
+
+/// The first sentence of what the model is told, for a warning.
+pub fn first_sentence(told: &str) -> &str {
+    told.split_inclusive(". ").next().unwrap_or_default().trim()
+}
+
+/// What is wrong with a tool call `text` tries to write and nobody could read (see
+/// [`with_tool_call_from_text`]), said so that the model can write it again: the problem,
+/// the shape a written call takes, and the tools `tools` with their parameters. `None` when
+/// the text holds no attempt at a call.
+pub fn unreadable_call(text: &str, tools: &[ToolSpec]) -> Option<String> {
+    let problem = call_spots(text)
+        .into_iter()
+        .find_map(|spot| spot_problem(spot, tools))?;
+    Some(format!(
+        "{problem} Nothing ran. Call a tool through the tool-calling interface, or write the call as one JSON object, {{\"name\": \"<tool>\", \"arguments\": {{...}}}}, with the strings in it escaped as JSON strings are (\\n for a new line, \\\" for a quote). The tools and their parameters (? = optional): {}.",
+        tools_line(tools)
+    ))
+}
+
+/// The first attempt at a call in `spot` that cannot be read, in words.
+fn spot_problem(spot: &str, tools: &[ToolSpec]) -> Option<String> {
+    let mut from = 0;
+    while let Some(start) = spot[from..].find('{').map(|at| from + at) {
+        let mut stream = serde_json::Deserializer::from_str(&spot[start..]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(value)) => {
+                if let Some(problem) = object_problem(&value, tools) {
+                    return Some(problem);
+                }
+                from = start + stream.byte_offset();
+            }
+            Some(Err(err)) if names_a_tool(&spot[start..]) => {
+                return Some(format!("Your tool call is not valid JSON ({err})."));
+            }
+            _ => from = start + 1,
+        }
+    }
+    None
+}
+
+/// Whether a JSON text that does not parse starts like a call: a `name` key near its start.
+fn names_a_tool(text: &str) -> bool {
+    let start: String = text.chars().take(80).collect();
+    start.contains("\"name\"") || start.contains("\"function\"")
+}
+
+/// What is wrong with a JSON object written as a call that was not read as one. An object
+/// whose `name` is no tool's is a call only when the name resembles a tool's (`execute` for
+/// `execute_code`): an answer may list objects of the scene with their names.
+fn object_problem(value: &Value, tools: &[ToolSpec]) -> Option<String> {
+    let object = value.as_object()?;
+    if let Some(function) = object.get("function") {
+        return object_problem(function, tools);
+    }
+    let name = object.get("name")?.as_str()?;
+    let arguments = object.get("arguments").or_else(|| object.get("parameters"));
+    let offered = tools.iter().any(|tool| tool.name == name);
+    match arguments {
+        None if !offered => resembled(name, tools)
+            .map(|tool| format!("There is no tool named {name:?} (did you mean {tool:?}?).")),
+        Some(Value::String(text))
+            if !serde_json::from_str::<Value>(text).is_ok_and(|v| v.is_object()) =>
+        {
+            Some(format!(
+                "The arguments of your call of {name:?} are a string that is not a JSON object."
+            ))
+        }
+        Some(arguments) if !arguments.is_object() && !arguments.is_string() => Some(format!(
+            "The arguments of your call of {name:?} must be a JSON object of its parameters."
+        )),
+        _ => None,
+    }
+}
+
+/// The tool whose name `name` resembles: one holds the other, or they share their first word.
+fn resembled<'a>(name: &str, tools: &'a [ToolSpec]) -> Option<&'a str> {
+    let name = name.to_ascii_lowercase();
+    let first_word = |text: &str| text.split(['_', '-', '.']).next().unwrap_or("").to_owned();
+    tools.iter().map(|tool| tool.name.as_str()).find(|tool| {
+        let tool = tool.to_ascii_lowercase();
+        name.len() >= 3
+            && (tool.contains(&name)
+                || name.contains(&tool)
+                || first_word(&tool) == first_word(&name))
+    })
+}
+
+/// `execute_code(code), end_process(reason?)`: each tool with its parameters.
+fn tools_line(tools: &[ToolSpec]) -> String {
+    tools
+        .iter()
+        .map(|tool| {
+            let required: Vec<&str> = tool.parameters["required"]
+                .as_array()
+                .map(|names| names.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let parameters: Vec<String> = tool.parameters["properties"]
+                .as_object()
+                .map(|properties| {
+                    properties
+                        .keys()
+                        .map(|key| {
+                            if required.contains(&key.as_str()) {
+                                key.clone()
+                            } else {
+                                format!("{key}?")
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{}({})", tool.name, parameters.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -303,5 +420,71 @@ mod tests {
             names(&read(text, &["set_camera", "end_process"])),
             ["set_camera", "end_process"]
         );
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        let tool = |name: &str, parameters: Value| ToolSpec {
+            name: name.to_owned(),
+            description: String::new(),
+            parameters,
+        };
+        vec![
+            tool(
+                "execute_code",
+                json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}),
+            ),
+            tool(
+                "end_process",
+                json!({"type": "object", "properties": {"reason": {"type": "string"}}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_call_that_cannot_be_read_is_said_with_the_shape_and_the_tools() {
+        let raw_newline = "{\"name\": \"execute_code\", \"arguments\": {\"code\": \"import bpy\nbpy.ops.mesh.primitive_cube_add()\"}}";
+        let said = unreadable_call(raw_newline, &tools()).unwrap();
+        assert!(
+            said.starts_with("Your tool call is not valid JSON ("),
+            "{said}"
+        );
+        assert!(
+            said.contains("{\"name\": \"<tool>\", \"arguments\": {...}}"),
+            "{said}"
+        );
+        assert!(said.contains("\\n for a new line"), "{said}");
+        assert!(
+            said.contains("execute_code(code), end_process(reason?)"),
+            "{said}"
+        );
+
+        let misnamed = "```json\n{\"name\": \"execute\", \"code\": \"x = 1\"}\n```";
+        let said = unreadable_call(misnamed, &tools()).unwrap();
+        assert!(
+            said.starts_with(
+                "There is no tool named \"execute\" (did you mean \"execute_code\"?)."
+            ),
+            "{said}"
+        );
+
+        let string_arguments =
+            "<tool_call>{\"name\": \"end_process\", \"arguments\": \"done\"}</tool_call>";
+        let said = unreadable_call(string_arguments, &tools()).unwrap();
+        assert!(
+            said.contains("are a string that is not a JSON object"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn answers_that_attempt_no_call_have_nothing_unreadable() {
+        for text in [
+            "The scene has a cube and a lamp.",
+            "{\"name\": \"Cube\", \"location\": [0, 0, 0]}",
+            "{\"visual_differences\": [], \"accepted\": true}",
+            "```python\nitems = {\"name\": \"execute\"\n```",
+        ] {
+            assert_eq!(unreadable_call(text, &tools()), None, "{text}");
+        }
     }
 }

@@ -29,8 +29,8 @@ impl FailureClass {
     pub fn describe(self) -> &'static str {
         match self {
             Self::E0 => "infrastructure failure (Blender crashed, hung or was unreachable)",
-            Self::E1 => "execution failure (the program raised an exception in Blender)",
-            Self::E2 => "format failure (the answer held no fenced Python code)",
+            Self::E1 => "execution failure (the program raised an exception or did not finish)",
+            Self::E2 => "format failure (no whole program came back to run)",
             Self::E3 => "semantic failure (the program ran but the scene does not match)",
         }
     }

@@ -80,7 +80,15 @@ impl AgentRun {
             let belt = &self.belt;
             let response = with_tool_call_from_text(response, |name| belt.offers(name), step, 0);
             if response.tool_calls.is_empty() {
-                return Ok(Ending::Answered(response.text.trim().to_owned()));
+                let Some(told) = self.what_went_wrong(&response) else {
+                    return Ok(Ending::Answered(response.text.trim().to_owned()));
+                };
+                // Not an answer: the model is told what went wrong and asked again.
+                messages.push(ChatMessage::assistant(vec![ContentPart::text(
+                    viga_core::cut_off::kept(&response),
+                )]));
+                messages.push(ChatMessage::user_text(told));
+                continue;
             }
             let (assistant, mut results, commanded) = self.use_tools(step, &response).await?;
             if commanded && self.config.look_after_commands {
@@ -192,10 +200,24 @@ impl AgentRun {
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
             usage: response.usage,
         })?;
-        if response.tool_calls.is_empty() && response.finish_reason == FinishReason::Length {
-            self.warn("the model's answer was cut off at its output token limit");
-        }
         Ok(response)
+    }
+
+    /// What the model is told about an answer without a call that is not an answer: cut off
+    /// at the output limit, or a call written so that nobody could read it.
+    fn what_went_wrong(&mut self, response: &ModelResponse) -> Option<String> {
+        let told = if response.finish_reason == FinishReason::Length {
+            viga_core::cut_off::told(
+                self.config.max_tokens,
+                &response.text,
+                "one or two tool calls, or your final answer in a few sentences",
+            )
+        } else {
+            viga_core::written_calls::unreadable_call(&response.text, &self.belt.specs())?
+        };
+        let problem = viga_core::written_calls::first_sentence(&told);
+        self.warn(&format!("step {}: {problem}", self.steps_taken));
+        Some(told)
     }
 
     /// Runs one step's tool calls in order: the assistant's turn as the conversation keeps

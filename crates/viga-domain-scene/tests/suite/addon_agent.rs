@@ -579,3 +579,39 @@ async fn a_call_written_beside_an_echoed_result_is_run_not_taken_as_the_answer()
     })
     .await;
 }
+
+/// A call the model could not write (issue 38): a misspelt tool name with its arguments
+/// beside it, and then a reply cut off at the output limit. Neither is taken for the answer:
+/// each goes back saying what was wrong, and the run ends with the answer that follows.
+#[tokio::test]
+async fn a_call_nobody_can_read_and_a_cut_off_reply_are_no_answers() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let misspelt = json!({"name": "place_object", "object1_name": "Lamp", "side": "left"});
+        let cut_off = json!({"response": {"text": "I will now place the lamp by calling the tool with", "finish_reason": "length"}});
+        let script = provider(vec![
+            answer(json!({}), &misspelt.to_string()),
+            {
+                let mut turn = cut_off;
+                turn["expect"] = json!({"last_message_contains": "There is no tool named \"place_object\" (did you mean \"place_object_relative\"?)"});
+                turn
+            },
+            answer(
+                json!({"last_message_contains": "cut off at the output limit"}),
+                "I could not place the lamp.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = start_agent(config(4), script, blender.clone(), output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(
+            (&outcome.stop, outcome.answer.as_deref()),
+            (&StopReason::Accepted, Some("I could not place the lamp.")),
+            "{events:?}"
+        );
+        assert!(tools_invoked(&events).is_empty());
+    })
+    .await;
+}

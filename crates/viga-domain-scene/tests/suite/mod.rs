@@ -8,6 +8,7 @@ mod flat_faults;
 mod generator_tools;
 mod lifecycle;
 mod model_text;
+mod replies_gone_wrong;
 mod verifier_render;
 
 use std::sync::Arc;

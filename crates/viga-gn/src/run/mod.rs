@@ -49,7 +49,6 @@ use crate::recorder::{Recorder, RunFiles};
 use crate::telemetry::Telemetry;
 use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Preset, Target};
 
-mod cutoff;
 mod model;
 mod steps;
 
@@ -697,10 +696,14 @@ impl Session {
         self.cut_off_at = Some(self.messages.len());
         self.messages
             .push(ChatMessage::assistant(vec![ContentPart::text(
-                cutoff::shortened(text),
+                viga_core::cut_off::shortened(text),
             )]));
         self.messages
-            .push(ChatMessage::user_text(cutoff::told(limit, text)));
+            .push(ChatMessage::user_text(viga_core::cut_off::told(
+                limit,
+                text,
+                "a few steps at most (the next ones come in later rounds), each step once",
+            )));
     }
 
     fn refused(&mut self, round: u32, problem: &str) {
