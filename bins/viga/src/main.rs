@@ -225,7 +225,7 @@ async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<std::process
     // Decoded video frames live here until the run has copied its targets in.
     let frames = tempfile::tempdir().context("no temporary folder for the target's frames")?;
     let (mut config, start) = args.start(frames.path())?;
-    let provider = run_model(&args, &mut config, &out)?;
+    let provider = run_model(&args, &mut config, &out).await?;
     let start = match start {
         args::RunStart::Ready(start) => *start,
         args::RunStart::Attached(scene) => viga_app::runs::Start::Attached {
@@ -245,12 +245,20 @@ async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<std::process
 
 /// The model a run asks, from its flags, recorded in `config` (its kind, the model's own
 /// name, whether the generator gets its tools); a scripted one is said so.
-fn run_model(
+async fn run_model(
     args: &RunArgs,
     config: &mut viga_core::RunConfig,
     out: &Output,
 ) -> Result<Arc<dyn viga_provider::Provider>> {
-    let (provider_settings, provider) = viga_app::provider::chosen(&args.provider.choice(), None)?;
+    let mut provider_settings = viga_app::provider::settings(&args.provider.choice(), None)?;
+    if args.generator_tools == viga_core::GeneratorTools::Auto {
+        config.tool_calling_found =
+            viga_app::tool_calling::find_out(&mut provider_settings, out).await;
+        if let Some(found) = &config.tool_calling_found {
+            out.say(found);
+        }
+    }
+    let provider = viga_app::provider::build(&provider_settings)?;
     config.provider = provider_settings.kind.name().to_owned();
     config.generator_tools = args.generator_tools.resolve(&provider_settings)?;
     // The provider's own name for its model: for a scripted run, the script's label.

@@ -7,7 +7,8 @@
 //! settings, then defaults; keys from the environment, else the key store); the domains it
 //! knows ([`domains`]); starting contained workers ([`workers`]); starting and resuming runs
 //! of every domain ([`runs`]); a person's Blender and results applied to it ([`attach`]);
-//! the add-on agent's and the Geometry Nodes assistant's set-up ([`agent`], [`gn`]); what
+//! the add-on agent's and the Geometry Nodes assistant's set-up ([`agent`], [`gn`]); whether
+//! an OpenAI-compatible server's model calls tools ([`tool_calling`]); what
 //! trusting model-written Python means, for the front end to ask ([`trust`]); the health
 //! check ([`doctor`]); evaluation set-up ([`eval`]); one error type whose
 //! [`AppError::kind`] picks a failure's advice and exit code.
@@ -28,6 +29,7 @@ pub mod gn;
 pub mod provider;
 pub mod runs;
 pub mod serve;
+pub mod tool_calling;
 pub mod trust;
 pub mod workers;
 

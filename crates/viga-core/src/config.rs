@@ -56,6 +56,10 @@ pub struct RunConfig {
     /// Model turns the generator may take per iteration when it has tools.
     #[serde(default = "default_generator_max_turns")]
     pub generator_max_turns: u32,
+    /// How the provider's tool calling was found out when it was asked or remembered
+    /// (an OpenAI-compatible server), in words for the report; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calling_found: Option<String>,
     /// Recorded for the run folder; the provider itself is passed in.
     pub provider: String,
     pub model: String,
@@ -241,6 +245,7 @@ impl RunConfig {
             plan_each_iteration: true,
             generator_tools: false,
             generator_max_turns: DEFAULT_GENERATOR_MAX_TURNS,
+            tool_calling_found: None,
             provider: String::new(),
             model: String::new(),
             prompts_dir: None,

@@ -131,16 +131,25 @@ fn facts_table(
         escape(stop.unwrap_or("still running or killed")),
         escape(described),
         config.memory_window,
-        if config.generator_tools {
-            format!(
-                "tools (execute_code, undo_last_step, make_plan, end_process and the domain's own), at most {} turns per iteration",
-                config.generator_max_turns
-            )
-        } else {
-            "one fenced program per answer".to_owned()
-        },
+        escape(&generator_line(config)),
         escape(&containment_of(folder))
     );
+}
+
+/// How the generator answers, and how its tool calling was found out when it was.
+fn generator_line(config: &RunConfig) -> String {
+    let mode = if config.generator_tools {
+        format!(
+            "tools (execute_code, undo_last_step, make_plan, end_process and the domain's own), at most {} turns per iteration",
+            config.generator_max_turns
+        )
+    } else {
+        "one fenced program per answer".to_owned()
+    };
+    match &config.tool_calling_found {
+        Some(found) => format!("{mode}; {found}"),
+        None => mode,
+    }
 }
 
 /// One iteration's section: its status line, the images, then plan, fast-retry errors, code

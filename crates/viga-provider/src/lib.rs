@@ -79,6 +79,7 @@ mod schema_fallback;
 pub mod scripted;
 mod sse;
 mod stream;
+pub mod tool_probe;
 mod wire;
 
 pub use config::{

@@ -152,8 +152,9 @@ fn each_kind_of_failure_has_its_own_exit_code_and_says_what_to_do() {
     let url = format!("{}/v1", server.base());
     let config = |model: &str| {
         let path = dir.path().join(format!("{model}.json"));
+        // Tool calling said, so no probe asks the server first (this is about failures).
         let settings = json!({"kind": "openai_compatible", "model": model, "base_url": url,
-                              "retry": {"max_attempts": 1}});
+                              "retry": {"max_attempts": 1}, "tool_calling": false});
         std::fs::write(&path, settings.to_string()).unwrap();
         path
     };
