@@ -307,6 +307,10 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
     let ended =
         progress::follow_events(&mut handle, out, "the run", show, Some(CANCEL_GRACE)).await;
     if !ended {
+        if let Err(err) = viga_core::RunFolder::open(&folder).and_then(|run| run.finish_left_run())
+        {
+            viga_app::Tell::warn(&*out, &format!("the run folder does not say the run was cancelled: {err}"));
+        }
         return Ok(Followed {
             folder,
             outcome: None,

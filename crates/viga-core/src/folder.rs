@@ -214,6 +214,30 @@ impl RunFolder {
         Ok(Self { root })
     }
 
+    /// Ends the log of a run its front end left busy after a cancel (the process exits
+    /// without waiting for it): `run_finished` as cancelled, with the iterations recorded,
+    /// so the folder says how the run ended; `viga resume` continues it. A log that already
+    /// ends the run is left as it is.
+    pub fn finish_left_run(&self) -> Result<(), CoreError> {
+        let path = self.events_path();
+        let log = viga_memory::read_run_log(&path)?;
+        if log
+            .events
+            .iter()
+            .any(|e| matches!(e.event, RunEvent::RunFinished { .. }))
+        {
+            return Ok(());
+        }
+        let iterations = viga_memory::iterations_in(&log.events)
+            .last()
+            .map_or(0, |record| record.index);
+        viga_memory::RunLog::open_append(&path)?.append(RunEvent::RunFinished {
+            stop: viga_protocol::event::StopReason::Cancelled,
+            iterations,
+        })?;
+        Ok(())
+    }
+
     /// Opens an existing run folder (for resume and reports).
     pub fn open(root: &Path) -> Result<Self, CoreError> {
         for required in [ARGS_FILE, EVENTS_FILE] {
@@ -538,6 +562,33 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::{ARGS_FILE, EVENTS_FILE, RecordedDomain, RunFolder, civil_from_days};
+
+    /// A run its front end left busy after a cancel still ends its log, once.
+    #[test]
+    fn a_run_left_busy_after_a_cancel_ends_its_log_as_cancelled() {
+        use viga_protocol::event::{RunEvent, StopReason};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ARGS_FILE), "{}").unwrap();
+        let mut log = viga_memory::RunLog::create(&dir.path().join(EVENTS_FILE)).unwrap();
+        log.append(RunEvent::IterationStarted { index: 1 }).unwrap();
+        drop(log);
+        let folder = RunFolder::open(dir.path()).unwrap();
+        folder.finish_left_run().unwrap();
+        folder.finish_left_run().unwrap();
+        let events = viga_memory::read_run_log(&folder.events_path()).unwrap().events;
+        let finished: Vec<&RunEvent> = events
+            .iter()
+            .map(|e| &e.event)
+            .filter(|e| matches!(e, RunEvent::RunFinished { .. }))
+            .collect();
+        assert_eq!(
+            finished,
+            [&RunEvent::RunFinished {
+                stop: StopReason::Cancelled,
+                iterations: 0
+            }]
+        );
+    }
 
     #[test]
     fn folders_written_before_domains_read_as_scene_runs() {
