@@ -309,7 +309,10 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
     if !ended {
         if let Err(err) = viga_core::RunFolder::open(&folder).and_then(|run| run.finish_left_run())
         {
-            viga_app::Tell::warn(&*out, &format!("the run folder does not say the run was cancelled: {err}"));
+            viga_app::Tell::warn(
+                &*out,
+                &format!("the run folder does not say the run was cancelled: {err}"),
+            );
         }
         return Ok(Followed {
             folder,

@@ -61,7 +61,10 @@ pub async fn find_out_in(
             "tool calling {}: remembered from asking {url} earlier ({}); delete {} to ask again",
             on_off(found.calls_tools),
             found.why,
-            memory.map(Path::display).map(|p| p.to_string()).unwrap_or_default()
+            memory
+                .map(Path::display)
+                .map(|p| p.to_string())
+                .unwrap_or_default()
         ));
     }
     let found = ask(settings, &url, tell).await?;

@@ -40,16 +40,26 @@ async fn a_server_whose_model_calls_the_tool_has_tool_calling_on_and_is_not_aske
     let memory = memory.path().join("viga").join("tool-calling.json");
     let heard = Heard::default();
     let mut settings = compatible(server.base());
-    let said = find_out_in(&mut settings, Some(&memory), &heard).await.unwrap();
+    let said = find_out_in(&mut settings, Some(&memory), &heard)
+        .await
+        .unwrap();
     assert_eq!(settings.tool_calling, Some(true));
-    assert!(said.starts_with("tool calling on: found by asking"), "{said}");
+    assert!(
+        said.starts_with("tool calling on: found by asking"),
+        "{said}"
+    );
     let body = server.requests()[0].json();
     assert_eq!(body["tool_choice"], "auto", "{body}");
-    assert_eq!(body["tools"][0]["function"]["name"], "report_ready", "{body}");
+    assert_eq!(
+        body["tools"][0]["function"]["name"], "report_ready",
+        "{body}"
+    );
     assert!(memory.is_file());
 
     let mut again = compatible(server.base());
-    let said = find_out_in(&mut again, Some(&memory), &heard).await.unwrap();
+    let said = find_out_in(&mut again, Some(&memory), &heard)
+        .await
+        .unwrap();
     assert_eq!(again.tool_calling, Some(true));
     assert!(said.contains("remembered from asking"), "{said}");
     assert_eq!(server.count(), 1, "asked again");
@@ -92,12 +102,17 @@ async fn a_server_that_cannot_be_reached_decides_nothing_and_says_so() {
     let memory = memory.path().join("tool-calling.json");
     let heard = Heard::default();
     let mut settings = compatible(&gone);
-    assert_eq!(find_out_in(&mut settings, Some(&memory), &heard).await, None);
+    assert_eq!(
+        find_out_in(&mut settings, Some(&memory), &heard).await,
+        None
+    );
     assert_eq!(settings.tool_calling, None);
     assert!(!memory.exists(), "nothing remembered");
     let heard = heard.0.lock().unwrap();
     assert!(
-        heard.iter().any(|line| line.starts_with("warning: could not ask")),
+        heard
+            .iter()
+            .any(|line| line.starts_with("warning: could not ask")),
         "{heard:?}"
     );
 }

@@ -575,7 +575,9 @@ mod tests {
         let folder = RunFolder::open(dir.path()).unwrap();
         folder.finish_left_run().unwrap();
         folder.finish_left_run().unwrap();
-        let events = viga_memory::read_run_log(&folder.events_path()).unwrap().events;
+        let events = viga_memory::read_run_log(&folder.events_path())
+            .unwrap()
+            .events;
         let finished: Vec<&RunEvent> = events
             .iter()
             .map(|e| &e.event)

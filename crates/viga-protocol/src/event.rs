@@ -119,9 +119,9 @@ impl StopReason {
 
 /// A span of whole seconds in its largest whole unit: `2 h`, `90 min`, `45 s`.
 pub fn seconds_in_words(seconds: u64) -> String {
-    if seconds >= 3600 && seconds % 3600 == 0 {
+    if seconds >= 3600 && seconds.is_multiple_of(3600) {
         format!("{} h", seconds / 3600)
-    } else if seconds >= 60 && seconds % 60 == 0 {
+    } else if seconds >= 60 && seconds.is_multiple_of(60) {
         format!("{} min", seconds / 60)
     } else {
         format!("{seconds} s")

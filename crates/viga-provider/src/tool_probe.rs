@@ -46,7 +46,9 @@ pub async fn probe_tool_calling(provider: &dyn Provider) -> Result<ToolProbe, Pr
             "the model answered without calling the tool it was given".to_owned(),
         )),
         Ok(_) => Ok(ToolProbe::Calls),
-        Err(ProviderError::BadRequest { status, message, .. })
+        Err(ProviderError::BadRequest {
+            status, message, ..
+        })
         | Err(ProviderError::Server {
             status, message, ..
         }) => Ok(ToolProbe::DoesNotCall(format!(

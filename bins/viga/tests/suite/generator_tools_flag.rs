@@ -40,30 +40,59 @@ fn tools_asked_of_a_model_that_cannot_call_them_is_a_config_error() {
 #[test]
 fn auto_asks_an_openai_compatible_server_and_records_what_it_found() {
     use serde_json::json;
-    let call = |id: &str, name: &str, arguments: serde_json::Value| {
-        json!({"tool_calls": [{"id": id, "name": name, "arguments": arguments}]})
-    };
+    let call = |id: &str, name: &str, arguments: serde_json::Value| json!({"tool_calls": [{"id": id, "name": name, "arguments": arguments}]});
     let server = viga_testkit::openai::replay_server(vec![
         call("probe", "report_ready", json!({"ready": true})),
-        call("g1", "execute_code", json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()\n"})),
+        call(
+            "g1",
+            "execute_code",
+            json!({"code": "import bpy\nbpy.ops.mesh.primitive_cube_add()\n"}),
+        ),
         call("g2", "end_process", json!({"reason": "the cube is there"})),
-        call("v1", "end_process", json!({"visual_differences": [], "suggestions": [], "accepted": true})),
+        call(
+            "v1",
+            "end_process",
+            json!({"visual_differences": [], "suggestions": [], "accepted": true}),
+        ),
     ])
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let output_root = dir.path().join("out");
     let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
     command
-        .args(["run", "--task", "a cube", "--provider", "openai_compatible", "--model", "replay"])
+        .args([
+            "run",
+            "--task",
+            "a cube",
+            "--provider",
+            "openai_compatible",
+            "--model",
+            "replay",
+        ])
         .arg("--base-url")
         .arg(format!("{}/v1", server.base()))
-        .args(["--no-plan", "--max-iterations", "1", "--resolution", "32", "--output"])
+        .args([
+            "--no-plan",
+            "--max-iterations",
+            "1",
+            "--resolution",
+            "32",
+            "--output",
+        ])
         .arg(&output_root)
         .env("XDG_CACHE_HOME", dir.path().join("cache"));
     let output = output_within(&mut command, BLENDER_TEST_LIMIT);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("tool calling on: found by asking"), "{stdout}");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("tool calling on: found by asking"),
+        "{stdout}"
+    );
     let folder = stdout
         .lines()
         .find_map(|line| line.strip_prefix("run folder: "))

@@ -185,3 +185,21 @@ async fn a_call_that_is_not_json_is_told_what_was_wrong_and_nothing_runs() {
         RunEvent::Warning { message } if message.contains("the generator: Your tool call is not valid JSON")
     )));
 }
+
+/// A verifier whose chat template writes its call in `<tool_call>` tags (Qwen's, Hermes'),
+/// with its thinking around it: the call is read, and its verdict is the iteration's.
+#[tokio::test]
+async fn a_verifier_call_in_tool_call_tags_is_its_verdict() {
+    let tagged = format!(
+        "The crate stands on the floor.\n<tool_call>\n{}\n</tool_call>",
+        json!({"name": "end_process", "arguments": {"visual_differences": [], "suggestions": [], "accepted": true}})
+    );
+    let mut verifier = text(&tagged);
+    verifier["expect"] = json!({"system_contains": "You are the verifier"});
+    let (events, stop, _) = run(
+        config(1),
+        vec![text("Plan: one crate."), code(GOOD_CODE), verifier],
+    )
+    .await;
+    assert_eq!(stop, StopReason::Accepted, "{events:?}");
+}
