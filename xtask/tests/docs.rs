@@ -428,3 +428,60 @@ fn a_made_up_name_is_caught() {
         ]
     );
 }
+
+/// The `VIGA_*` environment variables the code reads or sets: string literals in the Rust
+/// sources outside tests, and names the Blender add-on's Python reads from its environment.
+/// Variables of tests only (their names say `TEST`) are not for people.
+fn environment_variables() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for folder in ["crates", "bins", "xtask"] {
+        code_files(&root().join(folder), &mut files);
+    }
+    let mut names = BTreeSet::new();
+    for file in files {
+        let path = file.to_string_lossy();
+        let python = path.ends_with(".py");
+        if path.contains("/tests/") || !(path.ends_with(".rs") || python) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for (at, _) in text.match_indices("\"VIGA_") {
+            let name: String = text[at + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            // A marker a program prints (`"VIGA_RESULT:"`) is not a variable.
+            let whole_literal = text[at + 1 + name.len()..].starts_with('"');
+            let read_from_environment = !python
+                || text[..at].ends_with("environ.get(")
+                || text[..at].ends_with("environ.pop(")
+                || text[..at].ends_with("environ[");
+            if whole_literal
+                && read_from_environment
+                && !name.contains("TEST")
+                && !name.ends_with('_')
+            {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn every_environment_variable_is_documented() {
+    let docs: String = doc_files()
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect();
+    let variables = environment_variables();
+    assert!(variables.contains("VIGA_BLENDER"), "{variables:?}");
+    let undocumented: Vec<&String> = variables
+        .iter()
+        .filter(|name| !docs.contains(name.as_str()))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "environment variables no doc names (say what each does in docs/configuration.md, or in docs/benchmarks.md for a bench's): {undocumented:?}"
+    );
+}

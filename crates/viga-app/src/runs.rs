@@ -48,6 +48,9 @@ pub async fn start(
     contained: &ContainedWorkers,
     tell: &dyn Tell,
 ) -> Result<RunHandle, AppError> {
+    // Settings that cannot work (a target that is no picture) are refused before a worker
+    // starts, a folder is made or a model is asked.
+    viga_core::check_problems(config.problems())?;
     let timeout = config.program_timeout;
     match start {
         Start::Attached { scene, user } => {

@@ -311,10 +311,28 @@ impl RunConfig {
                     "target image {} does not exist",
                     target.path.display()
                 ));
+            } else if let Some(problem) = unreadable_picture(&target.path) {
+                problems.push(problem);
             }
         }
         problems
     }
+}
+
+/// Why the picture at `path` cannot be a target (it cannot be read, or is not a whole PNG
+/// or JPEG), in words; `None` when it can.
+fn unreadable_picture(path: &std::path::Path) -> Option<String> {
+    let checked = std::fs::read(path)
+        .map_err(|err| err.to_string())
+        .and_then(|bytes| {
+            viga_skills::metrics::decoded_size(&bytes).map_err(|err| err.to_string())
+        });
+    checked.err().map(|why| {
+        format!(
+            "target image {} cannot be read as a picture ({why}); give a whole PNG or JPEG file",
+            path.display()
+        )
+    })
 }
 
 /// A file-name-safe short form of a task: lowercase words joined by `-`, at most 40 bytes.

@@ -24,6 +24,12 @@ pub trait DomainKind: Send + Sync + std::fmt::Debug {
     /// pictures, at what size).
     fn describe(&self, recorded: &RecordedDomain, has_target: bool) -> String;
 
+    /// A target's view as a person named it, for reports and messages: a camera's name, a
+    /// slide's number, the page's window. The default says `the default view`.
+    fn view_words(&self, view: Option<&str>, frame: Option<i32>) -> String {
+        with_frame(view.unwrap_or("the default view"), frame)
+    }
+
     /// HTML sections of its own the report shows before the iterations; none by default.
     fn report_sections(&self, _folder: &RunFolder) -> String {
         String::new()
@@ -123,6 +129,14 @@ impl DomainKinds {
         kind.reopen(run_folder, contained, provider).await
     }
 
+    /// A target's view in the words of the domain `domain` (see [`DomainKind::view_words`]).
+    pub fn view_words(&self, domain: &str, view: Option<&str>, frame: Option<i32>) -> String {
+        match self.named(domain) {
+            Some(kind) => kind.view_words(view, frame),
+            None => crate::domain::label_of(view, frame),
+        }
+    }
+
     /// The recorded domain in a line; a domain no kind knows is named as recorded.
     pub fn describe(&self, recorded: &RecordedDomain, has_target: bool) -> String {
         match self.named(&recorded.name) {
@@ -139,5 +153,12 @@ impl DomainKinds {
         self.named(&recorded.name)
             .map(|kind| kind.report_sections(folder))
             .unwrap_or_default()
+    }
+}
+/// `view`, and the animation frame when there is one: `Camera1, frame 24`.
+pub fn with_frame(view: &str, frame: Option<i32>) -> String {
+    match frame {
+        Some(frame) => format!("{view}, frame {frame}"),
+        None => view.to_owned(),
     }
 }

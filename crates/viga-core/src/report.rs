@@ -48,7 +48,9 @@ pub fn render_html(run_folder: &Path, kinds: &DomainKinds) -> Result<String, Cor
         RunEvent::RunFinished { stop, .. } => Some(stop.in_words()),
         _ => None,
     });
-    let targets = shown_targets(&config, &folder);
+    let targets = shown_targets(&config, &folder, |view, frame| {
+        kinds.view_words(&domain.name, view, frame)
+    });
     let scripted = config.provider == "scripted";
 
     let mut html = String::with_capacity(64 * 1024);
@@ -90,16 +92,22 @@ pub fn render_html(run_folder: &Path, kinds: &DomainKinds) -> Result<String, Cor
 
 /// The targets shown beside each iteration's renders, with their `<img>` tags; a target
 /// whose copy cannot be read is left out.
-fn shown_targets(config: &RunConfig, folder: &RunFolder) -> Vec<ShownTarget> {
+fn shown_targets(
+    config: &RunConfig,
+    folder: &RunFolder,
+    words: impl Fn(Option<&str>, Option<i32>) -> String,
+) -> Vec<ShownTarget> {
     config
         .targets
         .iter()
         .zip(folder.target_copies(&config.targets))
         .filter_map(|(spec, copy)| {
             let label = crate::domain::label_of(spec.view.as_deref(), spec.frame);
-            image_tag(&copy, &format!("target {label}")).map(|tag| ShownTarget {
+            let named = words(spec.view.as_deref(), spec.frame);
+            image_tag(&copy, &format!("target: {named}")).map(|tag| ShownTarget {
                 label,
-                view: spec.view.clone().unwrap_or_else(|| "default".to_owned()),
+                view: words(spec.view.as_deref(), None),
+                words: named,
                 frame: spec.frame,
                 tag,
             })
@@ -163,7 +171,7 @@ fn iteration_section(
     scores: Option<&Scores>,
 ) {
     let _ = write!(html, "<section><h2>Iteration {}</h2>", record.index);
-    status_line(html, record, scores);
+    status_line(html, record, scores, targets);
     images_block(html, folder, record, targets);
     if let Some(plan) = &record.plan {
         let _ = write!(html, "<h3>Plan</h3><pre>{}</pre>", escape(plan));
@@ -179,17 +187,24 @@ fn iteration_section(
 
 /// How the iteration ran (first time, after fast retries, or how it failed), its photometric
 /// loss when `scores.json` has one, its time and its token counts.
-fn status_line(html: &mut String, record: &IterationRecord, scores: Option<&Scores>) {
+fn status_line(
+    html: &mut String,
+    record: &IterationRecord,
+    scores: Option<&Scores>,
+    targets: &[ShownTarget],
+) {
     let loss = scores
         .and_then(|s| s.iterations.iter().find(|i| i.index == record.index))
-        .map(|i| format!("photometric loss {:.5}", i.mean));
+        .map(|scored| loss_words(scored, targets));
     let ran = match record.retry_count {
         0 => "ran first time".to_owned(),
         retries => format!("ran after {retries} fast retries"),
     };
     let status = match record.failure {
         // The program ran; only the verifier's verdict was no.
-        Some(FailureClass::E3) => format!("{ran}; not accepted (E3)"),
+        Some(FailureClass::E3) => format!(
+            "{ran}; the verifier did not accept the result yet (E3: it ran, but does not match the task)"
+        ),
         Some(failure) => format!(
             "{failure}: {} ({} fast retries)",
             failure.describe(),
@@ -208,10 +223,42 @@ fn status_line(html: &mut String, record: &IterationRecord, scores: Option<&Scor
     );
 }
 
+/// An iteration's photometric loss: the mean, and each view's when there are several, named
+/// as the person named them.
+fn loss_words(scored: &crate::IterationScores, targets: &[ShownTarget]) -> String {
+    let mut said = format!("photometric loss {:.5}", scored.mean);
+    if scored.views.len() > 1 {
+        let each: Vec<String> = scored
+            .views
+            .iter()
+            .map(|(label, loss)| {
+                let named = targets
+                    .iter()
+                    .find(|target| &target.label == label)
+                    .map_or(label.as_str(), |target| target.words.as_str());
+                format!("{named} {loss:.5}")
+            })
+            .collect();
+        let _ = write!(said, " ({})", each.join(", "));
+    }
+    said
+}
+
+/// A caption for a render the verifier asked for, from its file name: `overview_front.png`
+/// reads `overview front`.
+fn render_caption(render_id: &str) -> String {
+    let name = render_id.rsplit('/').next().unwrap_or(render_id);
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    stem.replace(['_', '-'], " ")
+}
+
 /// A target picture as the report shows it.
 struct ShownTarget {
     label: String,
+    /// The view as the person named it, without the frame (a strip's caption).
     view: String,
+    /// The view and frame as the person named them (a caption).
+    words: String,
     frame: Option<i32>,
     /// Its `<img>` tag.
     tag: String,
@@ -266,7 +313,7 @@ fn images_block(
                 html.push_str(&render_figure(
                     folder,
                     render_id,
-                    &format!("now, frame {}", target.frame.unwrap_or_default()),
+                    &format!("result, frame {}", target.frame.unwrap_or_default()),
                 ));
                 shown.push(render_id);
             }
@@ -278,22 +325,25 @@ fn images_block(
     for target in targets.iter().filter(|t| t.frame.is_none()) {
         let _ = write!(
             html,
-            "<figure>{}<figcaption>target {}</figcaption></figure>",
+            "<figure>{}<figcaption>target: {}</figcaption></figure>",
             target.tag,
-            escape(&target.label)
+            escape(&target.words)
         );
         if let Some(render_id) = render_of(&target.label) {
             html.push_str(&render_figure(
                 folder,
                 render_id,
-                &format!("{} now", target.label),
+                &format!("result: {}", target.words),
             ));
             shown.push(render_id);
         }
     }
     for render_id in record.render_ids.iter().filter(|id| !shown.contains(id)) {
-        let caption = render_id.rsplit('/').next().unwrap_or(render_id);
-        html.push_str(&render_figure(folder, render_id, caption));
+        html.push_str(&render_figure(
+            folder,
+            render_id,
+            &render_caption(render_id),
+        ));
     }
     html.push_str("</div>");
 }

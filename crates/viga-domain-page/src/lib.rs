@@ -30,6 +30,13 @@ impl viga_core::DomainKind for PageKind {
         PAGE_DOMAIN
     }
 
+    fn view_words(&self, view: Option<&str>, _frame: Option<i32>) -> String {
+        match view {
+            Some(window) => format!("the page at {window}"),
+            None => "the page".to_owned(),
+        }
+    }
+
     fn describe(&self, recorded: &viga_core::RecordedDomain, _has_target: bool) -> String {
         match serde_json::from_value::<PageSettings>(recorded.settings.clone()) {
             Ok(settings) => format!(

@@ -580,6 +580,10 @@ impl viga_core::DomainKind for SceneKind {
         describe_recorded(recorded, has_target)
     }
 
+    fn view_words(&self, view: Option<&str>, frame: Option<i32>) -> String {
+        viga_core::kind::with_frame(view.unwrap_or("the active camera"), frame)
+    }
+
     fn report_sections(&self, folder: &viga_core::RunFolder) -> String {
         provenance::assets_section(folder.root())
     }

@@ -53,6 +53,13 @@ impl viga_core::DomainKind for SlidesKind {
         "slides: python-pptx programs, each slide rendered by LibreOffice".to_owned()
     }
 
+    fn view_words(&self, view: Option<&str>, _frame: Option<i32>) -> String {
+        match slide_of(view) {
+            Ok(number) => format!("slide {number}"),
+            Err(_) => view.unwrap_or_default().to_owned(),
+        }
+    }
+
     async fn reopen(
         &self,
         run_folder: &Path,

@@ -29,6 +29,12 @@ fn decode(bytes: &[u8], which: &'static str) -> Result<RgbImage, MetricError> {
     Ok(rgb)
 }
 
+/// Width and height of an encoded image, decoded whole: a picture whose header reads but
+/// whose data is cut off or corrupt is refused here, not after a run's first model calls.
+pub fn decoded_size(bytes: &[u8]) -> Result<(u32, u32), MetricError> {
+    decode(bytes, "target").map(|image| image.dimensions())
+}
+
 /// Width and height of an encoded image, read from its header.
 pub fn image_size(bytes: &[u8]) -> Result<(u32, u32), MetricError> {
     image::ImageReader::new(std::io::Cursor::new(bytes))

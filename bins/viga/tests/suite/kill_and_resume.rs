@@ -259,3 +259,40 @@ fn a_run_past_its_time_limit_ends_and_its_folder_says_so() {
     assert_eq!(last["type"], "run_finished", "{last}");
     assert_eq!(last["stop"], json!({"reason": "time_limit", "seconds": 3}));
 }
+
+/// A target picture that is not a whole picture is refused before anything starts, in every
+/// mode (issue 35): the script has no turn, so a model call would fail the run another way,
+/// and no run folder is left.
+#[test]
+fn a_corrupt_target_is_refused_before_any_model_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut png = viga_testkit::picture::halves_png(32, 32);
+    png.truncate(png.len() / 2);
+    let corrupt = dir.path().join("goal.png");
+    std::fs::write(&corrupt, &png).unwrap();
+    let script = write_script(dir.path(), "none.json", Vec::new());
+    let output = dir.path().join("out");
+    for mode in [
+        &["--mode", "scene"][..],
+        &["--mode", "slides"][..],
+        &["--mode", "page", "--viewport", "320x240"][..],
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+        command
+            .args(["run", "--task", "x", "--provider", "scripted", "--script"])
+            .arg(&script)
+            .args(mode)
+            .arg("--target")
+            .arg(&corrupt)
+            .arg("--output")
+            .arg(&output);
+        let ran = output_within(&mut command, BLENDER_TEST_LIMIT);
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(ran.status.code(), Some(2), "{mode:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot be read as a picture") && stderr.contains("goal.png"),
+            "{mode:?}: {stderr}"
+        );
+    }
+    assert!(!output.exists(), "no run folder was created");
+}
