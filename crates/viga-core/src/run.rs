@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use viga_memory::{Memory, MemoryConfig, RunLog};
-use viga_protocol::event::{ModelRole, RunEvent, StopReason};
+use viga_protocol::event::{FailureKind, ModelRole, RunEvent, StopReason};
 use viga_protocol::iteration::{ExecutionError, FailureClass, Feedback, IterationRecord, Timings};
 use viga_protocol::message::{ChatMessage, ContentPart, ImageData, TokenUsage};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse, Provider, ProviderError};
@@ -235,7 +235,7 @@ impl Run {
             Err(err) => Err(err),
         };
         let stop = match ran {
-            Ok(stop) => stop,
+            Ok(stop) => self.unless_views_never_scored(stop),
             Err(CoreError::Cancelled) => self.link.stop_reason(),
             Err(err) => StopReason::failed(err.to_string(), err.kind()),
         };
@@ -259,6 +259,31 @@ impl Run {
             final_code: self.final_code.clone(),
             final_program: Some(final_program).filter(|path| path.is_file()),
         })
+    }
+
+    /// `stop`, unless a target's view was never scored in the whole run (the programs never
+    /// made the camera it is seen from, the slide it shows): then the run failed, and says
+    /// which, whatever the verifier thought.
+    fn unless_views_never_scored(&self, stop: StopReason) -> StopReason {
+        let never: Vec<String> = self
+            .targets
+            .iter()
+            .map(TargetView::label)
+            .filter(|label| !self.scores.scored(label))
+            .collect();
+        // Only a run whose programs ran has results that could have been compared.
+        if never.is_empty() || self.final_code.is_none() {
+            return stop;
+        }
+        StopReason::failed(
+            format!(
+                "no result of the run could be compared with the target view{} {}: the programs never made {} (each iteration's warning says why); name the views the scene has, or ask for them in the task",
+                if never.len() == 1 { "" } else { "s" },
+                never.join(", "),
+                if never.len() == 1 { "it" } else { "them" }
+            ),
+            FailureKind::Other,
+        )
     }
 
     /// The domain's check of the targets against the starting state; a problem is a setting
@@ -516,6 +541,13 @@ impl Run {
                     continue;
                 }
             };
+            if index == self.first_index
+                && let Some(said) = shapes_differ((width, height), (output.width, output.height))
+            {
+                self.emit(RunEvent::Warning {
+                    message: format!("target {label}: {said}"),
+                })?;
+            }
             let render_id = self.folder.write_render(
                 index,
                 &crate::folder::target_render_stem(&label),
@@ -651,6 +683,20 @@ fn recorded_failure(program: Option<FailureClass>, feedback: &Feedback) -> Optio
 }
 
 /// The critique of an iteration whose program left no scene to look at; `tools` says
+/// What to say when a target picture (`target`, width and height) and the render it is
+/// compared with (`render`) differ in shape: the target is stretched to the render's size
+/// to be scored, which a person should know. `None` when their shapes agree within 1%.
+fn shapes_differ(target: (u32, u32), render: (u32, u32)) -> Option<String> {
+    let ratio = |(width, height): (u32, u32)| f64::from(width) / f64::from(height.max(1));
+    let (of_target, of_render) = (ratio(target), ratio(render));
+    ((of_target / of_render - 1.0).abs() > 0.01).then(|| {
+        format!(
+            "the picture is {}x{} and the result renders at {}x{}, another shape: the picture is stretched to the render's size to be scored, so the scores compare distorted shapes; give a picture of the render's shape (a scene renders at the picture's size, a slide at its deck's page size, a page at --viewport)",
+            target.0, target.1, render.0, render.1
+        )
+    })
+}
+
 /// A role as a person reads it in a warning.
 fn role_words(role: ModelRole) -> &'static str {
     match role {
@@ -694,6 +740,13 @@ fn nothing_to_look_at(index: u32, attempt: &Attempt, tools: bool) -> Feedback {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_of_another_shape_than_its_render_is_said() {
+        assert!(shapes_differ((512, 512), (1280, 720)).is_some());
+        assert_eq!(shapes_differ((640, 360), (1280, 720)), None);
+        assert_eq!(shapes_differ((64, 64), (64, 64)), None);
+    }
 
     #[test]
     fn a_program_that_ran_and_was_rejected_is_e3() {

@@ -9,6 +9,7 @@ mod generator_tools;
 mod lifecycle;
 mod model_text;
 mod replies_gone_wrong;
+mod target_views;
 mod verifier_render;
 
 use std::sync::Arc;
