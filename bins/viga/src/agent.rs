@@ -63,6 +63,12 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
     let mut args = args;
+    // A scene the person names (or their own, attached) is where a follow-up starts.
+    let starts_from = if args.attach.wanted() || args.blend.is_some() {
+        viga_core::conversation::StartFrom::Current
+    } else {
+        viga_core::conversation::StartFrom::Result
+    };
     let conversation = match &args.continue_run {
         Some(previous) => {
             let turns = viga_domain_scene::addon_agent::turns_after(previous)?;
@@ -84,6 +90,7 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     config.addons_folder.clone_from(&args.addons);
     config.attached = args.attach.wanted();
     config.conversation = conversation;
+    config.starts_from = starts_from;
     let (width, height) = crate::args::parse_resolution(&args.resolution)?;
     config.render = RenderSpec {
         width,

@@ -506,7 +506,7 @@ impl RunArgs {
             Mode::Slides => {
                 let config = self.flat_run_config(viga_domain_slides::SLIDES_DOMAIN)?;
                 let mut settings = viga_domain_slides::SlidesSettings {
-                    assets: self.assets.clone(),
+                    assets: self.assets.as_deref().map(whole),
                     ..viga_domain_slides::SlidesSettings::default()
                 };
                 if let Some(resolution) = &self.resolution {
@@ -558,7 +558,7 @@ impl RunArgs {
         let (width, height) = parse_resolution(self.resolution.as_deref().unwrap_or("512"))?;
         let defaults = SceneSettings::default();
         let scene = SceneSettings {
-            base_blend: self.base.clone(),
+            base_blend: self.base.as_deref().map(whole),
             render: RenderSpec {
                 width,
                 height,
@@ -575,7 +575,7 @@ impl RunArgs {
                 })
                 .transpose()?,
             score_size: self.score_resolution,
-            assets: self.assets.clone(),
+            assets: self.assets.as_deref().map(whole),
             polyhaven: self.polyhaven,
             assets_generate: self.assets_generate.map(|service| match service {
                 AssetGeneratorArg::Meshy => AssetGenerator::Meshy,
@@ -584,11 +584,16 @@ impl RunArgs {
         };
         let mut scene = scene;
         if let Some(previous) = &self.continue_run {
-            let start =
-                viga_core::conversation::follow_up(previous, &mut config, self.from.into())?;
+            scene_run_to_continue(previous)?;
             // Attached, the person's scene as it is now is the start (their choice to apply
             // the earlier result or not); a base given here wins over the earlier run's.
-            if !self.attach.wanted() && scene.base_blend.is_none() {
+            let from = if self.attach.wanted() || scene.base_blend.is_some() {
+                viga_core::conversation::StartFrom::Current
+            } else {
+                self.from.into()
+            };
+            let start = viga_core::conversation::follow_up(&whole(previous), &mut config, from)?;
+            if scene.base_blend.is_none() {
                 scene.base_blend = start;
             }
         }
@@ -649,13 +654,18 @@ impl RunArgs {
     fn loop_config(&self, choice: &viga_core::targets::FrameChoice) -> Result<RunConfig> {
         let mut config = RunConfig::new(self.task.clone());
         for argument in &self.target {
-            config
-                .targets
-                .extend(viga_core::targets::parse_target_argument(argument, choice)?);
+            config.targets.extend(
+                viga_core::targets::parse_target_argument(argument, choice)?
+                    .into_iter()
+                    .map(|target| viga_core::TargetSpec {
+                        path: whole(&target.path),
+                        ..target
+                    }),
+            );
         }
         config.max_iterations = self.max_iterations;
         config.memory_window = self.memory;
-        config.prompts_dir.clone_from(&self.prompts);
+        config.prompts_dir = self.prompts.as_deref().map(whole);
         config.plan_each_iteration = !self.no_plan;
         config.program_timeout = std::time::Duration::try_from_secs_f64(self.program_timeout)
             .map_err(|_| {
@@ -752,4 +762,31 @@ mod tests {
             assert!(parse_resolution(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// `path` made whole (absolute, as it is, `..` and links kept): a run folder records the
+/// paths it was given, and a follow-up or `viga resume` from another folder must find them.
+pub fn whole(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Refuses a follow-up of a run that is not a Blender scene run, saying what to do instead:
+/// slides and pages start anew from their task.
+fn scene_run_to_continue(previous: &std::path::Path) -> Result<()> {
+    let (_, recorded) = viga_core::resumable_config(previous)?;
+    if recorded.name == viga_domain_scene::SCENE_DOMAIN {
+        return Ok(());
+    }
+    bail!(
+        "{} is a {} run, and follow-ups (--continue) are for Blender scene runs only; start a new run with --mode {} and say in --task what to keep (its final program is {})",
+        previous.display(),
+        recorded.name,
+        recorded.name,
+        previous
+            .join(match recorded.name.as_str() {
+                "page" => "final.html",
+                _ => "final.py",
+            })
+            .display()
+    )
 }

@@ -135,6 +135,11 @@ pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Re
     // Read before Blender starts, so a bad file fails at once.
     let preset = args.preset.as_deref().map(Preset::read).transpose()?;
     let mut args = args;
+    let starts_from = if args.attach.wanted() || args.blend.is_some() {
+        viga_core::conversation::StartFrom::Current
+    } else {
+        args.from.into()
+    };
     let follow_up = match args.continue_run.clone() {
         Some(previous) => Some(viga_app::gn::follow_up(
             &previous,
@@ -159,6 +164,7 @@ pub async fn run(args: GnArgs, contained: &viga_blender::ContainedWorkers) -> Re
     let mut config = run_config(&args, preset.as_ref());
     if let Some(follow_up) = follow_up {
         config.conversation = follow_up.turns;
+        config.starts_from = starts_from;
     }
     let request = config.request.clone();
     let run = match preset {

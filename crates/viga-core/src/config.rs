@@ -37,6 +37,10 @@ pub struct RunConfig {
     /// model is reminded of them beside the task. See [`crate::conversation`].
     #[serde(default)]
     pub conversation: Vec<crate::conversation::EarlierTurn>,
+    /// Where a follow-up starts, which its model is told ([`crate::conversation::StartFrom`]);
+    /// the result of the last turn in run folders written before it was recorded.
+    #[serde(default)]
+    pub starts_from: crate::conversation::StartFrom,
     pub max_iterations: u32,
     /// L: iterations the memory keeps.
     pub memory_window: usize,
@@ -237,6 +241,7 @@ impl RunConfig {
             mode: "scene".to_owned(),
             targets: Vec::new(),
             conversation: Vec::new(),
+            starts_from: crate::conversation::StartFrom::Result,
             max_iterations: 10,
             memory_window: 3,
             memory_budget_bytes: 12_000,

@@ -92,13 +92,31 @@ pub fn ended_word(events: &[viga_protocol::event::TimedEvent]) -> &'static str {
         .unwrap_or("unfinished")
 }
 
-/// Where a follow-up starts: from the result the earlier run left (`final.blend`), or from
-/// the scene that run itself started from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Where a follow-up starts: from the result the earlier run left (`final.blend`), from the
+/// scene that run itself started from, or from a scene as it is now (a person's open scene,
+/// or one named for the follow-up), which may differ from both. The model is told which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StartFrom {
     #[default]
     Result,
     Base,
+    Current,
+}
+
+impl StartFrom {
+    /// Where the work starts, as the model is told it.
+    fn words(self) -> &'static str {
+        match self {
+            Self::Result => "The work starts from the result as the last turn left it",
+            Self::Base => {
+                "The work starts again from the scene the last turn started from: the last turn's result is not in it"
+            }
+            Self::Current => {
+                "The work starts from the scene as it is now, which may differ from the result the last turn left (look before you change it)"
+            }
+        }
+    }
 }
 
 /// Makes `config` a follow-up of the run in `previous`: it carries the conversation's
@@ -124,6 +142,7 @@ pub fn follow_up(
             })
             .collect();
     }
+    config.starts_from = from;
     let result = folder.final_blend_path();
     Ok(match from {
         StartFrom::Result if result.is_file() => Some(result),
@@ -139,6 +158,7 @@ pub fn follow_up(
             .get("base_blend")
             .and_then(|base| base.as_str())
             .map(PathBuf::from),
+        StartFrom::Current => None,
     })
 }
 
@@ -156,12 +176,13 @@ pub fn stop_word(stop: &StopReason) -> &'static str {
 /// The earlier turns as the model reads them; `None` for a run that starts a conversation.
 /// Bounded: at most [`TURNS_KEPT`] turns are kept, and each text is cut to a few hundred
 /// characters on one line.
-pub fn earlier_turns_text(turns: &[EarlierTurn]) -> Option<String> {
+pub fn earlier_turns_text(turns: &[EarlierTurn], from: StartFrom) -> Option<String> {
     if turns.is_empty() {
         return None;
     }
-    let mut text = String::from(
-        "This request continues a conversation. The work starts from the result as the last turn left it; change what the new request asks for and keep the rest. Earlier turns, oldest first:",
+    let mut text = format!(
+        "This request continues a conversation. {}; change what the new request asks for and keep the rest. Earlier turns, oldest first:",
+        from.words()
     );
     for (number, turn) in turns.iter().enumerate() {
         let _ = write!(text, "\n{}. Request: {}", number + 1, cut(&turn.request));
@@ -201,7 +222,10 @@ mod tests {
     #[test]
     fn earlier_turns_read_in_order_and_are_bounded() {
         let mut config = RunConfig::new("now make it redder");
-        assert_eq!(earlier_turns_text(&config.conversation), None);
+        assert_eq!(
+            earlier_turns_text(&config.conversation, StartFrom::Result),
+            None
+        );
         config.conversation = (0..2)
             .map(|n| EarlierTurn {
                 request: format!("request {n}"),
@@ -214,7 +238,11 @@ mod tests {
             })
             .collect();
         config.conversation[0].request = "x".repeat(2000);
-        let text = earlier_turns_text(&config.conversation).unwrap();
+        let text = earlier_turns_text(&config.conversation, StartFrom::Result).unwrap();
+        assert!(
+            text.contains("starts from the result as the last turn left it"),
+            "{text}"
+        );
         assert!(text.contains("1. Request: xxx"), "{text}");
         assert!(text.contains("...\n   Plan: a plan with lines"), "{text}");
         assert!(
@@ -227,5 +255,11 @@ mod tests {
             )
         );
         assert!(text.len() < 2000, "each text is cut");
+        let again = earlier_turns_text(&config.conversation, StartFrom::Base).unwrap();
+        assert!(
+            again.contains("starts again from the scene the last turn started from"),
+            "{again}"
+        );
+        assert!(!again.contains("as the last turn left it"), "{again}");
     }
 }

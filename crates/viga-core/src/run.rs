@@ -626,7 +626,9 @@ pub(crate) fn task_parts(
     targets: &[TargetView],
 ) -> Vec<ContentPart> {
     let mut parts = vec![ContentPart::text(format!("Task: {}", config.task))];
-    if let Some(earlier) = crate::conversation::earlier_turns_text(&config.conversation) {
+    if let Some(earlier) =
+        crate::conversation::earlier_turns_text(&config.conversation, config.starts_from)
+    {
         parts.push(ContentPart::text(earlier));
     }
     if let Some(brief) = domain.brief(targets) {

@@ -93,6 +93,10 @@ pub struct AgentConfig {
     /// model is reminded of them before the request ([`turns_after`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conversation: Vec<EarlierTurn>,
+    /// Where a follow-up starts, as its model is told: the earlier run's final scene, or a
+    /// scene as it is now (attached, or one named with `--blend`).
+    #[serde(default)]
+    pub starts_from: viga_core::conversation::StartFrom,
     /// After each step whose add-on commands ran, render one look at the whole scene
     /// (`renders/<step>/`, announced as `RenderProduced`), so a front end can show it.
     #[serde(default)]
@@ -145,6 +149,7 @@ impl AgentConfig {
             model: String::new(),
             max_tokens: 4096,
             conversation: Vec::new(),
+            starts_from: viga_core::conversation::StartFrom::Result,
             look_after_commands: false,
             model_sees: false,
             paths: PathArguments::Results,

@@ -99,6 +99,8 @@ pub fn start_scene(previous: &Path, from: StartFrom) -> Result<Option<PathBuf>, 
             }
         }
         StartFrom::Base => Ok(text_field(&read_request(previous)?, "blend").map(PathBuf::from)),
+        // The scene as it is now is not the earlier run's to give.
+        StartFrom::Current => Ok(None),
     }
 }
 

@@ -133,6 +133,140 @@ fn a_follow_up_starts_from_the_result_and_sees_the_earlier_turn() {
     );
 }
 
+/// Issue 35: a follow-up from another working directory, from the earlier run's base scene,
+/// with every path given relative to where each command ran. The model is told that the
+/// work starts again from that scene, and the program finds the base's plane and not the
+/// first turn's crate.
+#[test]
+fn a_follow_up_from_the_base_works_from_another_folder_and_says_where_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_home = dir.path().join("first");
+    // Deeper than the first, so a path recorded relative to the first resolves elsewhere.
+    let second_home = dir.path().join("second").join("deeper");
+    std::fs::create_dir_all(&first_home).unwrap();
+    std::fs::create_dir_all(&second_home).unwrap();
+    support::plane_blend(dir.path());
+    let first_script = script(
+        dir.path(),
+        "first.json",
+        vec![
+            turn(json!({}), "1. a crate"),
+            turn(json!({}), &format!("```python\n{FIRST}```")),
+            accepted(),
+        ],
+    );
+    let mut first = Command::new(env!("CARGO_BIN_EXE_viga"));
+    first
+        .current_dir(&first_home)
+        .args([
+            "run",
+            "--task",
+            "a crate on the plane",
+            "--provider",
+            "scripted",
+        ])
+        .args([
+            "--script",
+            "../first.json",
+            "--base",
+            "../plane.blend",
+            "--output",
+            "out",
+        ])
+        .args([
+            "--max-iterations",
+            "1",
+            "--resolution",
+            "32",
+            "--generator-tools",
+            "off",
+        ]);
+    let first_folder = printed_run_folder(&mut first);
+    let relative = Path::new("../../first").join(&first_folder);
+    let needs_the_plane_only = "import bpy\nassert 'Crate' not in bpy.data.objects\nbpy.data.objects['Plane'].scale = (2, 2, 2)\n";
+    script(
+        dir.path(),
+        "second.json",
+        vec![
+            turn(
+                json!({"any_message_contains": "The work starts again from the scene the last turn started from"}),
+                "1. scale the plane",
+            ),
+            turn(json!({}), &format!("```python\n{needs_the_plane_only}```")),
+            accepted(),
+        ],
+    );
+    let mut second = Command::new(env!("CARGO_BIN_EXE_viga"));
+    second
+        .current_dir(&second_home)
+        .args([
+            "run",
+            "--task",
+            "a bigger plane instead",
+            "--provider",
+            "scripted",
+        ])
+        .args([
+            "--script",
+            "../../second.json",
+            "--from",
+            "base",
+            "--continue",
+        ])
+        .arg(&relative)
+        .args([
+            "--output",
+            "out",
+            "--max-iterations",
+            "1",
+            "--resolution",
+            "32",
+        ])
+        .args(["--generator-tools", "off"]);
+    let second_folder = second_home.join(printed_run_folder(&mut second));
+    let log = std::fs::read_to_string(second_folder.join("events.jsonl")).unwrap();
+    assert!(
+        !log.contains("AssertionError") && !log.contains("KeyError"),
+        "{log}"
+    );
+    let args: Value =
+        serde_json::from_slice(&std::fs::read(second_folder.join("args.json")).unwrap()).unwrap();
+    let base = args["domain"]["settings"]["base_blend"].as_str().unwrap();
+    assert!(Path::new(base).is_absolute(), "{base}");
+    assert_eq!(args["starts_from"], "base");
+}
+
+/// Follow-ups are for scene runs: continuing a slides run is refused, saying what to do
+/// instead (README.md says the same), before anything starts.
+#[test]
+fn a_follow_up_of_a_slides_run_is_refused_with_what_to_do() {
+    let slides_run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/runs/before-domain-crates/slides");
+    let out = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));
+    command
+        .args([
+            "run",
+            "--task",
+            "now a darker title",
+            "--provider",
+            "scripted",
+            "--continue",
+        ])
+        .arg(&slides_run)
+        .arg("--output")
+        .arg(out.path());
+    let ran = output_within(&mut command, BLENDER_TEST_LIMIT);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(ran.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("follow-ups (--continue) are for Blender scene runs only")
+            && stderr.contains("--mode slides"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
 /// Runs `viga gn REQUEST` with `script` and `extra` flags; the run folder it printed.
 fn gn(dir: &Path, request: &str, script: &Path, extra: &[&str]) -> PathBuf {
     let mut command = Command::new(env!("CARGO_BIN_EXE_viga"));

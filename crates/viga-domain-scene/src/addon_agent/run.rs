@@ -169,9 +169,12 @@ impl AgentRun {
             .map_err(|err| crate::blender_error("Blender could not describe the scene", err))?;
         self.transcript.opening_scene = summarize(&scene);
         self.write_transcript()?;
-        let earlier = viga_core::conversation::earlier_turns_text(&self.config.conversation)
-            .map(|text| format!("{text}\n\n"))
-            .unwrap_or_default();
+        let earlier = viga_core::conversation::earlier_turns_text(
+            &self.config.conversation,
+            self.config.starts_from,
+        )
+        .map(|text| format!("{text}\n\n"))
+        .unwrap_or_default();
         Ok(format!(
             "{earlier}Request: {}\n\nThe scene now:\n{}\n\nCarry out the request with the add-on tools, then answer without a tool call.",
             self.config.task, self.transcript.opening_scene

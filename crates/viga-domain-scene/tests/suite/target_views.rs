@@ -6,7 +6,9 @@ use viga_core::TargetSpec;
 use viga_protocol::event::{FailureKind, StopReason};
 use viga_testkit::{BLENDER_TEST_LIMIT, within};
 
-use super::{GOOD_CODE, blender, code, config, provider, scene_with, scene_settings, text, verdict};
+use super::{
+    GOOD_CODE, blender, code, config, provider, scene_settings, scene_with, text, verdict,
+};
 
 #[tokio::test]
 async fn a_run_whose_programs_never_make_the_targets_camera_fails_saying_so() {

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use viga_core::conversation::EarlierTurn;
+use viga_core::conversation::{EarlierTurn, StartFrom};
 use viga_core::{Cancelled, RunHandle};
 use viga_io::files::unix_ms;
 use viga_protocol::PROTOCOL_VERSION;
@@ -99,6 +99,8 @@ pub struct GnRunConfig {
     /// The earlier turns of the conversation this run continues (empty: it starts one),
     /// shown to the model before the request ([`crate::conversation`]).
     pub conversation: Vec<EarlierTurn>,
+    /// Where a follow-up starts, as its model is told.
+    pub starts_from: StartFrom,
     /// The .blend the scene was opened from, recorded so a follow-up can start there again;
     /// `None` for an empty scene or a person's open scene.
     pub blend: Option<PathBuf>,
@@ -121,6 +123,7 @@ impl GnRunConfig {
             max_tokens: 4096,
             cache: None,
             conversation: Vec::new(),
+            starts_from: StartFrom::Result,
             blend: None,
             time_limit: Some(DEFAULT_GN_TIME_LIMIT),
         }
@@ -392,6 +395,7 @@ impl GnRun {
             "budget": self.config.budget,
             "source": source,
             "conversation": self.config.conversation,
+            "starts_from": self.config.starts_from,
             "blend": self.config.blend,
         })
     }
@@ -474,6 +478,7 @@ impl GnRun {
             object,
             &snapshot,
             &self.config.conversation,
+            self.config.starts_from,
         );
         session.messages.push(ChatMessage::user_text(opening));
         session.last_snapshot = snapshot;

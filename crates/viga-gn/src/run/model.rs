@@ -5,7 +5,7 @@
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::time::Instant;
 
-use viga_core::conversation::{EarlierTurn, earlier_turns_text};
+use viga_core::conversation::{EarlierTurn, StartFrom, earlier_turns_text};
 use viga_protocol::event::ModelRole;
 use viga_protocol::gn::GnResponse;
 use viga_protocol::{parse_json, schema_of};
@@ -163,9 +163,10 @@ pub(super) fn first_message(
     object: Option<&str>,
     snapshot: &str,
     conversation: &[EarlierTurn],
+    starts_from: StartFrom,
 ) -> String {
     let target = object.unwrap_or("(the active object)");
-    let earlier = earlier_turns_text(conversation)
+    let earlier = earlier_turns_text(conversation, starts_from)
         .map(|text| format!("{text}\n\n"))
         .unwrap_or_default();
     format!("{earlier}Request: {request}\nObject: {target}\nScene (JSON): {snapshot}")
