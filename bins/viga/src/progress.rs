@@ -63,6 +63,11 @@ impl Printer {
                 );
             }
             RunEvent::FeedbackProduced { feedback, .. } => say!("  {}", verdict_line(feedback)),
+            RunEvent::ViewScored {
+                view,
+                photometric_loss,
+                ..
+            } => say!("  {view}: photometric loss {photometric_loss:.5} (0 is the target)"),
             RunEvent::Warning { message } => say!("  warning: {message}"),
             RunEvent::RunFinished { stop, iterations } => {
                 let why = match stop {

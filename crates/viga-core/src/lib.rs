@@ -533,4 +533,34 @@ mod tests {
         assert_eq!(last["type"], "run_finished", "{last}");
         assert_eq!(last["stop"], json!({"reason": "time_limit", "seconds": 1}));
     }
+
+    /// A failed run's report says why in words, never as Rust's debug form of the stop.
+    #[tokio::test]
+    async fn a_failed_runs_report_gives_the_reason_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, provider) = failing_provider(dir.path(), "empty.json");
+        let mut config = RunConfig::new("a note");
+        config.plan_each_iteration = false;
+        let mut run = crate::start(
+            config,
+            provider,
+            notes(ContainmentStatus::off()),
+            &dir.path().join("output"),
+        )
+        .unwrap();
+        let folder = run.folder().to_path_buf();
+        while run.next_event().await.is_some() {}
+        run.wait().await.unwrap();
+        let html = crate::report::render_html(&folder, &crate::DomainKinds::new()).unwrap();
+        let stopped = html
+            .split("<th>stopped</th><td>")
+            .nth(1)
+            .and_then(|rest| rest.split("</td>").next())
+            .unwrap();
+        assert!(
+            !stopped.contains("Failed {") && !stopped.contains("kind:"),
+            "{stopped}"
+        );
+        insta::assert_snapshot!(stopped, @"failed: model call failed: scripted provider: the script scripted:empty has 0 turns and all were used; add turns or lower --max-iterations");
+    }
 }

@@ -563,7 +563,14 @@ impl Run {
                 engine: output.engine,
             })?;
             match photometric_loss(&output.image.data, &target.image.data) {
-                Ok(loss) => self.scores.record(index, &view, loss),
+                Ok(loss) => {
+                    self.scores.record(index, &view, loss);
+                    self.emit(RunEvent::ViewScored {
+                        index,
+                        view: view.clone(),
+                        photometric_loss: loss,
+                    })?;
+                }
                 Err(err) => self.emit(RunEvent::Warning {
                     message: format!(
                         "iteration {index}: photometric loss of {label} not computed: {err}"

@@ -211,6 +211,14 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         engine: Option<RenderEngine>,
     },
+    /// Iteration `index`'s result seen from a target's view (its label: `Camera1`,
+    /// `Camera1@f24`, `default`) compared with the target picture: BlenderGym's photometric
+    /// loss, 0 for the same picture (also kept in `scores.json`).
+    ViewScored {
+        index: u32,
+        view: String,
+        photometric_loss: f64,
+    },
     ToolInvoked {
         index: u32,
         tool: String,

@@ -146,7 +146,7 @@ fn a_follow_up_from_the_base_works_from_another_folder_and_says_where_it_starts(
     std::fs::create_dir_all(&first_home).unwrap();
     std::fs::create_dir_all(&second_home).unwrap();
     support::plane_blend(dir.path());
-    let first_script = script(
+    script(
         dir.path(),
         "first.json",
         vec![
