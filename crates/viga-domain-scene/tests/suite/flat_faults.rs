@@ -130,3 +130,52 @@ async fn a_page_that_never_finishes_loading_is_stopped_and_fast_retried() {
     })
     .await;
 }
+
+/// A page whose script starts a loop that never ends right after it loaded (issue 35) is a
+/// program failure said in words, fast retried within the program timeout: not minutes of
+/// looks that each wait for their limit, with no pictures for the verifier.
+#[tokio::test]
+async fn a_page_kept_busy_after_it_loaded_is_a_failure_that_is_fast_retried() {
+    within(LIMIT, "the page run", async {
+        let worker = viga_web::WebWorker::start(viga_web::WebConfig::locate().unwrap())
+            .await
+            .unwrap();
+        let settings = PageSettings {
+            viewport: viga_web::Viewport {
+                width: 200,
+                height: 120,
+            },
+        };
+        let domain = PageDomain::new(settings, Arc::new(worker)).unwrap();
+        let mut config = config(1);
+        config.plan_each_iteration = false;
+        let out = tempfile::tempdir().unwrap();
+        let busy = "<!DOCTYPE html><html><body><h1>Hi</h1><script>addEventListener('load', () => setTimeout(() => { for (;;) {} }, 0));</script></body></html>\n";
+        let page = "<!DOCTYPE html><html><body><h1>Hello</h1></body></html>\n";
+        let started = std::time::Instant::now();
+        let run = viga_core::start(
+            config,
+            provider(vec![fenced("html", busy), fenced("html", page), verdict(true)]),
+            Arc::new(domain),
+            out.path(),
+        )
+        .unwrap();
+        let (events, outcome) = events_of(run).await;
+        assert_eq!(outcome.stop, StopReason::Accepted, "{events:?}");
+        let retry = events
+            .iter()
+            .find_map(|event| match event {
+                RunEvent::FastRetry { error, .. } => Some(error.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no fast retry: {events:?}"));
+        assert!(retry.contains("kept the page busy"), "{retry}");
+        assert_eq!(outcome.final_code.as_deref(), Some(page));
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "{:?}",
+            started.elapsed()
+        );
+    })
+    .await;
+}

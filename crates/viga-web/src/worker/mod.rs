@@ -58,6 +58,12 @@ pub const DEFAULT_STYLE_PROPERTIES: [&str; 15] = [
 const DEBIAN_SETTINGS: [&str; 2] = ["/etc/chromium.d", "/etc/chromium"];
 /// How long closing a stuck tab may take before the browser is restarted instead.
 const TAB_CLOSE_LIMIT: Duration = Duration::from_secs(5);
+/// How long after its load a page's timers may run before it is asked whether it answers:
+/// work a page starts at once (`setTimeout(…, 0)`) has begun by then.
+const SETTLE_AFTER_LOAD: Duration = Duration::from_millis(200);
+/// How long a loaded page may keep its scripts busy before it is taken for one that never
+/// gives the page back: nothing on it could be shown, read or clicked.
+const BUSY_LIMIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct WebConfig {
@@ -339,6 +345,10 @@ impl WebWorker {
             tab.loaded = true;
             tab.world = None;
         }
+        if let Some(why) = kept_busy(&state).await {
+            self.close_tab(&mut state).await;
+            return Err(WebError::PageFailed(why));
+        }
         let report = served_report(&state);
         Ok(LoadReport {
             url,
@@ -600,6 +610,23 @@ fn check_selector(selector: &str) -> Result<(), WebError> {
         )));
     }
     Ok(())
+}
+
+/// Why the page just loaded does not answer, when its scripts keep it busy past
+/// [`BUSY_LIMIT`] (a loop that never yields, started during or right after the load): every
+/// later look at it would wait for the call limit and fail, so it fails now, as the program's
+/// fault, in words the model can act on. `None` when it answers.
+async fn kept_busy(state: &State) -> Option<String> {
+    tokio::time::sleep(SETTLE_AFTER_LOAD).await;
+    let (session, _) = loaded_tab(state).ok()?;
+    let browser = browser_of(state).ok()?;
+    let asked = tokio::time::timeout(BUSY_LIMIT, evaluate(browser, &session, None, "1")).await;
+    asked.is_err().then(|| {
+        format!(
+            "its scripts kept the page busy for more than {} s after it loaded, so nothing on it could be shown: a loop that never gives the page back (a while (true), or a timer that starts heavy work again and again); let the scripts finish, or leave them out",
+            BUSY_LIMIT.as_secs()
+        )
+    })
 }
 
 fn loaded_tab(state: &State) -> Result<(String, Viewport), WebError> {
