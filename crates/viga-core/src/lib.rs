@@ -371,6 +371,12 @@ fn launch(mut start: Launch) -> Result<RunHandle, CoreError> {
         .map(|r| r.code.clone())
         .collect();
     let scores = existing_scores(&start.folder);
+    // Views scored before a resume were seen; which target each was is not recorded.
+    let targets_scored = if scores.iterations.is_empty() {
+        std::collections::BTreeSet::new()
+    } else {
+        start.targets.iter().map(TargetView::label).collect()
+    };
     let format = start.domain.program_format();
     let time_limit = start.config.time_limit;
     Ok(RunHandle::spawn(root, |link| {
@@ -386,6 +392,7 @@ fn launch(mut start: Launch) -> Result<RunHandle, CoreError> {
             log: start.log,
             link,
             targets: start.targets,
+            targets_scored,
             scores,
             first_index: start.first_index,
             final_code: history.last().cloned(),

@@ -77,6 +77,9 @@ pub(crate) struct Run {
     pub link: RunLink,
     pub targets: Vec<TargetView>,
     pub scores: Scores,
+    /// The labels of the targets scored in this run (a resumed run counts the views its
+    /// earlier iterations scored as seen).
+    pub targets_scored: std::collections::BTreeSet<String>,
     pub first_index: u32,
     pub final_code: Option<String>,
     /// The program the worker's current state was built by, run again to rebuild it when
@@ -269,7 +272,7 @@ impl Run {
             .targets
             .iter()
             .map(TargetView::label)
-            .filter(|label| !self.scores.scored(label))
+            .filter(|label| !self.targets_scored.contains(label))
             .collect();
         // Only a run whose programs ran has results that could have been compared.
         if never.is_empty() || self.final_code.is_none() {
@@ -565,6 +568,7 @@ impl Run {
             match photometric_loss(&output.image.data, &target.image.data) {
                 Ok(loss) => {
                     self.scores.record(index, &view, loss);
+                    self.targets_scored.insert(label.clone());
                     self.emit(RunEvent::ViewScored {
                         index,
                         view: view.clone(),

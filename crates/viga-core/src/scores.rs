@@ -35,13 +35,6 @@ impl Scores {
         }
     }
 
-    /// Whether some iteration scored the view `label`.
-    pub fn scored(&self, label: &str) -> bool {
-        self.iterations
-            .iter()
-            .any(|iteration| iteration.views.contains_key(label))
-    }
-
     pub fn record(&mut self, index: u32, view: &str, loss: f64) {
         let position = match self.iterations.iter().position(|s| s.index == index) {
             Some(position) => position,

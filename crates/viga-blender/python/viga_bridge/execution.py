@@ -232,12 +232,30 @@ class BoundedCapture(io.TextIOBase):
         return text
 
 
+# The grey of Blender's own default world (its factory startup's background, linear RGB).
+DEFAULT_WORLD_GREY = 0.05087608844041824
+
+
+def add_default_world():
+    """Gives the empty scene Blender's default world, as a new file in Blender has: a target
+    rendered from Blender's default scene has its grey background, which an empty scene without
+    a world (black) would never match, whatever the program."""
+    world = bpy.data.worlds.new("World")
+    world.color = (DEFAULT_WORLD_GREY,) * 3
+    background = world.node_tree.nodes.get("Background") if world.node_tree else None
+    if background is not None:
+        background.inputs["Color"].default_value = (DEFAULT_WORLD_GREY,) * 3 + (1.0,)
+        background.inputs["Strength"].default_value = 1.0
+    bpy.context.scene.world = world
+
+
 def reset_scene(reset):
     if reset is None:
         return
     kind = reset.get("kind")
     if kind == "factory":
         bpy.ops.wm.read_factory_settings(use_empty=True)
+        add_default_world()
     elif kind == "blend":
         load_blend({"path": reset.get("path")})
     else:

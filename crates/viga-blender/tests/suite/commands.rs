@@ -44,6 +44,22 @@ async fn known_scene_worker() -> viga_blender::Worker {
     worker
 }
 
+/// An empty scene has Blender's default world, as a new file in Blender does (issue 35): a
+/// target rendered from Blender's own default scene has its grey background.
+#[tokio::test]
+async fn an_empty_scene_has_blenders_default_world() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let worker = super::worker().await;
+        let check = "import bpy\nworld = bpy.context.scene.world\nassert world is not None, 'no world'\nassert abs(world.color[0] - 0.05087608844041824) < 1e-7, tuple(world.color)\nassert abs(world.node_tree.nodes['Background'].inputs['Color'].default_value[1] - 0.05087608844041824) < 1e-7\n";
+        let result = worker
+            .execute(check, Some(SceneReset::Factory), None)
+            .await
+            .unwrap();
+        assert!(result.succeeded(), "{result:?}");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn scene_info_of_a_known_scene() {
     within(BLENDER_TEST_LIMIT, "the test", async {
