@@ -720,7 +720,7 @@ def _on_fast_retry(status, event):
 
 
 def _on_worker_restarted(status, event):
-    properties.append_log(status, "Blender worker restarted: " + _text(event.get("reason")), "WARNING")
+    properties.append_log(status, "Worker restarted: " + _text(event.get("reason")), "WARNING")
 
 
 def _on_render_produced(status, event):

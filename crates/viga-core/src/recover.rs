@@ -18,7 +18,7 @@ pub(crate) const PHASE_REDOS: u32 = 3;
 /// (`nobody_restarts`), or restarts failed twice in a row.
 pub(crate) fn gone(fault: WorkerFault, nobody_restarts: bool) -> CoreError {
     let context = if nobody_restarts {
-        "the worker is gone and nothing restarts it (a Blender viga does not supervise)"
+        "the worker is gone and nothing restarts it (one viga does not supervise, such as a person's Blender)"
     } else {
         "the worker could not be restarted twice in a row; check it with `viga doctor`"
     };
