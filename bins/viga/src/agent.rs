@@ -143,7 +143,9 @@ fn finish(outcome: &AgentOutcome, out: &Output, attached: bool) -> ExitCode {
             viga_protocol::event::seconds_in_words(*seconds),
             outcome.steps
         ),
-        StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
+        StopReason::Cancelled | StopReason::Failed { .. } | StopReason::GeneratorEnded { .. } => {
+            String::new()
+        }
     };
     if !message.is_empty() {
         out.say(&message);

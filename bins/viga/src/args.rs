@@ -322,6 +322,10 @@ pub struct RunArgs {
     /// Model turns the generator may take per iteration when it has tools.
     #[arg(long, value_name = "N", default_value_t = viga_core::DEFAULT_GENERATOR_MAX_TURNS)]
     pub generator_max_turns: u32,
+    /// With generator tools, the generator's end_process only asks to stop and the verifier
+    /// decides; by default it ends the run (seed 001), after its program's views are scored.
+    #[arg(long)]
+    pub verifier_decides_end: bool,
     /// A folder of assets (.blend, .glb, .gltf, .fbx, .obj with .txt descriptions) the
     /// generator's get_better_assets searches. Slides: a folder of pictures the programs may
     /// put on slides (read-only).
@@ -675,6 +679,7 @@ impl RunArgs {
                 )
             })?;
         config.generator_max_turns = self.generator_max_turns;
+        config.generator_ends_run = !self.verifier_decides_end;
         config.time_limit = self.time_limit.0;
         Ok(config)
     }

@@ -206,11 +206,14 @@ fn say_how_it_ended(
         StopReason::Accepted | StopReason::MaxIterations | StopReason::TimeLimit { .. } => {
             outcome.final_message.clone()
         }
-        StopReason::Cancelled | StopReason::Failed { .. } => String::new(),
+        StopReason::Cancelled | StopReason::Failed { .. } | StopReason::GeneratorEnded { .. } => {
+            String::new()
+        }
     };
     match &stop {
         StopReason::Failed { message, .. } => out.say(&format!("error: {message}")),
         StopReason::Cancelled => out.say("cancelled"),
+        other @ StopReason::GeneratorEnded { .. } => out.say(&other.in_words()),
         StopReason::Accepted => out.say(&format!("done: {message}")),
         StopReason::MaxIterations => out.say(&format!("rounds spent: {message}")),
         StopReason::TimeLimit { .. } => out.say(&format!("stopped: {message}")),

@@ -73,6 +73,9 @@ impl Printer {
                 let why = match stop {
                     StopReason::Accepted => "the verifier accepted the result".to_owned(),
                     StopReason::MaxIterations => "the iteration budget is spent".to_owned(),
+                    StopReason::GeneratorEnded { why } => {
+                        format!("the generator ended the run (end_process): {why}")
+                    }
                     StopReason::Cancelled => "cancelled".to_owned(),
                     StopReason::TimeLimit { seconds } => format!(
                         "the time limit ({}) passed; what was made by then is kept",

@@ -226,7 +226,8 @@ class TurnBuilder:
         stop = _dict(event.get("stop"))
         reason = _text(stop.get("reason"))
         words = {"accepted": "Accepted", "max_iterations": "Budget spent", "cancelled": "Cancelled",
-                 "time_limit": "Time limit reached", "failed": "Failed"}.get(reason, reason)
+                 "time_limit": "Time limit reached", "generator_ended": "Ended by the generator",
+                 "failed": "Failed"}.get(reason, reason)
         message = _text(stop.get("message"))
         self.add("END", "%s%s" % (words, ": " + message if message else ""), detail=message,
                  failed=reason == "failed")

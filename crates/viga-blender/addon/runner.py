@@ -40,6 +40,7 @@ OUTCOME_STATES = {
     "accepted": "FINISHED",
     "max_iterations": "FINISHED",
     "time_limit": "FINISHED",
+    "generator_ended": "FINISHED",
     "cancelled": "CANCELLED",
     "failed": "FAILED",
 }

@@ -57,6 +57,11 @@ pub struct RunConfig {
     /// ([`GeneratorTools::resolve`]); off in run folders written before it existed.
     #[serde(default)]
     pub generator_tools: bool,
+    /// A generator with tools that calls `end_process` ends the run (seed 001), after its last
+    /// program's renders and scores are recorded; `false`: the verifier is told of the request
+    /// and decides. `false` in run folders written before the generator could end a run.
+    #[serde(default)]
+    pub generator_ends_run: bool,
     /// Model turns the generator may take per iteration when it has tools.
     #[serde(default = "default_generator_max_turns")]
     pub generator_max_turns: u32,
@@ -249,6 +254,7 @@ impl RunConfig {
             verifier_max_turns: 6,
             plan_each_iteration: true,
             generator_tools: false,
+            generator_ends_run: true,
             generator_max_turns: DEFAULT_GENERATOR_MAX_TURNS,
             tool_calling_found: None,
             provider: String::new(),

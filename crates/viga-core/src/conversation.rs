@@ -167,6 +167,7 @@ pub fn stop_word(stop: &StopReason) -> &'static str {
     match stop {
         StopReason::Accepted => "accepted",
         StopReason::MaxIterations => "max_iterations",
+        StopReason::GeneratorEnded { .. } => "generator_ended",
         StopReason::Cancelled => "cancelled",
         StopReason::TimeLimit { .. } => "time_limit",
         StopReason::Failed { .. } => "failed",

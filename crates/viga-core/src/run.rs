@@ -308,13 +308,16 @@ impl Run {
 
     async fn iterate(&mut self, recorded: &mut u32) -> Result<StopReason, CoreError> {
         for index in self.first_index..=self.config.max_iterations {
-            let record = self.iteration(index).await?;
+            let (record, ended) = self.iteration(index).await?;
             let accepted = record.feedback.as_ref().is_some_and(|f| f.accepted);
             self.memory.push(record.clone());
             *recorded = index;
             self.emit(RunEvent::IterationFinished {
                 record: Box::new(record),
             })?;
+            if let Some(why) = ended {
+                return Ok(StopReason::GeneratorEnded { why });
+            }
             if accepted {
                 return Ok(StopReason::Accepted);
             }
@@ -322,7 +325,12 @@ impl Run {
         Ok(StopReason::MaxIterations)
     }
 
-    async fn iteration(&mut self, index: u32) -> Result<IterationRecord, CoreError> {
+    /// One iteration: the generator's half, then the critique; with the generator's reason
+    /// when it ended the run (see [`RunConfig::generator_ends_run`]).
+    async fn iteration(
+        &mut self,
+        index: u32,
+    ) -> Result<(IterationRecord, Option<String>), CoreError> {
         let started = Instant::now();
         let mut tally = Tally::default();
         self.emit(RunEvent::IterationStarted { index })?;
@@ -335,21 +343,34 @@ impl Run {
         } else {
             self.generate(index, &mut tally).await?
         };
-        let (feedback, render_ids) = self
-            .critique(index, &mut attempt, refusals, &mut tally)
-            .await?;
+        let ended = attempt
+            .end_request
+            .clone()
+            .filter(|_| self.config.generator_ends_run);
+        let (feedback, render_ids) = match &ended {
+            Some(why) => self.generator_ended(index, &attempt, why).await?,
+            None => {
+                self.critique(index, &mut attempt, refusals, &mut tally)
+                    .await?
+            }
+        };
         self.emit(RunEvent::FeedbackProduced {
             index,
             feedback: feedback.clone(),
         })?;
         self.write_scores()?;
         tally.timings.total_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(IterationRecord {
+        let record = IterationRecord {
             index,
             plan,
             code: attempt.code.unwrap_or_default(),
             execution: attempt.result,
-            failure: recorded_failure(attempt.failure, &feedback),
+            // A result no verifier judged was not rejected (E3).
+            failure: if ended.is_some() {
+                attempt.failure
+            } else {
+                recorded_failure(attempt.failure, &feedback)
+            },
             feedback: Some(feedback),
             retry_count: attempt.retries,
             retry_errors: attempt.retry_errors,
@@ -357,7 +378,39 @@ impl Run {
             render_ids,
             timings: tally.timings,
             usage: tally.usage,
-        })
+        };
+        Ok((record, ended))
+    }
+
+    /// The iteration whose generator ended the run (`why`): its program's target views are
+    /// rendered and scored, the program is kept as the result when it ran, and no verifier
+    /// is asked. The feedback says so.
+    async fn generator_ended(
+        &mut self,
+        index: u32,
+        attempt: &Attempt,
+        why: &str,
+    ) -> Result<(Feedback, Vec<String>), CoreError> {
+        let mut render_ids = Vec::new();
+        if attempt.left_a_scene {
+            render_ids = self
+                .score_targets(index)
+                .await?
+                .into_iter()
+                .map(|look| look.render_id)
+                .collect();
+        }
+        if attempt.failure.is_none() && attempt.code.is_some() {
+            self.final_code = attempt.code.clone();
+        }
+        let feedback = Feedback {
+            visual_differences: vec![format!(
+                "not verified: the generator ended the run with end_process ({why})"
+            )],
+            suggestions: Vec::new(),
+            accepted: false,
+        };
+        Ok((feedback, render_ids))
     }
 
     /// The generator's half of an iteration without tools: the plan (when enabled), the
@@ -411,9 +464,10 @@ impl Run {
     }
 
     /// The iteration's critique and the renders behind it: the verifier's whenever the
-    /// program left a scene, even when all fast retries failed (seed 002); a synthetic one
-    /// when it left none (no code, stopped at the timeout, Blender died with it), since
-    /// there is nothing new to look at. A reply of the worker refused meanwhile makes the
+    /// program left a scene, even when all fast retries failed, and when no program came
+    /// back at all (E2: seed 002's "record as E1/E2 failure and proceed to Verifier", which
+    /// then looks at the scene the last program left); a synthetic one when a program left
+    /// none (stopped at the timeout, Blender died with it), since its worker was restarted. A reply of the worker refused meanwhile makes the
     /// program a failure (E1) the model is told about.
     async fn critique(
         &mut self,
@@ -422,7 +476,8 @@ impl Run {
         refusals: RefusalMark,
         tally: &mut Tally,
     ) -> Result<(Feedback, Vec<String>), CoreError> {
-        if !attempt.left_a_scene {
+        let no_program = attempt.failure == Some(FailureClass::E2);
+        if !attempt.left_a_scene && !no_program {
             let feedback = nothing_to_look_at(index, attempt, self.config.generator_tools);
             return Ok((feedback, Vec::new()));
         }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use viga_protocol::event::{ModelRole, RunEvent};
-use viga_protocol::iteration::Feedback;
+use viga_protocol::iteration::{FailureClass, Feedback};
 use viga_protocol::json_candidates;
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse};
@@ -253,9 +253,13 @@ async fn first_look(
             )
         })
         .unwrap_or_default();
-    content.push(ContentPart::text(format!(
-        "Iteration {index}. {}{end_request}\nCompare the result with the target and finish with end_process.",
+    let how_it_ran = if attempt.failure == Some(FailureClass::E2) {
+        "No program came back in this iteration (the generator's answers held no whole program, after every fast retry): what you see is the scene the last program that ran left, or the starting scene. Say what the next program must do.".to_owned()
+    } else {
         describe_execution(&execution_for_prompt(&attempt.result))
+    };
+    content.push(ContentPart::text(format!(
+        "Iteration {index}. {how_it_ran}{end_request}\nCompare the result with the target and finish with end_process."
     )));
     Ok(content)
 }

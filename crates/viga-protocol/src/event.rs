@@ -22,6 +22,9 @@ pub enum StopReason {
     Accepted,
     /// The iteration budget (the add-on agent's: its step budget) was spent.
     MaxIterations,
+    /// The generator ended the run with `end_process` (seed 001), saying why; its last
+    /// program's renders and scores were recorded, and no verifier was asked.
+    GeneratorEnded { why: String },
     /// The user stopped the run.
     Cancelled,
     /// The run's time limit passed (`--time-limit`); what it made by then is kept.
@@ -89,7 +92,10 @@ impl StopReason {
     pub fn exit_code(&self) -> u8 {
         match self {
             // A spent budget, of iterations or of time, is an end the person chose.
-            Self::Accepted | Self::MaxIterations | Self::TimeLimit { .. } => 0,
+            Self::Accepted
+            | Self::MaxIterations
+            | Self::GeneratorEnded { .. }
+            | Self::TimeLimit { .. } => 0,
             Self::Cancelled => FailureKind::Cancelled.exit_code(),
             Self::Failed { kind, .. } => kind.exit_code(),
         }
@@ -100,6 +106,7 @@ impl StopReason {
         match self {
             Self::Accepted => "accepted".to_owned(),
             Self::MaxIterations => "the iteration budget was spent".to_owned(),
+            Self::GeneratorEnded { why } => format!("the generator ended it: {why}"),
             Self::Cancelled => "cancelled".to_owned(),
             Self::TimeLimit { seconds } => {
                 format!("stopped at its time limit ({})", seconds_in_words(*seconds))

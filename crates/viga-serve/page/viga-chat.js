@@ -214,7 +214,7 @@
     const parts = entryFor(queryId);
     if (record.kind === "finished") {
       const stop = record.stop.reason;
-      parts.status.textContent = { accepted: "done", max_iterations: "out of steps", time_limit: "out of time", cancelled: "cancelled", failed: "failed" }[stop] || stop;
+      parts.status.textContent = { accepted: "done", max_iterations: "out of steps", time_limit: "out of time", generator_ended: "ended", cancelled: "cancelled", failed: "failed" }[stop] || stop;
       if (stop === "accepted") {
         const answer = document.createElement("div");
         answer.className = "answer";

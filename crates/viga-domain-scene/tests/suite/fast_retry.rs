@@ -157,8 +157,10 @@ async fn test_fast_retry_count_is_recorded() {
     assert_eq!(records[0].retry_count, 2);
 }
 
+/// Seed 002: prose every time is E2 after three fast retries, and the iteration still goes
+/// to the verifier, which looks at the scene as it is (here the starting scene).
 #[tokio::test]
-async fn prose_only_every_time_is_an_e2_iteration_without_verification() {
+async fn prose_only_every_time_is_an_e2_iteration_the_verifier_still_sees() {
     let prose = text("I would put a crate there.");
     let (record, events, _dir) = run_one_iteration(vec![
         text("plan"),
@@ -166,6 +168,7 @@ async fn prose_only_every_time_is_an_e2_iteration_without_verification() {
         prose.clone(),
         prose.clone(),
         prose,
+        verdict(false),
     ])
     .await;
     assert_eq!(
@@ -175,8 +178,14 @@ async fn prose_only_every_time_is_an_e2_iteration_without_verification() {
     assert!(
         !events
             .iter()
+            .any(|e| matches!(e, RunEvent::CodeProduced { .. })),
+        "no program ran"
+    );
+    assert!(
+        events
+            .iter()
             .any(|e| matches!(e, RunEvent::RenderProduced { .. })),
-        "nothing ran, nothing to render"
+        "the verifier looked at the scene"
     );
 }
 

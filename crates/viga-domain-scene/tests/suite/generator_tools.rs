@@ -32,9 +32,12 @@ fn verdict_after_request(accepted: bool, reason: &str) -> Value {
     turn
 }
 
+/// A generator with tools whose `end_process` asks the verifier (the tests of the
+/// conversation between them); [`the_generators_end_process_ends_the_run`] has the default.
 fn with_tools(max_iterations: u32) -> RunConfig {
     let mut settings = config(max_iterations);
     settings.generator_tools = true;
+    settings.generator_ends_run = false;
     settings
 }
 
@@ -421,5 +424,62 @@ async fn calls_with_their_arguments_beside_the_name_are_run() {
     assert_eq!(
         calls(&finished.records[0]),
         [("execute_code", true), ("end_process", true)]
+    );
+}
+
+/// Seed 001 (issue 36): by default the generator's `end_process` ends the run with its
+/// reason, after its program's target views are rendered and scored; no verifier is asked
+/// (the script has no verifier turn), and the report gives the reason.
+#[tokio::test]
+async fn the_generators_end_process_ends_the_run() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("goal.png");
+    std::fs::write(&target, viga_testkit::picture::halves_png(32, 32)).unwrap();
+    let mut settings = config(3);
+    settings.generator_tools = true;
+    settings.targets = vec![viga_core::TargetSpec::picture(target)];
+    let code = "import bpy\nbpy.ops.mesh.primitive_cube_add()\nbpy.ops.object.camera_add(location=(4, -4, 3), rotation=(1.1, 0, 0.8))\nbpy.context.scene.camera = bpy.context.object\n";
+    let finished = run(
+        settings,
+        vec![
+            tools_turn(json!({}), &[("execute_code", json!({"code": code}))]),
+            tools_turn(
+                json!({"last_message_contains": "The program ran without errors"}),
+                &[(
+                    "end_process",
+                    json!({"reason": "the cube stands where it should"}),
+                )],
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(
+        finished.stop,
+        StopReason::GeneratorEnded {
+            why: "the cube stands where it should".to_owned()
+        },
+        "{:?}",
+        finished.events
+    );
+    assert_eq!(finished.records.len(), 1);
+    assert_eq!(finished.records[0].failure, None);
+    assert!(
+        finished
+            .events
+            .iter()
+            .any(|event| matches!(event, RunEvent::ViewScored { index: 1, .. })),
+        "the last program's views were scored"
+    );
+    assert!(!finished.events.iter().any(|event| matches!(
+        event,
+        RunEvent::ModelCalled {
+            role: viga_protocol::event::ModelRole::Verifier,
+            ..
+        }
+    )));
+    let report = viga_core::report::render_html(&finished.folder, &super::kinds()).unwrap();
+    assert!(
+        report.contains("the generator ended it: the cube stands where it should"),
+        "the report gives the reason"
     );
 }

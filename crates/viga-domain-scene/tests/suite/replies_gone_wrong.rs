@@ -203,3 +203,42 @@ async fn a_verifier_call_in_tool_call_tags_is_its_verdict() {
     .await;
     assert_eq!(stop, StopReason::Accepted, "{events:?}");
 }
+
+/// Seed 002 (issue 36): when no answer holds a program after every fast retry, the
+/// iteration is recorded as E2 and still goes to the verifier, told that no program came
+/// back, so its critique reaches the next iteration.
+#[tokio::test]
+async fn an_iteration_without_a_program_still_goes_to_the_verifier() {
+    let mut settings = config(1);
+    settings.plan_each_iteration = false;
+    let mut verifier = verdict(false);
+    verifier["expect"]["any_message_contains"] = json!("No program came back in this iteration");
+    let (events, stop, _) = run(
+        settings,
+        vec![
+            text("I would add a crate."),
+            text("A crate, then."),
+            text("Still a crate."),
+            text("The crate."),
+            verifier,
+        ],
+    )
+    .await;
+    assert_eq!(stop, StopReason::MaxIterations, "{events:?}");
+    let record = events
+        .iter()
+        .find_map(|event| match event {
+            RunEvent::IterationFinished { record } => Some(record.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(record.failure, Some(FailureClass::E2));
+    assert!(
+        record
+            .feedback
+            .as_ref()
+            .is_some_and(|feedback| feedback.visual_differences == ["the crate is too small"]),
+        "{:?}",
+        record.feedback
+    );
+}

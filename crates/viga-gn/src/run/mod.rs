@@ -187,7 +187,9 @@ impl GnOutcome {
         match &self.stop {
             StopReason::Failed { message, .. } => Some(message),
             StopReason::MaxIterations | StopReason::TimeLimit { .. } => Some(&self.final_message),
-            StopReason::Accepted | StopReason::Cancelled => None,
+            StopReason::Accepted | StopReason::Cancelled | StopReason::GeneratorEnded { .. } => {
+                None
+            }
         }
     }
 

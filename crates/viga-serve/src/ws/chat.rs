@@ -513,6 +513,8 @@ impl Request {
                         format!("stopped after {} steps without an answer", outcome.steps)
                     }
                     StopReason::Cancelled => "cancelled by the user".to_owned(),
+                    // Only a loop run's generator ends a run so; said in words all the same.
+                    other @ StopReason::GeneratorEnded { .. } => other.in_words(),
                     StopReason::TimeLimit { seconds } => format!(
                         "stopped at the request's time limit ({}) without an answer",
                         viga_protocol::event::seconds_in_words(*seconds)
