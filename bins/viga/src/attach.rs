@@ -78,12 +78,19 @@ struct HostArgs {
 pub async fn addon(command: AddonCommand) -> Result<std::process::ExitCode> {
     match command {
         AddonCommand::Build { out } => {
-            let path =
-                viga_blender::addon::build_zip(&out, std::env::current_exe().ok().as_deref())?;
+            let path = viga_blender::addon::build_zip(&out)?;
             println!("{}", path.display());
             println!(
                 "install it in Blender 4.2 or newer: Edit > Preferences > Get Extensions > Install from Disk"
             );
+            // The zip names no path of this machine, so the add-on looks for viga on the PATH
+            // Blender starts with; a person who never put viga there needs this one's path.
+            if let Ok(viga) = std::env::current_exe() {
+                println!(
+                    "the add-on starts the viga on Blender's PATH, or the one set in Preferences > Add-ons > viga > viga executable (this one is {})",
+                    viga.display()
+                );
+            }
             Ok(std::process::ExitCode::SUCCESS)
         }
         AddonCommand::Host {
@@ -116,9 +123,7 @@ async fn host(zip: Option<PathBuf>, args: HostArgs) -> Result<std::process::Exit
         .context("cannot make a temporary folder for the host")?;
     let zip = match zip {
         Some(zip) => zip,
-        None => {
-            viga_blender::addon::build_zip(scratch.path(), std::env::current_exe().ok().as_deref())?
-        }
+        None => viga_blender::addon::build_zip(scratch.path())?,
     };
     let server = match args.server {
         Some((url, username)) => {

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """viga inside Blender.
 
 The extension does two things. It hosts viga's bridge (`viga_bridge`, the same file viga's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Work that must not hold Blender's main thread (a viga command that stores a key or applies a
 # result, reading a conversation's run folders) runs on a thread of its own. What it returns
 # is handed back to the main thread: the runner's tick calls drain(), which calls each job's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The chat of each mode: the transcript of the .blend's conversation, read from its run
 # folders (the run folders are the record; the .blend keeps only their list, per mode). Each
 # turn is a request followed by what its run did: plans, programs (collapsed under their

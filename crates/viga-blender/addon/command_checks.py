@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # What a viga server may ask of an add-on in this Blender: only a command the add-on's
 # manifest declares, with only the parameters it declares, each of the declared JSON type (and
 # one of the declared options). The add-on's code may have more handlers than it declares, and

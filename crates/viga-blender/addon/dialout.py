@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Dial-out: this Blender connects to a viga server (`viga gateway`) so the people chatting
 # with the server's agent, from its web page, work on this scene with this Blender's add-ons.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Where runs go, and the list of earlier runs. The list is read from disk only by refresh()
 # (the refresh operator, a finished run, a loaded .blend) and cached, so the panel's draw()
 # never walks the disk.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # API keys a desktop user gives once. The key is typed into a dialog of the preferences and
 # handed straight to `viga key set VARIABLE` on its standard input, on a background thread:
 # viga keeps it in the operating system's keyring, or else in a file only the user can read.

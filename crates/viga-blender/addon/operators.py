@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The add-on's operators (bpy.ops.viga.*). They check what the user asked for, build the viga
 # command line and hand it to the runner; the run itself happens in a child process. A new
 # message continues its mode's conversation (`--continue` the last run); Apply asks

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The viga tab of the 3D viewport's sidebar: a chat per mode (the .blend's conversation, read
 # from its run folders), the message box, what a run is doing, a review of a finished scene
 # run before it is applied, and the history and log. draw() only reads properties and the

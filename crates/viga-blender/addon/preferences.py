@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The add-on's preferences: which model viga talks to, how it renders and loops, the tools,
 # assets, containment and Geometry Nodes settings a run takes, and where the viga executable
 # and the run folders are. Every setting has the CLI's default. API keys are never stored
@@ -207,8 +208,7 @@ class VigaPreferences(bpy.types.AddonPreferences):
     containment: EnumProperty(name="Containment", items=CONTAINMENT, default="AUTO")
     viga_path: StringProperty(
         name="viga executable", subtype="FILE_PATH",
-        description="Path of the viga program; empty = the one the add-on was built with, "
-        "else viga on PATH",
+        description="Path of the viga program; empty = viga on the PATH Blender started with",
     )
     runs_folder: StringProperty(
         name="Runs folder", subtype="DIR_PATH",

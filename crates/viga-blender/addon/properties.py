@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The add-on's data. What the user types (mode, task, target, request) and each mode's
 # conversation (the list of its run folders, nothing else: the run folders are the record) live
 # on the Scene, so they are saved with the .blend; the state of a run, the chat as read from the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Runs one viga child process at a time without ever blocking Blender's UI.
 #
 # The child prints one JSON object per stdout line (`--events jsonl`). Two daemon threads read
@@ -31,7 +32,6 @@ CANCEL_GRACE_S = 1.0  # after a cancel, how long viga may take to stop before it
 PIPE_GRACE_S = 1.0  # after viga exits, how long to wait for pipes a grandchild may hold open
 STDERR_TAIL_LINES = 8
 MAX_THUMBNAILS = 5  # the target and the latest renders
-VIGA_PATH_FILE = "viga_path.txt"  # written into the package by `viga addon build`
 
 # The stream's lines are viga_protocol::stream's StreamRecord: `v` is its version, and every
 # kind of run ends with the same StopReason.
@@ -142,8 +142,9 @@ def _abspath(path):
 
 
 def find_viga(prefs):
-    """The viga executable: the preference, else the one `viga addon build` recorded, else viga
-    on PATH. Raises RunnerError saying how to fix it."""
+    """The viga executable: the preference, else viga on PATH. Raises RunnerError saying how to
+    fix it. The package names no path of the machine that built it, so these are the only two
+    places to look."""
     if prefs.viga_path.strip():
         path = _abspath(prefs.viga_path)
         if os.path.isfile(path) and os.access(path, os.X_OK):
@@ -152,25 +153,14 @@ def find_viga(prefs):
             "The viga executable set in the add-on preferences is not an executable file: %s "
             "(fix it in Preferences > Add-ons > viga)" % path
         )
-    built = _built_viga_path()
-    if built is not None:
-        return built
     found = shutil.which("viga")
     if found is not None:
         return found
     raise RunnerError(
-        "viga was not found: set the path of the viga executable in Preferences > Add-ons > viga "
-        "(it is not on PATH and this add-on was not built with `viga addon build`)"
+        "viga was not found on the PATH Blender started with: set the path of the viga executable in "
+        "Preferences > Add-ons > viga > viga executable (`viga addon build` prints it), or start "
+        "Blender from a shell whose PATH holds viga"
     )
-
-
-def _built_viga_path():
-    try:
-        with open(os.path.join(os.path.dirname(__file__), VIGA_PATH_FILE), "r", encoding="utf-8") as handle:
-            path = handle.read().strip()
-    except OSError:
-        return None  # a package not made by `viga addon build` has no such file
-    return path if path and os.path.isfile(path) else None
 
 
 def _option(flag, value):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The files a viga server's add-on commands may name in this Blender: one folder the person
 # chose (the add-on's "Server files" preference), nothing else. The server is someone else's
 # machine; its agent's model reads what people type and what the scene holds, so a path it

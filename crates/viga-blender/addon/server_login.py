@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Where the add-on keeps the token it logs in to a viga server with: a JSON file readable by
 # this user alone (mode 0600, written by exclusive create and rename) in a private folder,
 # never the .blend and never Blender's preferences file, which people share and back up.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # A small WebSocket client (RFC 6455) over the standard library's socket and ssl: Blender's
 # Python ships no WebSocket library, and the add-on must not install one. It speaks what the
 # dial-out needs and refuses the rest: no extensions, no subprotocols, masked frames out,

@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let dir = tempfile::tempdir()?;
-    let zip = build_zip(&dir.path().join("dist"), None)?;
+    let zip = build_zip(&dir.path().join("dist"))?;
     let stats = dir.path().join("ticks.json");
     let options = HostOptions {
         user_dir: dir.path().join("blender-user"),

@@ -15,8 +15,6 @@ include!(concat!(env!("OUT_DIR"), "/addon_files.rs"));
 
 /// The extension's id: Blender imports it as `bl_ext.<repository>.viga_blender`.
 pub const EXTENSION_ID: &str = "viga_blender";
-/// Names the viga executable that built the zip: the add-on's default for starting runs.
-pub const VIGA_PATH_FILE: &str = "viga_path.txt";
 
 /// The headless host (see [`host_command`]).
 pub const HOST_SOURCE: &str = include_str!("../python/addon_host.py");
@@ -196,9 +194,10 @@ pub fn zip_name() -> String {
     format!("{EXTENSION_ID}-{}.zip", env!("CARGO_PKG_VERSION"))
 }
 
-/// Every file of the package, by path: `addon/`, the bridge package, and (when given) the
-/// path of the viga executable the add-on should start.
-pub fn package_files(viga_executable: Option<&Path>) -> Vec<(String, Vec<u8>)> {
+/// Every file of the package, by path: `addon/` and the bridge package. Nothing of the
+/// machine that builds it: the zip is the same wherever it is built, and the add-on finds
+/// viga through its preferences or on PATH.
+pub fn package_files() -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = ADDON_FILES
         .iter()
         .map(|(name, text)| ((*name).to_owned(), text.as_bytes().to_vec()))
@@ -208,18 +207,12 @@ pub fn package_files(viga_executable: Option<&Path>) -> Vec<(String, Vec<u8>)> {
             .iter()
             .map(|(path, text)| ((*path).to_owned(), text.as_bytes().to_vec())),
     );
-    if let Some(path) = viga_executable {
-        files.push((
-            VIGA_PATH_FILE.to_owned(),
-            path.to_string_lossy().into_owned().into_bytes(),
-        ));
-    }
     files
 }
 
 /// Writes the extension zip into `out_dir` (created if needed) and returns its path. The zip
 /// is written under a temporary name and renamed, so an installer never sees half a file.
-pub fn build_zip(out_dir: &Path, viga_executable: Option<&Path>) -> Result<PathBuf, AddonError> {
+pub fn build_zip(out_dir: &Path) -> Result<PathBuf, AddonError> {
     let path = out_dir.join(zip_name());
     let failed = |message: String| AddonError::Write {
         path: path.clone(),
@@ -231,7 +224,7 @@ pub fn build_zip(out_dir: &Path, viga_executable: Option<&Path>) -> Result<PathB
     let options = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .unix_permissions(0o644);
-    for (name, bytes) in package_files(viga_executable) {
+    for (name, bytes) in package_files() {
         zip.start_file(name, options)
             .map_err(|err| failed(err.to_string()))?;
         zip.write_all(&bytes)
@@ -264,7 +257,7 @@ mod tests {
     #[test]
     fn the_zip_holds_the_package_and_the_whole_bridge_package_as_it_is() {
         let dir = tempfile::tempdir().unwrap();
-        let path = build_zip(dir.path(), Some(Path::new("/opt/viga/bin/viga"))).unwrap();
+        let path = build_zip(dir.path()).unwrap();
         assert_eq!(path.file_name().unwrap().to_str().unwrap(), zip_name());
         let mut archive = zip::ZipArchive::new(std::fs::File::open(&path).unwrap()).unwrap();
         let names: Vec<String> = archive
@@ -276,7 +269,6 @@ mod tests {
             "blender_manifest.toml",
             "viga_bridge/__init__.py",
             "viga_bridge/serving.py",
-            VIGA_PATH_FILE,
         ] {
             assert!(names.iter().any(|n| n == needed), "{needed} in {names:?}");
         }

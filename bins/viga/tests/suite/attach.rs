@@ -31,7 +31,7 @@ struct Host {
 impl Host {
     fn start(blend: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
+        let zip = build_zip(&dir.path().join("dist")).unwrap();
         let options = HostOptions {
             user_dir: dir.path().join("blender-user"),
             blend: blend.map(Path::to_path_buf),

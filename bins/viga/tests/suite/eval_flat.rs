@@ -1,7 +1,8 @@
 //! `viga eval slidebench` and `viga eval pages` on the mini-suites (`fixtures/slidebench-mini`,
 //! made by `fixtures/make_slidebench_mini.py`, and `fixtures/pages-mini`), on real LibreOffice
 //! and real Chromium: the oracle scores best, noop worse, the execution rate is reported, the
-//! agent runs as a system, and the judge scores only with a provider, labelled as the judge.
+//! agent runs as a system, and the judge scores only with a provider, labelled as the judge,
+//! with AutoPresent's overall score beside the one weighed by the execution rate.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic: that is how tests fail
 
 use std::path::{Path, PathBuf};
@@ -71,18 +72,37 @@ fn slidebench_oracle_scores_best_noop_worse_and_the_judge_needs_a_provider() {
         &["--baseline", "noop"],
     );
     for summary in [&oracle, &noop] {
-        assert_eq!(summary["instances"], 3, "{summary}");
+        assert_eq!(summary["instances"], 4, "{summary}");
         assert_eq!(summary["execution_rate"], 100.0, "{summary}");
         assert_eq!(summary["judge"], Value::Null, "no provider, no judge");
-        assert_eq!(
-            column(summary, "overall"),
-            Value::Null,
-            "no judge, no overall"
-        );
+        for overall in ["overall", "overall_executed"] {
+            assert_eq!(
+                column(summary, overall),
+                Value::Null,
+                "no judge, no {overall}"
+            );
+        }
     }
-    for metric in ["match", "text", "color", "position"] {
+    for metric in ["match", "text", "position"] {
         assert_eq!(column(&oracle, metric), 100.0, "{metric}: {oracle}");
     }
+    // Colour counts an inherited fill or background 0 (AutoPresent's get_shape_fill_similarity
+    // and background rule), the reference's own included: lecture/slide_1 is built on the
+    // template's placeholders, and only its picture pair of six comparisons counts, 100/6.
+    // The other slides' fills and backgrounds are their own: 100.
+    let colour = column(&oracle, "color").as_f64().unwrap();
+    assert!(
+        (colour - (300.0 + 100.0 / 6.0) / 4.0).abs() < 1e-9,
+        "{oracle}"
+    );
+    let lecture: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("oracle/lecture/slide_1/scores.json")).unwrap(),
+    )
+    .unwrap();
+    let lecture = lecture["reference"]["color"].as_f64().unwrap();
+    assert!((lecture - 100.0 / 6.0).abs() < 1e-9, "{lecture}");
+    // A blank slide has no pair to compare: 100 on colour, above the oracle.
+    assert_eq!(column(&noop, "color"), 100.0, "{noop}");
     // A blank slide pairs no block with the reference's: match 0 (the other three have no
     // pair to average, which the evaluator counts as 100).
     assert_eq!(column(&noop, "match"), 0.0, "{noop}");
@@ -127,9 +147,12 @@ fn slidebench_oracle_scores_best_noop_worse_and_the_judge_needs_a_provider() {
         judged["judge"].as_str().unwrap().starts_with("scripted/"),
         "{judged}"
     );
-    let overall = column(&judged, "overall").as_f64().unwrap();
-    // (4 x 100 + 100 + 80 + 60 + 80) / 8 = 90, times an execution rate of 100%.
-    assert!((overall - 90.0).abs() < 1e-9, "{judged}");
+    // AutoPresent's: (4 x 100 + 100 + 80 + 60 + 80) / 8 = 90; times an execution rate of 100%,
+    // the same.
+    for overall in ["overall", "overall_executed"] {
+        let value = column(&judged, overall).as_f64().unwrap();
+        assert!((value - 90.0).abs() < 1e-9, "{overall}: {judged}");
+    }
 }
 
 #[test]
@@ -264,8 +287,8 @@ fn slidebench_shards_fill_one_folder_and_a_rerun_resumes() {
         &out,
         &["--baseline", "noop", "--shard", "0/2"],
     );
-    // Three slides: shard 0/2 takes the first and the third.
-    assert_eq!(first["selected"], 3, "{first}");
+    // Four slides: shard 0/2 takes the first and the third.
+    assert_eq!(first["selected"], 4, "{first}");
     assert_eq!(first["instances"], 2, "{first}");
     let second = eval(
         "slidebench",
@@ -273,7 +296,7 @@ fn slidebench_shards_fill_one_folder_and_a_rerun_resumes() {
         &out,
         &["--baseline", "noop", "--shard", "1/2", "--workers", "2"],
     );
-    assert_eq!(second["instances"], 3, "{second}");
+    assert_eq!(second["instances"], 4, "{second}");
     let scores: Vec<PathBuf> = std::fs::read_dir(&out)
         .unwrap()
         .flatten()
@@ -282,7 +305,7 @@ fn slidebench_shards_fill_one_folder_and_a_rerun_resumes() {
         .map(|slide| slide.path())
         .filter(|slide| slide.join("scores.json").is_file())
         .collect();
-    assert_eq!(scores.len(), 3, "{scores:?}");
+    assert_eq!(scores.len(), 4, "{scores:?}");
     for slide in &scores {
         assert!(
             slide.join("containment.json").is_file(),

@@ -30,7 +30,7 @@ impl Host {
     /// `server`: the server's URL, the user and their token.
     pub fn start(blend: &Path, addons: Option<&Path>, server: Option<(&str, &str, &str)>) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let zip = build_zip(&dir.path().join("dist"), Some(Path::new(VIGA))).unwrap();
+        let zip = build_zip(&dir.path().join("dist")).unwrap();
         let options = HostOptions {
             user_dir: dir.path().join("blender-user"),
             blend: Some(blend.to_path_buf()),

@@ -12,7 +12,7 @@ use super::{bpy_python, run_checks};
 
 /// The extension's package as it ships: the built zip, extracted into `dir/package/`.
 fn shipped_package(dir: &Path) -> PathBuf {
-    let zip = build_zip(dir, None).unwrap();
+    let zip = build_zip(dir).unwrap();
     let package = dir.join("package").join(EXTENSION_ID);
     std::fs::create_dir_all(&package).unwrap();
     zip::ZipArchive::new(std::fs::File::open(&zip).unwrap())

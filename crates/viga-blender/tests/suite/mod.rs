@@ -1,3 +1,4 @@
+mod addon_package;
 mod addon_panel;
 mod bridge_hardening;
 mod bridge_wire;

@@ -10,7 +10,10 @@
 //!   docs/eval.md); a pair with an empty or missing text does not count;
 //! - **color**: per pair, the similarity of the two fills (CIEDE2000 of two RGB fills, equal
 //!   theme colours, equal pictures, two "no fill"s), and per pair once more the similarity of
-//!   the two slides' own RGB backgrounds (0 when either has none);
+//!   the two slides' own RGB backgrounds (0 when either has none). This is the colour path of
+//!   `page_eval.py` run as a command (`get_shape_fill_similarity` and the backgrounds), whose
+//!   `ref_eval.json` AutoPresent's `calc_score.py` reads; not that of its `eval_page`, which
+//!   hands the raw fills to `get_color_similarity` and fails on text blocks (docs/eval.md);
 //! - **position**: per pair, 1 minus the larger of the horizontal and vertical distances of
 //!   the blocks' centres (as shares of the slide), at least 0.
 //!

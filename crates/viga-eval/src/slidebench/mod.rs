@@ -470,9 +470,16 @@ fn describe_status(status: &viga_slides::ProgramStatus) -> String {
     }
 }
 
+/// The column of AutoPresent's overall score: the plain mean of the eight figures, as
+/// `generate/calc_score.py` takes it.
+pub const OVERALL: &str = "overall";
+/// The column of the overall score times the execution rate (viga's own figure).
+pub const OVERALL_EXECUTED: &str = "overall_executed";
+
 /// Sums up the results of one system: execution rate, each reference-based metric's mean
-/// over the executed slides, with a judge its criteria and the overall score: the mean of the
-/// eight times the execution rate, only when every criterion was judged somewhere.
+/// over the executed slides, with a judge its criteria and two overall scores, only when
+/// every criterion was judged somewhere: [`OVERALL`], the plain mean of the eight, and
+/// [`OVERALL_EXECUTED`], that mean times the execution rate.
 pub fn summarise(
     system: &str,
     judge: Option<String>,
@@ -522,13 +529,16 @@ pub fn summarise(
     if judged {
         let overall = match (reference, free) {
             (Some(reference), Some(free)) => {
-                let eight = (reference.mean() * 4.0 + free.iter().sum::<f64>()) / 8.0;
-                Some(eight * summary.execution_rate / 100.0)
+                Some((reference.mean() * 4.0 + free.iter().sum::<f64>()) / 8.0)
             }
             _ => None,
         };
-        summary.columns.push(Column::new("overall", overall, 1));
-        summary.notes.push("Overall: the mean of the eight (the four reference-based metrics, the judge's four criteria) times the execution rate; none unless every criterion was judged somewhere.".to_owned());
+        let executed = overall.map(|overall| overall * summary.execution_rate / 100.0);
+        summary.columns.push(Column::new(OVERALL, overall, 1));
+        summary
+            .columns
+            .push(Column::new(OVERALL_EXECUTED, executed, 1));
+        summary.notes.push(format!("{OVERALL}: AutoPresent's overall score, the plain mean of the eight figures (the four reference-based metrics, the judge's four criteria), as its calc_score.py takes it. {OVERALL_EXECUTED}: that mean times the execution rate (viga's own figure; what calc_score.py gives without --skip_none, where a slide that did not run counts 0 in every figure). Neither unless every criterion was judged somewhere."));
     } else {
         summary.notes.push(
             "No judge (--judge-provider): no reference-free scores, so no overall score."
@@ -573,20 +583,24 @@ mod tests {
     }
 
     #[test]
-    fn the_overall_score_is_the_mean_of_eight_times_the_execution_rate() {
+    fn the_overall_score_is_the_plain_mean_of_the_eight_and_a_second_column_weighs_it() {
         let all = [scores(true, 80.0, Some(4)), scores(false, 0.0, None)];
         let summary = summarise("s", None, 2, &all);
         assert_eq!((summary.executed, summary.execution_rate), (1, 50.0));
         assert_eq!(summary.value("match"), Some(80.0));
         assert!(
-            summary.columns.iter().all(|c| c.name != "overall"),
+            summary
+                .columns
+                .iter()
+                .all(|c| c.name != OVERALL && c.name != OVERALL_EXECUTED),
             "no judge, no overall"
         );
         // The image criterion was never judged: no overall either.
         let judged = summarise("s", Some("scripted/judge".to_owned()), 2, &all);
         assert_eq!(judged.value("judge text"), Some(80.0));
         assert_eq!(judged.value("judge image"), None);
-        assert_eq!(judged.value("overall"), None);
+        assert_eq!(judged.value(OVERALL), None);
+        assert_eq!(judged.value(OVERALL_EXECUTED), None);
         let mut with_image = all.clone();
         if let Some(judge) = with_image[0].judge.as_mut() {
             judge.image = Some(judge::CriterionJudgement::Judged {
@@ -594,10 +608,13 @@ mod tests {
                 justification: String::new(),
             });
         }
-        let overall = summarise("s", Some("j".to_owned()), 2, &with_image)
-            .value("overall")
-            .unwrap();
-        assert!((overall - 40.0).abs() < 1e-9, "{overall}");
+        let summary = summarise("s", Some("j".to_owned()), 2, &with_image);
+        // The eight are all 80 over the one slide that ran, of two: AutoPresent's overall is
+        // their mean, 80; weighed by the execution rate of 50%, 40.
+        let overall = summary.value(OVERALL).unwrap();
+        assert!((overall - 80.0).abs() < 1e-9, "{overall}");
+        let executed = summary.value(OVERALL_EXECUTED).unwrap();
+        assert!((executed - 40.0).abs() < 1e-9, "{executed}");
     }
 
     #[test]
