@@ -307,7 +307,8 @@ async fn follow(mut handle: RunHandle, out: &mut Output) -> Result<Followed> {
     let ended =
         progress::follow_events(&mut handle, out, "the run", show, Some(CANCEL_GRACE)).await;
     if !ended {
-        if let Err(err) = viga_core::RunFolder::open(&folder).and_then(|run| run.finish_left_run())
+        if let Err(err) = viga_core::RunFolder::open(&folder)
+            .and_then(|run| run.finish_left_run(viga_protocol::event::StopReason::Cancelled))
         {
             viga_app::Tell::warn(
                 &*out,

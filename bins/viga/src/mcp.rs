@@ -125,14 +125,32 @@ pub async fn gateway(
         args.max_sessions,
         listener.scheme(),
     );
+    let mut interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let mut terminations =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tokio::select! {
         () = Arc::clone(&gateway).serve(listener) => {}
-        stop = tokio::signal::ctrl_c() => stop.context("cannot wait for Ctrl-C")?,
+        () = crate::progress::next_interrupt(&mut interrupts) => {}
+        () = crate::progress::next_signal(&mut terminations) => {}
+    }
+    eprintln!(
+        "viga gateway: stopping: requests in flight are cancelled (up to {} s to end) and every page is told",
+        STOP_GRACE.as_secs()
+    );
+    let left = gateway.shut_down(STOP_GRACE).await;
+    if left > 0 {
+        eprintln!(
+            "viga gateway: {left} request(s) had not ended; their folders may not say how they ended"
+        );
     }
     eprintln!("viga gateway: stopping every user's Blender");
     gateway.stop_sessions().await;
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// How long requests in flight get to end when the gateway stops.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The gateway's settings from its flags.
 fn gateway_config(

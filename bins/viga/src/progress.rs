@@ -319,7 +319,7 @@ pub async fn follow_events<O: Send + 'static, F>(
 
 /// Waits for the next SIGINT; without a listener (the runtime could not make one), for
 /// Ctrl-C as tokio reports it. Never returns when neither can be waited for.
-async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
+pub async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
     let heard = match interrupts {
         Some(listener) => listener.recv().await.is_some(),
         None => tokio::signal::ctrl_c().await.is_ok(),
@@ -330,7 +330,7 @@ async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
 }
 
 /// Waits for the next signal `listener` hears; never returns without a listener.
-async fn next_signal(listener: &mut Option<tokio::signal::unix::Signal>) {
+pub async fn next_signal(listener: &mut Option<tokio::signal::unix::Signal>) {
     let heard = match listener {
         Some(listener) => listener.recv().await.is_some(),
         None => false,

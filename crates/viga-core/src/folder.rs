@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use viga_protocol::event::RunEvent;
+use viga_protocol::event::{RunEvent, StopReason};
 use viga_provider::ProviderConfig;
 use viga_sandbox::ContainmentStatus;
 use viga_skills::CapturedRender;
@@ -214,28 +214,27 @@ impl RunFolder {
         Ok(Self { root })
     }
 
-    /// Ends the log of a run its front end left busy after a cancel (the process exits
-    /// without waiting for it): `run_finished` as cancelled, with the iterations recorded,
-    /// so the folder says how the run ended; `viga resume` continues it. A log that already
-    /// ends the run is left as it is.
-    pub fn finish_left_run(&self) -> Result<(), CoreError> {
+    /// Ends the log of a run nobody will finish any more (a front end left it busy after a
+    /// cancel; a server stopped in the middle of it): `run_finished` with `stop`, and the
+    /// iterations recorded, so the folder says how the run ended. A log that already ends
+    /// the run is left as it is. Returns how the log ends now.
+    pub fn finish_left_run(&self, stop: StopReason) -> Result<StopReason, CoreError> {
         let path = self.events_path();
         let log = viga_memory::read_run_log(&path)?;
-        if log
-            .events
-            .iter()
-            .any(|e| matches!(e.event, RunEvent::RunFinished { .. }))
-        {
-            return Ok(());
+        if let Some(ended) = log.events.iter().find_map(|e| match &e.event {
+            RunEvent::RunFinished { stop, .. } => Some(stop.clone()),
+            _ => None,
+        }) {
+            return Ok(ended);
         }
         let iterations = viga_memory::iterations_in(&log.events)
             .last()
             .map_or(0, |record| record.index);
         viga_memory::RunLog::open_append(&path)?.append(RunEvent::RunFinished {
-            stop: viga_protocol::event::StopReason::Cancelled,
+            stop: stop.clone(),
             iterations,
         })?;
-        Ok(())
+        Ok(stop)
     }
 
     /// Opens an existing run folder (for resume and reports).
@@ -573,8 +572,15 @@ mod tests {
         log.append(RunEvent::IterationStarted { index: 1 }).unwrap();
         drop(log);
         let folder = RunFolder::open(dir.path()).unwrap();
-        folder.finish_left_run().unwrap();
-        folder.finish_left_run().unwrap();
+        assert_eq!(
+            folder.finish_left_run(StopReason::Cancelled).unwrap(),
+            StopReason::Cancelled
+        );
+        let other = StopReason::failed("later", viga_protocol::event::FailureKind::Other);
+        assert_eq!(
+            folder.finish_left_run(other).unwrap(),
+            StopReason::Cancelled
+        );
         let events = viga_memory::read_run_log(&folder.events_path())
             .unwrap()
             .events;

@@ -226,6 +226,13 @@ pub enum RunEvent {
         view: String,
         photometric_loss: f64,
     },
+    /// A tool call the add-on agent is about to make (its `ToolInvoked` follows when it
+    /// answers): a run stopped in the middle of a command still says which it had sent.
+    ToolStarted {
+        index: u32,
+        tool: String,
+        arguments: Value,
+    },
     ToolInvoked {
         index: u32,
         tool: String,

@@ -101,6 +101,14 @@ pub enum ChatIn {
         message_id: String,
         query_id: String,
     },
+    /// After reconnecting: how the request `query_id` went. The answer's `state` is
+    /// `running` (its progress goes on), `finished` (its recorded lines follow, the last a
+    /// `finished` line; one the server stopped in the middle of is ended as failed) or
+    /// `unknown` (the server has no record of it).
+    Recover {
+        message_id: String,
+        query_id: String,
+    },
 }
 
 /// What the server sends the chat page.
@@ -126,6 +134,9 @@ pub enum ChatOut {
         query_id: String,
         record: StreamRecord,
     },
+    /// A request of the user's was started (from this page or another): its text, so every
+    /// page shows what is being carried out.
+    Request { query_id: String, text: String },
     /// A look at the user's scene after a step that changed it, as a PNG.
     View {
         query_id: String,

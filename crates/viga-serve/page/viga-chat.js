@@ -49,10 +49,12 @@
       try { message = JSON.parse(event.data); } catch (_) { return; }
       receive(message);
     });
-    socket.addEventListener("close", () => {
+    socket.addEventListener("close", (event) => {
       state.socket = null;
       if (!state.signedIn) return;
-      $("connection").textContent = "connection lost; reconnecting…";
+      $("connection").textContent = event.code === 1001
+        ? "the server stopped; reconnecting when it is back…"
+        : "connection lost; reconnecting…";
       setTimeout(connect, state.retryMs);
       state.retryMs = Math.min(state.retryMs * 2, 30000);
     });
@@ -73,6 +75,27 @@
     $("login").hidden = true;
     $("chat").hidden = false;
     $("connection").textContent = "signed in as " + response.result.user;
+    if (state.running) recover(state.running);
+  }
+
+  // After reconnecting: how the request this page was following went. Its recorded lines
+  // come again (the ones already shown are skipped by their sequence numbers).
+  function recover(queryId) {
+    const id = send({ type: "recover", query_id: queryId });
+    if (!id) return;
+    pending.set(id, (response) => {
+      const parts = state.entries.get(queryId);
+      const found = response.ok ? response.result.state : "unknown";
+      if (found === "running") {
+        if (parts) parts.status.textContent = "still working…";
+        return;
+      }
+      if (found === "unknown" && parts && state.running === queryId) {
+        parts.status.textContent = "lost";
+        addLine(parts, "finished failed", "the server has no record of this request (it stopped before keeping one); send it again if it is still wanted");
+        setRunning(null);
+      }
+    });
   }
 
   function receive(message) {
@@ -86,6 +109,7 @@
       }
       case "blender": showBlender(message.status); break;
       case "progress": showProgress(message.query_id, message.record); break;
+      case "request": entryFor(message.query_id, message.text); break;
       case "view": showView(message); break;
     }
   }
@@ -187,9 +211,20 @@
   }
 
   function cancelRequest() {
-    if (!state.running) return;
-    send({ type: "cancel", query_id: state.running });
+    const queryId = state.running;
+    if (!queryId) return;
+    const id = send({ type: "cancel", query_id: queryId });
+    if (!id) return;
     $("cancel").disabled = true;
+    const parts = state.entries.get(queryId);
+    if (parts) parts.status.textContent = "cancelling…";
+    pending.set(id, (response) => {
+      if (response.ok && response.result.cancelled === false && state.running === queryId) {
+        // The server does not carry it out (any more): nothing to wait for.
+        if (parts) parts.status.textContent = "not running";
+        setRunning(null);
+      }
+    });
   }
 
   function addLine(parts, className, text) {
@@ -201,8 +236,17 @@
     return line;
   }
 
-  function entryFor(queryId) {
-    return state.entries.get(queryId) || newEntry(queryId, "(a request from another page)");
+  function entryFor(queryId, text) {
+    return state.entries.get(queryId) || newEntry(queryId, text || "(a request from another page)");
+  }
+
+  // A call in words: its tool, then each argument as "name value".
+  function callWords(tool, args) {
+    if (!args || typeof args !== "object") return tool;
+    const said = Object.entries(args).map(([name, value]) =>
+      name.replace(/_/g, " ") + " " + (typeof value === "string" ? value : JSON.stringify(value)));
+    const text = said.length ? tool.replace(/_/g, " ") + ": " + said.join(", ") : tool.replace(/_/g, " ");
+    return text.length > 300 ? text.slice(0, 300) + "…" : text;
   }
 
   function shortJson(value) {
@@ -214,6 +258,11 @@
     const parts = entryFor(queryId);
     if (record.kind === "finished") {
       const stop = record.stop.reason;
+      // A command sent that never answered (the server stopped meanwhile) says so.
+      for (const sent of parts.steps.querySelectorAll(".tool-started")) {
+        sent.textContent = sent.textContent.replace(/^running /, "sent to Blender, no answer came back: ").replace(/…$/, "");
+        sent.classList.replace("tool-started", "tool-unanswered");
+      }
       parts.status.textContent = { accepted: "done", max_iterations: "out of steps", time_limit: "out of time", generator_ended: "ended", cancelled: "cancelled", failed: "failed" }[stop] || stop;
       if (stop === "accepted") {
         const answer = document.createElement("div");
@@ -228,26 +277,42 @@
     }
     if (record.kind !== "event") return;
     const event = record.event;
+    // Lines recorded again after a reconnect are shown once.
+    if (typeof event.seq === "number") {
+      if (parts.lastSeq !== undefined && event.seq <= parts.lastSeq) return;
+      parts.lastSeq = event.seq;
+    }
     if (state.running === null && !parts.entry.querySelector(".finished")) setRunning(queryId);
     switch (event.type) {
       case "model_called":
         parts.status.textContent = "step " + event.index + "…";
         break;
+      case "tool_started": {
+        const line = addLine(parts, "tool-started muted", "running " + callWords(event.tool, event.arguments) + "…");
+        line.dataset.tool = event.tool;
+        break;
+      }
       case "tool_invoked": {
+        const started = parts.steps.querySelector(".tool-started[data-tool=\"" + CSS.escape(event.tool) + "\"]");
+        if (started) started.remove();
         const line = addLine(parts, "tool-call" + (event.ok ? "" : " refused"), "");
         line.dataset.tool = event.tool;
-        const call = document.createElement("code");
-        call.textContent = event.tool + "(" + (event.arguments ? shortJson(event.arguments) : "") + ")";
-        line.append(call, document.createTextNode(event.ok ? " ✓" : " refused"));
-        if (event.result !== undefined) {
-          const details = document.createElement("details");
-          const summary = document.createElement("summary");
-          summary.textContent = "result";
-          const body = document.createElement("pre");
-          body.textContent = shortJson(event.result);
-          details.append(summary, body);
-          line.append(details);
+        line.append(document.createTextNode((event.ok ? "✓ " : "✗ refused: ") + callWords(event.tool, event.arguments)));
+        if (!event.ok && event.summary) {
+          // Why it was refused, in view: not folded away.
+          const why = document.createElement("span");
+          why.className = "why";
+          why.textContent = event.summary;
+          line.append(why);
         }
+        const details = document.createElement("details");
+        const summary = document.createElement("summary");
+        summary.textContent = "details";
+        const body = document.createElement("pre");
+        body.textContent = "arguments: " + shortJson(event.arguments || {}) +
+          (event.result !== undefined ? "\nresult: " + shortJson(event.result) : "");
+        details.append(summary, body);
+        line.append(details);
         break;
       }
       case "warning":

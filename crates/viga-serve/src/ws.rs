@@ -34,6 +34,7 @@ mod dialed;
 mod files;
 mod http;
 mod messages;
+mod recovery;
 mod replay;
 mod sessions;
 mod tls;
@@ -151,6 +152,8 @@ pub struct Gateway {
     conversations: chat::Conversations,
     chat: Option<ChatSettings>,
     admission: Arc<admission::Admission>,
+    /// Set when the server stops: every chat page is closed, saying so.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -192,6 +195,7 @@ impl Gateway {
             conversations: chat::Conversations::default(),
             chat: config.chat,
             limits,
+            stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -210,6 +214,25 @@ impl Gateway {
             () = self.sessions.reap_forever() => {}
             () = self.accept_forever(listener) => {}
         }
+    }
+
+    /// Stops serving requests, as on SIGINT or SIGTERM: every request in flight is cancelled
+    /// and given up to `grace` to end (its folder then says how it ended, and every page of
+    /// its user gets its `finished` line saying the server stopped), no new one starts, and
+    /// every chat page is then closed with "going away", to reconnect when the server is
+    /// back. Returns how many requests were still running at the end of the grace.
+    pub async fn shut_down(&self, grace: Duration) -> usize {
+        self.conversations.stop_all();
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.conversations.any_running() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let left = self.conversations.running_count();
+        self.conversations.abandon_all();
+        self.stopping.send_replace(true);
+        // The pages' connections send what is queued for them, then their close frame.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        left
     }
 
     /// Stops every user's Blender (on shutdown).

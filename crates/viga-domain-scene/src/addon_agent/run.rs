@@ -289,6 +289,11 @@ impl AgentRun {
             images: Vec::new(),
             is_error: false,
         };
+        self.emit(RunEvent::ToolStarted {
+            index: step,
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })?;
         match self.belt.call(call).await? {
             CallOutcome::Commanded { reply, undo_step } => {
                 // The bridge's own reply, as JSON: the model reads the scene after its

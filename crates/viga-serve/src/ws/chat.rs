@@ -91,12 +91,16 @@ struct Running {
     canceller: Option<Canceller>,
     /// A cancel that came before the agent started.
     cancel_asked: bool,
+    /// The run's folder, once the agent has started.
+    folder: Option<PathBuf>,
 }
 
 #[derive(Default)]
 struct ConversationState {
     earlier: VecDeque<EarlierTurn>,
     running: Option<Running>,
+    /// The server is stopping: no request starts, and the one running was cancelled by it.
+    server_stopping: bool,
 }
 
 /// One user's conversation, shared by every page they have open.
@@ -135,8 +139,8 @@ impl Conversation {
         });
     }
 
-    /// The agent of `query_id` started: a cancel asked for meanwhile is passed on.
-    fn started(&self, query_id: &str, canceller: Canceller) {
+    /// The agent of `query_id` started in `folder`: a cancel asked for meanwhile is passed on.
+    fn started(&self, query_id: &str, canceller: Canceller, folder: PathBuf) {
         let mut state = self.state();
         if let Some(running) = state.running.as_mut()
             && running.query_id == query_id
@@ -145,6 +149,53 @@ impl Conversation {
                 canceller.cancel();
             }
             running.canceller = Some(canceller);
+            running.folder = Some(folder);
+        }
+    }
+
+    /// The server stops without waiting any longer for the request running (a command of
+    /// its still in the user's Blender): its pages get its `finished` line, and its folder
+    /// says how it ended.
+    fn abandon(&self) {
+        let Some(running) = self.state().running.take() else {
+            return;
+        };
+        let stop = StopReason::Cancelled;
+        if let Some(folder) = &running.folder
+            && let Err(err) =
+                viga_core::RunFolder::open(folder).and_then(|run| run.finish_left_run(stop.clone()))
+        {
+            tracing::warn!("a request the server left did not get its end recorded: {err}");
+        }
+        let exit_code = stop.exit_code();
+        self.progress(
+            &running.query_id,
+            StreamLine::Finished {
+                stop,
+                message: super::recovery::LEFT_BY_SERVER.to_owned(),
+                final_program: None,
+                exit_code,
+            },
+        );
+    }
+
+    /// Whether `query_id` is being carried out on this server.
+    fn is_running(&self, query_id: &str) -> bool {
+        self.state()
+            .running
+            .as_ref()
+            .is_some_and(|running| running.query_id == query_id)
+    }
+
+    /// The server is stopping: the request running is cancelled, and none starts.
+    fn stop(&self) {
+        let mut state = self.state();
+        state.server_stopping = true;
+        if let Some(running) = state.running.as_mut() {
+            running.cancel_asked = true;
+            if let Some(canceller) = &running.canceller {
+                canceller.cancel();
+            }
         }
     }
 
@@ -182,6 +233,38 @@ pub(crate) struct Conversations {
 }
 
 impl Conversations {
+    fn all(&self) -> Vec<Arc<Conversation>> {
+        let users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+        users.values().cloned().collect()
+    }
+
+    /// The server is stopping: every request running is cancelled, and none starts.
+    pub(crate) fn stop_all(&self) {
+        for conversation in self.all() {
+            conversation.stop();
+        }
+    }
+
+    /// Ends every request still running without waiting for it (see [`Conversation::abandon`]).
+    pub(crate) fn abandon_all(&self) {
+        for conversation in self.all() {
+            conversation.abandon();
+        }
+    }
+
+    /// Whether any request is still being carried out.
+    pub(crate) fn any_running(&self) -> bool {
+        self.running_count() > 0
+    }
+
+    /// How many requests are being carried out.
+    pub(crate) fn running_count(&self) -> usize {
+        self.all()
+            .iter()
+            .filter(|conversation| conversation.state().running.is_some())
+            .count()
+    }
+
     fn of(&self, user: &UserName) -> Arc<Conversation> {
         let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(users.entry(user.clone()).or_insert_with(|| {
@@ -255,6 +338,7 @@ pub(super) async fn serve_chat(
         },
     )
     .await?;
+    let mut stopping = gateway.stopping.subscribe();
     let ping_every = gateway.dialed.limits().ping_interval;
     let mut heard = Instant::now();
     let mut ping_at = heard + ping_every;
@@ -275,8 +359,9 @@ pub(super) async fn serve_chat(
                     ping_at = heard + ping_every;
                     match frame? {
                         Message::Text(text) => {
-                            let reply = handle(gateway, &conversation, &user, text.as_str());
-                            send(&mut socket, &reply).await?;
+                            for reply in handle(gateway, &conversation, &user, text.as_str()) {
+                                send(&mut socket, &reply).await?;
+                            }
                         }
                         Message::Close(_) => return Ok(()),
                         _ => {}
@@ -287,6 +372,14 @@ pub(super) async fn serve_chat(
                 if changed.is_ok() {
                     send(&mut socket, &ChatOut::Blender { status: status(gateway, &user) }).await?;
                 }
+            }
+            () = server_stops(&mut stopping) => {
+                // What was published before the stop (the requests' finished lines) first.
+                while let Ok(message) = progress.try_recv() {
+                    send(&mut socket, &message).await?;
+                }
+                going_away(&mut socket).await;
+                return Ok(());
             }
             message = progress.recv() => match message {
                 Ok(message) => send(&mut socket, &message).await?,
@@ -344,22 +437,25 @@ fn message_id_of(incoming: &ChatIn) -> String {
     match incoming {
         ChatIn::Hello { message_id, .. }
         | ChatIn::Query { message_id, .. }
-        | ChatIn::Cancel { message_id, .. } => message_id.clone(),
+        | ChatIn::Cancel { message_id, .. }
+        | ChatIn::Recover { message_id, .. } => message_id.clone(),
     }
 }
 
-/// The answer to one message after the hello.
+/// The answer to one message after the hello, and what follows it for this page alone (a
+/// recovered request's recorded lines).
 fn handle(
     gateway: &Arc<Gateway>,
     conversation: &Arc<Conversation>,
     user: &UserName,
     text: &str,
-) -> ChatOut {
+) -> Vec<ChatOut> {
     let incoming = match viga_protocol::parse_json::<ChatIn>(text) {
         Ok(incoming) => incoming,
-        Err(err) => return respond(None, Err(format!("unreadable message: {err}"))),
+        Err(err) => return vec![respond(None, Err(format!("unreadable message: {err}")))],
     };
     let message_id = message_id_of(&incoming);
+    let mut following = Vec::new();
     let outcome = check_message_id(&message_id).and_then(|()| match incoming {
         ChatIn::Hello { .. } => Err(format!(
             "already greeted as {user}; one connection speaks for one user"
@@ -386,8 +482,20 @@ fn handle(
             conversation.admit(&message_id)?;
             Ok(json!({"cancelled": conversation.cancel(&query_id)}))
         }
+        ChatIn::Recover { query_id, .. } => {
+            let (state, lines) = super::recovery::recover(
+                gateway.sessions.files_root(),
+                user,
+                &query_id,
+                conversation.is_running(&query_id),
+            );
+            following = lines;
+            Ok(json!({"state": state}))
+        }
     });
-    respond(Some(message_id), outcome)
+    let mut replies = vec![respond(Some(message_id), outcome)];
+    replies.append(&mut following);
+    replies
 }
 
 /// Which Blender a request goes to.
@@ -423,6 +531,11 @@ fn start_query(
     }
     let earlier: Vec<EarlierTurn> = {
         let mut state = conversation.state();
+        if state.server_stopping {
+            return Err(
+                "the server is stopping: send the request again once it is back".to_owned(),
+            );
+        }
         if state.running.is_some() {
             return Err(
                 "a request of yours is still running: wait for it, or cancel it".to_owned(),
@@ -432,6 +545,7 @@ fn start_query(
             query_id: query_id.clone(),
             canceller: None,
             cancel_asked: false,
+            folder: None,
         });
         state.earlier.iter().cloned().collect()
     };
@@ -443,6 +557,10 @@ fn start_query(
         }
     };
     let kind = chosen.kind;
+    conversation.publish(ChatOut::Request {
+        query_id: query_id.clone(),
+        text: text.clone(),
+    });
     let request = Request {
         gateway: Arc::clone(gateway),
         conversation: Arc::clone(conversation),
@@ -511,6 +629,9 @@ impl Request {
                     StopReason::Accepted => outcome.answer.clone().unwrap_or_default(),
                     StopReason::MaxIterations => {
                         format!("stopped after {} steps without an answer", outcome.steps)
+                    }
+                    StopReason::Cancelled if self.conversation.state().server_stopping => {
+                        super::recovery::STOPPED_BY_SERVER.to_owned()
                     }
                     StopReason::Cancelled => "cancelled by the user".to_owned(),
                     // Only a loop run's generator ends a run so; said in words all the same.
@@ -587,9 +708,17 @@ impl Request {
             Arc::clone(&self.chosen.blender),
         )
         .await?;
-        self.conversation
-            .started(&self.query_id, handle.canceller());
         let run_folder = handle.folder().clone();
+        self.conversation
+            .started(&self.query_id, handle.canceller(), run_folder.clone());
+        if let Err(err) = super::recovery::remember(
+            self.gateway.sessions.files_root(),
+            &self.user,
+            &self.query_id,
+            &run_folder,
+        ) {
+            tracing::warn!(user = %self.user, "a request's folder is not remembered, a page that reconnects will not find it: {err}");
+        }
         while let Some(timed) = handle.next_event().await {
             if let RunEvent::RenderProduced {
                 index,
@@ -722,6 +851,26 @@ async fn send(socket: &mut Socket, message: &ChatOut) -> Result<(), ConnectionEn
         .await
         .map_err(|_| ConnectionEnd::SendTimeout(Duration::from_secs(30)))??;
     Ok(())
+}
+
+/// Waits until the server stops.
+async fn server_stops(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    // The borrow ends before each await: the guard must not live across one.
+    while !*stopping.borrow_and_update() {
+        if stopping.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Closes a page's connection as the server stops ("going away"): the page reconnects when
+/// the server is back.
+async fn going_away(socket: &mut Socket) {
+    let frame = CloseFrame {
+        code: CloseCode::Away,
+        reason: "the server is stopping".into(),
+    };
+    let _ = timeout(Duration::from_secs(1), socket.close(Some(frame))).await;
 }
 
 async fn close(socket: &mut Socket, reason: &str) {
