@@ -189,6 +189,10 @@ pub struct GatewayArgs {
     /// a contained Blender of the server's for them.
     #[arg(long)]
     pub no_server_blenders: bool,
+    /// Days a chat request's run folder is kept (under the files root); older ones are
+    /// removed at start and every hour. 0 keeps them for ever.
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    pub keep_requests_days: u64,
     /// How long a request waits for a user's Blender that lost its connection to dial back.
     #[arg(long, value_name = "SECONDS", default_value_t = viga_serve::ws::DialLimits::default().reconnect_grace.as_secs())]
     pub reconnect_grace: u64,

@@ -120,8 +120,10 @@ pub async fn gateway(
         "http"
     };
     eprintln!(
-        "viga gateway: listening on {}://{address} for {users} user(s), at most {} at once; chat page {page}://{address}/ with {agent}; Blenders dial in at {}://{address}/blender",
+        "viga gateway: listening on {}://{address} for {users} user(s); at most {} connections at once (a person with a page and a dialled-in Blender holds two: about {} people), and {} Blenders of the server's; chat page {page}://{address}/ with {agent}; Blenders dial in at {}://{address}/blender",
         listener.scheme(),
+        args.max_connections,
+        args.max_connections / 2,
         args.max_sessions,
         listener.scheme(),
     );
@@ -171,6 +173,8 @@ fn gateway_config(
             ..GatewayLimits::default()
         },
         files_root: args.files_root.clone(),
+        keep_requests: (args.keep_requests_days > 0)
+            .then(|| std::time::Duration::from_secs(args.keep_requests_days * 24 * 60 * 60)),
         dial: DialLimits {
             reconnect_grace: std::time::Duration::from_secs(args.reconnect_grace),
             ..DialLimits::default()

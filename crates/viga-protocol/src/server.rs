@@ -101,6 +101,8 @@ pub enum ChatIn {
         message_id: String,
         query_id: String,
     },
+    /// The person chooses a Blender the server runs for them, while their own is gone.
+    UseServerBlender { message_id: String },
     /// After reconnecting: how the request `query_id` went. The answer's `state` is
     /// `running` (its progress goes on), `finished` (its recorded lines follow, the last a
     /// `finished` line; one the server stopped in the middle of is ended as failed) or
@@ -174,6 +176,11 @@ pub struct BlenderStatus {
     pub problems: Vec<String>,
     /// A sentence for the person: what is connected, or what to do.
     pub note: String,
+    /// The person's own Blender was connected and is gone, and the server can run one for
+    /// them instead: the page offers the choice (`use_server_blender`); until it is made,
+    /// requests wait for their own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_blender_offered: bool,
 }
 
 /// One add-on tool as the page lists it.

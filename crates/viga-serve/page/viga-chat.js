@@ -123,6 +123,18 @@
     kind.dataset.kind = status.kind;
     $("blender-version").textContent = status.blender_version ? "Blender " + status.blender_version : "";
     $("blender-note").textContent = status.note;
+    // The person's own Blender is gone: using one of the server's is their choice.
+    let choose = $("use-server-blender");
+    if (status.server_blender_offered && !choose) {
+      choose = document.createElement("button");
+      choose.id = "use-server-blender";
+      choose.type = "button";
+      choose.textContent = "Use a server Blender";
+      choose.addEventListener("click", () => { send({ type: "use_server_blender" }); });
+      $("blender-note").after(choose);
+    } else if (!status.server_blender_offered && choose) {
+      choose.remove();
+    }
     const tools = $("tools");
     tools.replaceChildren();
     for (const tool of status.tools) {

@@ -36,6 +36,7 @@ mod http;
 mod messages;
 mod recovery;
 mod replay;
+mod retention;
 mod sessions;
 mod tls;
 
@@ -118,6 +119,8 @@ pub struct GatewayConfig {
     /// The agent behind the chat door; `None` refuses requests (the page still shows who is
     /// connected).
     pub chat: Option<ChatSettings>,
+    /// How long a chat request's run folder is kept; `None`: for ever.
+    pub keep_requests: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +157,7 @@ pub struct Gateway {
     admission: Arc<admission::Admission>,
     /// Set when the server stops: every chat page is closed, saying so.
     stopping: tokio::sync::watch::Sender<bool>,
+    keep_requests: Option<Duration>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -196,6 +200,7 @@ impl Gateway {
             chat: config.chat,
             limits,
             stopping: tokio::sync::watch::Sender::new(false),
+            keep_requests: config.keep_requests,
         }))
     }
 
@@ -208,11 +213,21 @@ impl Gateway {
         Listener::bind(address, security).await
     }
 
-    /// Accepts connections and reaps idle sessions until the future is dropped.
+    /// Accepts connections, reaps idle sessions and removes request folders past their
+    /// keeping until the future is dropped.
     pub async fn serve(self: Arc<Self>, listener: Listener) {
+        let pruned = async {
+            match self.keep_requests {
+                Some(keep) => {
+                    retention::prune_forever(self.sessions.files_root().to_path_buf(), keep).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = self.sessions.reap_forever() => {}
             () = self.accept_forever(listener) => {}
+            () = pruned => {}
         }
     }
 

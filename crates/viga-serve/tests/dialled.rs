@@ -109,6 +109,7 @@ async fn start(turns: Vec<Value>) -> (SocketAddr, tempfile::TempDir) {
             server_blenders: false,
             server_addons: None,
         }),
+        keep_requests: None,
     };
     let gateway = Gateway::new(config, Arc::new(NoSessions)).unwrap();
     let listener = Gateway::bind("127.0.0.1:0".parse().unwrap(), &ListenSecurity::default())

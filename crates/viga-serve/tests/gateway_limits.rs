@@ -97,6 +97,7 @@ async fn start(users: usize, limits: GatewayLimits) -> TestGateway {
         files_root: files.path().join("files"),
         dial: DialLimits::default(),
         chat: None,
+        keep_requests: None,
     };
     let sessions = Arc::new(FakeSessions::default());
     let gateway = Gateway::new(config, Arc::clone(&sessions) as Arc<dyn SessionFactory>).unwrap();

@@ -42,6 +42,7 @@ async fn start(addons: PathBuf, limits: GatewayLimits) -> (SocketAddr, tempfile:
         files_root: files.path().join("files"),
         dial: DialLimits::default(),
         chat: None,
+        keep_requests: None,
     };
     let sessions = BlenderSessions {
         launcher: locate().unwrap(),

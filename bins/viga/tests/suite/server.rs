@@ -628,6 +628,70 @@ async fn the_page_recovers_when_the_server_is_killed_and_restarted_mid_command()
     .await;
 }
 
+/// Issue 35: Alice's Blender dies. Her page is told at once, in words, with the choice of a
+/// server Blender; no request goes to one until she makes that choice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_blender_is_said_at_once_and_a_server_blender_is_only_a_choice() {
+    within(LIMIT, "the test", async {
+        let files = tempfile::tempdir().unwrap();
+        let blend = table_and_lamp_blend(files.path());
+        let addons = workspace_file("fixtures/addons");
+        let script = script_file(
+            files.path(),
+            "lost.json",
+            vec![answer_turn(json!({}), "Nothing to do in an empty scene.")],
+        );
+        let server = Server::start_with(
+            files.path(),
+            &script,
+            "127.0.0.1:0",
+            &["--addons", addons.to_str().unwrap()],
+        );
+        let alice = person(&server, "alice", ALICE, &blend, &addons);
+        let mut chat = Chat::open(&server, "alice", ALICE).await;
+        chat.blender_kind("desktop").await;
+
+        let killed_at = Instant::now();
+        drop(alice);
+        let lost = chat
+            .until("the page told the Blender is gone", |m| {
+                m["type"] == "blender" && m["status"]["server_blender_offered"] == true
+            })
+            .await;
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            killed_at.elapsed()
+        );
+        assert_eq!(lost["status"]["kind"], "none", "{lost}");
+        let note = lost["status"]["note"].as_str().unwrap();
+        assert!(note.contains("your Blender disconnected"), "{note}");
+
+        let refused = chat.query("q1", "what is in the scene?").await;
+        assert_eq!(refused["ok"], false, "{refused}");
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap()
+                .contains("your Blender disconnected"),
+            "{refused}"
+        );
+
+        chat.send(json!({"type": "use_server_blender", "message_id": "choose"}))
+            .await;
+        chat.until("the choice's answer", |m| {
+            m["type"] == "response" && m["message_id"] == "choose" && m["ok"] == true
+        })
+        .await;
+        chat.blender_kind("server").await;
+        let started = chat.query("q2", "what is in the scene?").await;
+        assert_eq!(started["result"]["blender"], "server", "{started}");
+        let finished = chat.finished("q2").await;
+        assert_eq!(finished["stop"]["reason"], "accepted", "{finished}");
+    })
+    .await;
+}
+
 /// Issue 35: SIGINT to the server with a request in flight: the request ends, the page gets
 /// its `finished` line saying the server stopped, then a proper close ("going away"), and
 /// the run folder says how the request ended. (The test may run with SIGINT ignored, as a

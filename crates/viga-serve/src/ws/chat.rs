@@ -101,6 +101,8 @@ struct ConversationState {
     running: Option<Running>,
     /// The server is stopping: no request starts, and the one running was cancelled by it.
     server_stopping: bool,
+    /// The person chose a server Blender while their own is gone.
+    server_blender_chosen: bool,
 }
 
 /// One user's conversation, shared by every page they have open.
@@ -320,6 +322,9 @@ pub(super) async fn serve_chat(
         };
         let (reply, user) = hello(gateway, text.as_str());
         if user.is_some() && !ticket.admit() {
+            tracing::warn!(
+                "a chat page's hello was refused: every connection slot is taken (--max-connections)"
+            );
             close(&mut socket, super::connection::FULL).await;
             return Ok(());
         }
@@ -438,7 +443,8 @@ fn message_id_of(incoming: &ChatIn) -> String {
         ChatIn::Hello { message_id, .. }
         | ChatIn::Query { message_id, .. }
         | ChatIn::Cancel { message_id, .. }
-        | ChatIn::Recover { message_id, .. } => message_id.clone(),
+        | ChatIn::Recover { message_id, .. }
+        | ChatIn::UseServerBlender { message_id } => message_id.clone(),
     }
 }
 
@@ -481,6 +487,21 @@ fn handle(
         } => {
             conversation.admit(&message_id)?;
             Ok(json!({"cancelled": conversation.cancel(&query_id)}))
+        }
+        ChatIn::UseServerBlender { message_id } => {
+            conversation.admit(&message_id)?;
+            if !gateway
+                .chat
+                .as_ref()
+                .is_some_and(|settings| settings.server_blenders)
+            {
+                return Err("this server runs no Blenders for its users (--no-server-blenders); connect yours".to_owned());
+            }
+            conversation.state().server_blender_chosen = true;
+            conversation.publish(ChatOut::Blender {
+                status: status(gateway, user),
+            });
+            Ok(json!({"chosen": "server"}))
         }
         ChatIn::Recover { query_id, .. } => {
             let (state, lines) = super::recovery::recover(
@@ -589,6 +610,11 @@ fn choose_blender(
     if !settings.server_blenders {
         return Err(not_connected_note());
     }
+    // A person whose own Blender went away is not moved to another without a word.
+    let chosen = gateway.conversations.of(user).state().server_blender_chosen;
+    if dialed.view().gone && !chosen {
+        return Err(gone_note(true));
+    }
     let lease = gateway
         .sessions
         .lease(user)
@@ -597,6 +623,18 @@ fn choose_blender(
         blender: Arc::new(LeasedBlender::new(lease)),
         kind: BlenderKind::Server,
     })
+}
+
+/// What a person whose own Blender went away is told.
+fn gone_note(server_blenders: bool) -> String {
+    let choice = if server_blenders {
+        "; or choose \"Use a server Blender\" to work in a Blender this server runs for you (an empty scene, the server's add-ons)"
+    } else {
+        ""
+    };
+    format!(
+        "your Blender disconnected (it was closed, or its connection dropped): requests wait for it to connect again (in Blender: Preferences > Add-ons > viga > Connect){choice}"
+    )
 }
 
 fn not_connected_note() -> String {
@@ -773,6 +811,21 @@ fn read_view(run_folder: &Path, render_id: &str) -> Option<Vec<u8>> {
 /// Which Blender serves `user` and what it offers.
 pub(super) fn status(gateway: &Gateway, user: &UserName) -> BlenderStatus {
     let view = gateway.dialed.user(user).view();
+    let server_blenders = gateway
+        .chat
+        .as_ref()
+        .is_some_and(|settings| settings.server_blenders);
+    let chosen = gateway.conversations.of(user).state().server_blender_chosen;
+    if view.gone && !chosen {
+        return BlenderStatus {
+            kind: BlenderKind::None,
+            blender_version: None,
+            tools: Vec::new(),
+            problems: Vec::new(),
+            note: gone_note(server_blenders),
+            server_blender_offered: server_blenders,
+        };
+    }
     if view.connected {
         let (tools, problems) = view.registry.as_ref().map(offered).unwrap_or_default();
         return BlenderStatus {
@@ -781,12 +834,9 @@ pub(super) fn status(gateway: &Gateway, user: &UserName) -> BlenderStatus {
             tools,
             problems,
             note: "your Blender is connected: requests change the scene open there, each command one undo step".to_owned(),
+            server_blender_offered: false,
         };
     }
-    let server_blenders = gateway
-        .chat
-        .as_ref()
-        .is_some_and(|settings| settings.server_blenders);
     if server_blenders {
         let (tools, problems) = gateway
             .sessions
@@ -800,6 +850,7 @@ pub(super) fn status(gateway: &Gateway, user: &UserName) -> BlenderStatus {
             tools,
             problems,
             note: "your own Blender is not connected: requests go to a Blender this server runs for you (contained, with the server's add-ons); connect yours to work on your own scene".to_owned(),
+            server_blender_offered: false,
         };
     }
     BlenderStatus {
@@ -808,6 +859,7 @@ pub(super) fn status(gateway: &Gateway, user: &UserName) -> BlenderStatus {
         tools: Vec::new(),
         problems: Vec::new(),
         note: not_connected_note(),
+        server_blender_offered: false,
     }
 }
 

@@ -97,6 +97,9 @@ pub(super) async fn serve_connection(
             .await
             .map_err(|_| ConnectionEnd::SendTimeout(limits.connection_idle))??;
         if ticket.turned_away() {
+            tracing::warn!(
+                "a client's hello was refused: every connection slot is taken (--max-connections)"
+            );
             close(&mut socket, FULL.to_owned()).await;
             return Ok(());
         }

@@ -88,6 +88,8 @@ struct Dialed {
     listing: Option<Value>,
     /// In the order they were made, so they are sent again in that order.
     pending: Vec<Pending>,
+    /// A Blender of the user's has connected since the server started.
+    ever_connected: bool,
 }
 
 impl Dialed {
@@ -111,6 +113,8 @@ pub(crate) struct DialedUser {
 /// What the page is told about a dialled-in Blender.
 pub(crate) struct DialedView {
     pub connected: bool,
+    /// Not connected now, but it was since the server started: the person's Blender is gone.
+    pub gone: bool,
     pub blender_version: Option<String>,
     pub registry: Option<AddonRegistry>,
 }
@@ -144,6 +148,7 @@ impl DialedUser {
         });
         DialedView {
             connected: state.link.is_some(),
+            gone: state.link.is_none() && state.ever_connected,
             blender_version: state.blender_version.clone(),
             registry,
         }
@@ -184,6 +189,7 @@ impl DialedUser {
         state.instance = Some(link.instance.clone());
         state.blender_version = Some(blender_version);
         state.link = Some(link);
+        state.ever_connected = true;
         drop(state);
         self.bump();
         resend
@@ -409,6 +415,9 @@ pub(super) async fn serve_blender(
         if ticket.admit() {
             Ok(greeted)
         } else {
+            tracing::warn!(
+                "a Blender's hello was refused: every connection slot is taken (--max-connections)"
+            );
             Err((greeted.0, super::connection::FULL.to_owned()))
         }
     });
