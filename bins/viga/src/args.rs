@@ -176,6 +176,7 @@ pub struct GatewayArgs {
     #[arg(long, default_value_t = 12)]
     pub max_steps: u32,
     /// Size of the looks at the scene (after each step, and the agent's own): N or WxH.
+    /// They are rendered with Cycles at 16 samples, so materials show as they are.
     #[arg(long, default_value = "256")]
     pub resolution: String,
     /// Show the model a look at the scene after each step: yes, no, or auto (yes for

@@ -201,10 +201,13 @@ fn chat_settings(args: &crate::args::GatewayArgs) -> Result<viga_serve::ws::Chat
     Ok(viga_serve::ws::ChatSettings {
         provider,
         max_steps: args.max_steps,
+        // Cycles at few samples, as viga run's verifier: Workbench shows a material's
+        // viewport colour, so a scene painted red through its nodes would look grey.
         render: RenderSpec {
+            engine: viga_protocol::bridge::RenderEngine::Cycles,
             width,
             height,
-            ..viga_domain_scene::addon_agent::AgentConfig::new("").render
+            samples: Some(viga_domain_scene::VERIFIER_CYCLES_SAMPLES),
         },
         model_sees,
         max_tokens: 4096,
