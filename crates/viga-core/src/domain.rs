@@ -516,6 +516,13 @@ pub trait Domain: Send + Sync {
     async fn execute(&self, program: &str, limit: Duration)
     -> Result<ExecutionResult, WorkerFault>;
 
+    /// Model calls the domain's tools made since the loop last asked (a camera instruction
+    /// translated for `investigate`): the loop records each as a `ModelCalled` event and
+    /// counts its tokens. None by default.
+    fn take_model_calls(&self) -> Vec<crate::ModelCallRecord> {
+        Vec::new()
+    }
+
     /// The end of what the last program printed before it was stopped at its time limit,
     /// when the worker kept it.
     fn last_program_output(&self) -> Option<String> {

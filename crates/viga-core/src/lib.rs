@@ -96,7 +96,7 @@ pub use program::{BLENDER_CRASH_ERROR, LIMIT_ERROR, PROGRAM_TIMEOUT_ERROR, REPLY
 pub use prompts::Prompts;
 pub use run::RunOutcome;
 pub use scores::{IterationScores, Scores};
-pub use translate::ProviderTranslator;
+pub use translate::{ModelCallRecord, ModelCalls, ProviderTranslator};
 
 use crate::domain::TargetView;
 use crate::run::Run;

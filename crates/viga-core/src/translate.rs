@@ -17,6 +17,39 @@ use crate::prompts::fill;
 pub struct ProviderTranslator {
     provider: Arc<dyn Provider>,
     template: String,
+    calls: Arc<ModelCalls>,
+}
+
+/// One model call made outside the loop's own calls (a camera instruction translated inside
+/// a tool), for the loop to record as its `ModelCalled` event and count in its tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelCallRecord {
+    pub role: ModelRole,
+    pub latency_ms: f64,
+    pub usage: viga_protocol::message::TokenUsage,
+}
+
+/// The calls a translator made since the loop last took them.
+#[derive(Debug, Default)]
+pub struct ModelCalls(std::sync::Mutex<Vec<ModelCallRecord>>);
+
+impl ModelCalls {
+    fn record(&self, call: ModelCallRecord) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(call);
+    }
+
+    /// The calls made since the last take.
+    pub fn take(&self) -> Vec<ModelCallRecord> {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
 }
 
 impl std::fmt::Debug for ProviderTranslator {
@@ -29,7 +62,16 @@ impl std::fmt::Debug for ProviderTranslator {
 
 impl ProviderTranslator {
     pub fn new(provider: Arc<dyn Provider>, template: String) -> Self {
-        Self { provider, template }
+        Self {
+            provider,
+            template,
+            calls: Arc::default(),
+        }
+    }
+
+    /// Where its model calls are kept for the loop to record (see [`ModelCalls`]).
+    pub fn calls(&self) -> Arc<ModelCalls> {
+        Arc::clone(&self.calls)
     }
 }
 
@@ -61,11 +103,17 @@ impl InstructionTranslator for ProviderTranslator {
             vec![ChatMessage::user_text(prompt)],
         );
         request.max_tokens = 256;
+        let started = std::time::Instant::now();
         let response = self.provider.complete(&request).await.map_err(|err| {
             ToolError::Recoverable(format!(
                 "the camera instruction could not be translated: {err}"
             ))
         })?;
+        self.calls.record(ModelCallRecord {
+            role: ModelRole::Investigate,
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            usage: response.usage,
+        });
         let text = response.text;
         let json = text
             .find('{')

@@ -166,7 +166,11 @@ async fn verdict(
                 thoughts,
             });
         }
-        let turn = use_tools(run, &tools, index, &response, &mut render_ids, tally).await?;
+        let turn = use_tools(run, &tools, index, &response, &mut render_ids, tally).await;
+        // Calls its tools made to the model (a camera instruction translated) are the
+        // iteration's too, whatever came of the turn.
+        record_tool_model_calls(run, index, tally)?;
+        let turn = turn?;
         thoughts.push_str(&turn.thoughts);
         if let Some(feedback) = turn.verdict {
             return Ok(Verdict {
@@ -191,6 +195,21 @@ async fn verdict(
         render_ids,
         thoughts,
     })
+}
+
+/// Records the model calls the domain's tools made (see [`crate::Domain::take_model_calls`])
+/// as `ModelCalled` events, their tokens counted in the iteration's.
+fn record_tool_model_calls(run: &mut Run, index: u32, tally: &mut Tally) -> Result<(), CoreError> {
+    for call in run.domain.take_model_calls() {
+        tally.usage += call.usage;
+        run.emit(RunEvent::ModelCalled {
+            index,
+            role: call.role,
+            latency_ms: call.latency_ms,
+            usage: call.usage,
+        })?;
+    }
+    Ok(())
 }
 
 /// What the verifier is told about an answer without a call that went wrong: cut off at the

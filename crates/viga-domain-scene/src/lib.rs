@@ -77,6 +77,9 @@ pub struct SceneDomain {
     /// The run's asset sources, also in `tools`: kept to lend them the run's folder.
     assets: Option<Arc<AssetSources>>,
     tool_registries: RoleTools<ToolContext>,
+    /// The model calls of its translator (`investigate`'s free-form instructions), for the
+    /// loop to record.
+    translations: Option<Arc<viga_core::ModelCalls>>,
 }
 
 impl std::fmt::Debug for SceneDomain {
@@ -127,6 +130,7 @@ impl SceneDomain {
                 without_loop_tools(generator_tools())?,
                 without_loop_tools(verifier_tools())?,
             ),
+            translations: None,
         })
     }
 
@@ -145,10 +149,10 @@ impl SceneDomain {
         prompts_dir: Option<&Path>,
     ) -> Result<Self, CoreError> {
         let prompts = Prompts::load(prompts_dir, Prompts::default())?;
-        Ok(self.with_translator(Arc::new(ProviderTranslator::new(
-            provider,
-            prompts.investigate,
-        ))))
+        let translator = ProviderTranslator::new(provider, prompts.investigate);
+        let mut domain = self;
+        domain.translations = Some(translator.calls());
+        Ok(domain.with_translator(Arc::new(translator)))
     }
 
     /// The scene domain of the run in `run_folder`, built again from what its `args.json`
@@ -419,6 +423,13 @@ impl Domain for SceneDomain {
             .execute(program, Some(self.settings.base_scene()), Some(limit))
             .await
             .map_err(into_fault)
+    }
+
+    fn take_model_calls(&self) -> Vec<viga_core::ModelCallRecord> {
+        self.translations
+            .as_ref()
+            .map(|calls| calls.take())
+            .unwrap_or_default()
     }
 
     fn last_program_output(&self) -> Option<String> {

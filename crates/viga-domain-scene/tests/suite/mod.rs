@@ -6,6 +6,7 @@ mod fast_retry;
 mod faults;
 mod flat_faults;
 mod generator_tools;
+mod investigate;
 mod lifecycle;
 mod model_text;
 mod replies_gone_wrong;
