@@ -165,16 +165,28 @@ async fn host(zip: Option<PathBuf>, args: HostArgs) -> Result<std::process::Exit
         .kill_on_drop(true)
         .spawn()
         .context("cannot start the headless Blender")?;
+    let mut interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let mut terminations =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let status = tokio::select! {
         status = child.wait() => status.context("the host could not be waited for")?,
-        _ = tokio::signal::ctrl_c() => {
-            // The host got the same Ctrl-C from the terminal and disables the add-on.
-            child.wait().await.context("the host could not be waited for")?
-        }
+        () = crate::progress::next_interrupt(&mut interrupts) => stop_host(&mut child).await?,
+        () = crate::progress::next_signal(&mut terminations) => stop_host(&mut child).await?,
     };
     Ok(if status.success() {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::from(1)
     })
+}
+
+/// Stops the headless host on SIGINT or SIGTERM to viga (sent to viga alone, as a batch
+/// system or `kill` does, the host would not hear it): it disables the add-on, which removes
+/// its connection file, and quits.
+async fn stop_host(child: &mut tokio::process::Child) -> Result<std::process::ExitStatus> {
+    if let Some(pid) = child.id() {
+        viga_blender::addon::ask_host_to_stop(pid);
+    }
+    child.wait().await.context("the host could not be waited for")
 }

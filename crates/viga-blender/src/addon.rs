@@ -139,6 +139,18 @@ pub const SERVER_TOKEN_ENV: &str = "VIGA_SERVER_TOKEN";
 /// The command that starts the headless host: Blender in background mode, the extension
 /// installed from `zip` through Blender's own machinery and enabled, its timers run by a
 /// loop (they never fire in background mode). It prints [`HOST_READY_MARKER`] once serving
+/// Asks the headless host `pid` to stop as SIGTERM does: it disables the add-on (which
+/// removes its connection file) and quits. Already gone is fine.
+#[cfg(unix)]
+pub fn ask_host_to_stop(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+}
+
 /// and runs until SIGTERM or SIGINT, when it disables the add-on.
 pub fn host_command(
     launcher: &BlenderLauncher,

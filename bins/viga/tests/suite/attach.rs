@@ -1015,3 +1015,42 @@ fn mcp_attached_runs_nothing_in_the_persons_blender_without_trusted() {
         "{message}"
     );
 }
+
+/// `viga addon host` stopped with SIGTERM or SIGINT sent to viga alone (a batch system,
+/// `kill`, a background job whose SIGINT the host would not hear) stops its Blender cleanly:
+/// the add-on is disabled and its connection file is gone (issue 36).
+#[test]
+fn the_addon_host_stops_cleanly_on_sigterm_and_sigint() {
+    for signal in ["-TERM", "-INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let connections = dir.path().join("connections");
+        let mut viga = Command::new(VIGA)
+            .env("VIGA_CONNECTION_DIR", &connections)
+            .args(["addon", "host", "--user-dir"])
+            .arg(dir.path().join("user"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let watchdog = kill_after(&viga, BLENDER_TEST_LIMIT, "viga addon host");
+        let files = || -> Vec<PathBuf> {
+            std::fs::read_dir(&connections)
+                .map(|entries| entries.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default()
+        };
+        let deadline = Instant::now() + BLENDER_TEST_LIMIT;
+        while files().is_empty() {
+            assert!(Instant::now() < deadline, "the host never connected");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Command::new("kill")
+            .args([signal, &viga.id().to_string()])
+            .status()
+            .unwrap();
+        let status = viga.wait().unwrap();
+        drop(watchdog);
+        assert!(status.success(), "{signal}: {status}");
+        assert!(files().is_empty(), "{signal}: stale connection files {:?}", files());
+    }
+}
