@@ -188,5 +188,8 @@ async fn stop_host(child: &mut tokio::process::Child) -> Result<std::process::Ex
     if let Some(pid) = child.id() {
         viga_blender::addon::ask_host_to_stop(pid);
     }
-    child.wait().await.context("the host could not be waited for")
+    child
+        .wait()
+        .await
+        .context("the host could not be waited for")
 }

@@ -299,3 +299,24 @@ impl ServerHandler for VigaMcpServer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every text of `execute_code` is true to its mode (issue 36): live, the program runs
+    /// on the scene as it is, never "a freshly reloaded base scene".
+    #[test]
+    fn execute_codes_texts_are_true_to_the_mode() {
+        let text_of = |mode| {
+            let tools = scene_tools(mode).unwrap();
+            let tool = tools.get("execute_code").unwrap();
+            format!("{} {}", tool.description(), tool.parameters())
+        };
+        let live = text_of(ProgramMode::Live);
+        assert!(!live.contains("freshly reloaded"), "{live}");
+        assert!(live.contains("runs on the current scene"), "{live}");
+        let fresh = text_of(ProgramMode::Reset);
+        assert!(fresh.contains("freshly reloaded base scene"), "{fresh}");
+    }
+}

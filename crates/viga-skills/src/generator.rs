@@ -45,6 +45,14 @@ pub struct ExecuteCodeArgs {
     pub code: String,
 }
 
+/// `execute_code`'s arguments in live mode, whose program runs on the scene as it is.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteCodeLiveArgs {
+    /// The Blender Python program; it runs on the current scene, after every earlier change.
+    pub code: String,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SceneInfoArgs {
@@ -143,6 +151,7 @@ pub struct EndGenerationArgs {
 arguments!(
     MakePlanArgs,
     ExecuteCodeArgs,
+    ExecuteCodeLiveArgs,
     SceneInfoArgs,
     AssetArgs,
     EndGenerationArgs
@@ -241,14 +250,14 @@ impl Tool for ExecuteCodeLive {
         "Run a Blender Python program on the current scene, which keeps every earlier change (live mode). Each program is one undo step; a program that raises is undone, so the scene is as before it. Reports stdout, stderr and any exception with its line."
     }
     fn parameters(&self) -> Value {
-        parameters_of::<ExecuteCodeArgs>()
+        parameters_of::<ExecuteCodeLiveArgs>()
     }
     async fn invoke(
         &self,
         context: &ToolContext,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
-        let args: ExecuteCodeArgs = parse_arguments(self.name(), arguments)?;
+        let args: ExecuteCodeLiveArgs = parse_arguments(self.name(), arguments)?;
         let applied = context
             .blender
             .apply_program(&args.code, "viga: execute_code", None)

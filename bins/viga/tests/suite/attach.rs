@@ -1051,6 +1051,10 @@ fn the_addon_host_stops_cleanly_on_sigterm_and_sigint() {
         let status = viga.wait().unwrap();
         drop(watchdog);
         assert!(status.success(), "{signal}: {status}");
-        assert!(files().is_empty(), "{signal}: stale connection files {:?}", files());
+        assert!(
+            files().is_empty(),
+            "{signal}: stale connection files {:?}",
+            files()
+        );
     }
 }
