@@ -28,7 +28,7 @@ pub fn advice(kind: FailureKind, run: Option<&Path>) -> Option<String> {
             "the provider refused the request or answered with something unusable; check --model and --base-url{resume}"
         ),
         FailureKind::WorkerUnavailable => format!(
-            "the worker the programs run in (Blender, LibreOffice or Chromium) could not be started or restarted: the message above says why (containment that is required but does not hold names what would make it hold); `viga doctor` shows which Blender and renderers are found and what containment holds here{resume}"
+            "the worker the programs run in (Blender, LibreOffice or Chromium) could not be started, reached or restarted: the message above says why (containment that is required but does not hold names what would make it hold); `viga doctor` shows which Blender and renderers are found and what containment holds here{resume}"
         ),
         FailureKind::Io => "a file or folder could not be read or written: check the path in the message, its permissions and the free disk space".to_owned(),
         // `other` is as often the model's (a Geometry Nodes step that never worked) as a bug:

@@ -55,6 +55,10 @@ pub enum AttachError {
     )]
     TokenRefused { file: PathBuf, pid: u32 },
     #[error(
+        "Blender (pid {pid}) is serving another viga client (a `viga mcp --attach`, a run or the panel's): it serves one at a time; close that one, or wait until it is done"
+    )]
+    Busy { pid: u32 },
+    #[error(
         "Blender (pid {pid}) did not answer on port {port} within {limit:?} ({message}): it may be frozen by a long operation; wait for it, or restart it with the viga add-on enabled",
         limit = ATTACH_TIMEOUT
     )]
@@ -71,7 +75,8 @@ impl AttachError {
     pub fn kind(&self) -> viga_protocol::event::FailureKind {
         use viga_protocol::event::FailureKind;
         match self {
-            Self::Unreachable { .. } => FailureKind::WorkerUnavailable,
+            // Held by another client: available again once that one is done.
+            Self::Unreachable { .. } | Self::Busy { .. } => FailureKind::WorkerUnavailable,
             Self::NoneRunning { .. }
             | Self::Stale { .. }
             | Self::Several { .. }
@@ -246,6 +251,10 @@ pub async fn attach(
             file: connection.file.clone(),
             pid: info.pid,
         }),
+        Err(TransportError::HandshakeRefused {
+            kind: FaultKind::Busy,
+            ..
+        }) => Err(AttachError::Busy { pid: info.pid }),
         Err(TransportError::HandshakeRefused {
             kind: FaultKind::Version,
             ..

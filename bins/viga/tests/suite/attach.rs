@@ -1058,3 +1058,23 @@ fn the_addon_host_stops_cleanly_on_sigterm_and_sigint() {
         );
     }
 }
+
+/// A second client while one holds the person's Blender is told so, in words, quickly: not
+/// that Blender "may be frozen" (issue 36).
+#[tokio::test]
+async fn a_second_client_is_told_another_holds_the_blender() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let host = Host::start(None);
+        let _first = host.client().await;
+        let dir = host.connection_dir();
+        let (output, took) = tokio::task::spawn_blocking(move || attach_error(&dir, &["--attach"]))
+            .await
+            .unwrap();
+        assert!(!output.status.success());
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains("is serving another viga client"), "{said}");
+        assert!(!said.contains("frozen"), "{said}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+    })
+    .await;
+}
