@@ -18,7 +18,7 @@ use viga_core::CoreError;
 use viga_core::prompts::fill;
 use viga_core::written_calls::with_tool_call_from_text;
 
-use super::tools::{CallOutcome, ToolBelt};
+use super::tools::{CallOutcome, SCENE_LISTING_TOOL, ToolBelt};
 use super::{
     AgentOutcome, AgentRun, AgentStep, CommandRecord, OPENING_SCENE_OBJECTS, SUMMARY_CHARS,
     SYSTEM_PROMPT, TRANSCRIPT_FILE, absolute,
@@ -304,6 +304,18 @@ impl AgentRun {
                 record.result = reply.result;
                 record.scene = reply.scene;
                 record.undo_step = Some(undo_step);
+                // An add-on that declares a scene listing gives its view of the scene too
+                // (seed 004), beside viga's summary, which has every object's place.
+                if call.name != SCENE_LISTING_TOOL
+                    && let Some(listing) = self.belt.declared_scene_listing().await
+                {
+                    result.text = serde_json::json!({
+                        "result": record.result,
+                        "scene": record.scene,
+                        "listed_by_addon": listing,
+                    })
+                    .to_string();
+                }
             }
             CallOutcome::Answered(output) => {
                 record.render_ids = self.save_renders(step, &output.renders)?;

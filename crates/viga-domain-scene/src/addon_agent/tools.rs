@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
 use viga_protocol::bridge::{AddonCommandResult, RenderSpec, SceneReset};
 use viga_protocol::message::{ToolCall, ToolSpec};
@@ -26,6 +28,8 @@ use viga_skills::{
 use crate::attached::undo_name;
 use viga_core::CoreError;
 
+/// The add-on tool that lists the scene, when an add-on declares it (seed 004).
+pub(super) const SCENE_LISTING_TOOL: &str = "list_scene_objects";
 /// The generator's tool that reads the scene as text.
 const READING_TOOL: &str = "get_scene_info";
 /// The verifier's tools that render the scene.
@@ -167,6 +171,36 @@ impl ToolBelt {
             Err(ToolError::Recoverable(message)) => Ok(CallOutcome::Refused(message)),
             Err(ToolError::Fatal(message)) => Err(CoreError::Tool(message)),
         }
+    }
+
+    /// The scene as an add-on that declares a `list_scene_objects` tool lists it (seed 004:
+    /// the context after every command comes from that tool when one is there), one line
+    /// per object; `None` when no add-on declares one, or it failed (viga's own summary of
+    /// the scene stands alone then).
+    pub(super) async fn declared_scene_listing(&self) -> Option<Vec<String>> {
+        let adapter = self.addon_tools.get(SCENE_LISTING_TOOL)?;
+        let reply = adapter
+            .send(self.blender.as_ref(), serde_json::json!({}), None)
+            .await
+            .ok()?;
+        let objects = match reply.result {
+            Value::Object(mut fields) if fields.get("objects").is_some_and(Value::is_array) => {
+                fields.remove("objects").unwrap_or_default()
+            }
+            other => other,
+        };
+        let Value::Array(objects) = objects else {
+            return None;
+        };
+        Some(
+            objects
+                .into_iter()
+                .map(|object| match object {
+                    Value::String(line) => line,
+                    other => other.to_string(),
+                })
+                .collect(),
+        )
     }
 
     /// An add-on command: its arguments checked against the manifest's schema (and its

@@ -615,3 +615,27 @@ async fn a_call_nobody_can_read_and_a_cut_off_reply_are_no_answers() {
     })
     .await;
 }
+
+/// Seed 004 (issue 36): after a command, an add-on that declares `list_scene_objects` gives
+/// its listing of the scene too, beside viga's summary with every object's place.
+#[tokio::test]
+async fn an_addons_declared_scene_listing_is_the_context_after_a_command() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let (tool, arguments) = place_lamp("left");
+        let script = provider(vec![
+            calls(json!({}), &[(tool, arguments)]),
+            answer(
+                json!({"last_message_contains": "\"listed_by_addon\":[\"{\\\"name\\\":\\\"Lamp\\\",\\\"type\\\":\\\"MESH\\\"}\""}),
+                "Done.",
+            ),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = start_agent(config(4), script, blender, output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(outcome.stop, StopReason::Accepted, "{events:?}");
+    })
+    .await;
+}
