@@ -729,6 +729,33 @@ pub fn parse_resolution(text: &str) -> Result<(u32, u32)> {
     }
 }
 
+/// `path` made whole (absolute, as it is, `..` and links kept): a run folder records the
+/// paths it was given, and a follow-up or `viga resume` from another folder must find them.
+pub fn whole(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Refuses a follow-up of a run that is not a Blender scene run, saying what to do instead:
+/// slides and pages start anew from their task.
+fn scene_run_to_continue(previous: &std::path::Path) -> Result<()> {
+    let (_, recorded) = viga_core::resumable_config(previous)?;
+    if recorded.name == viga_domain_scene::SCENE_DOMAIN {
+        return Ok(());
+    }
+    bail!(
+        "{} is a {} run, and follow-ups (--continue) are for Blender scene runs only; start a new run with --mode {} and say in --task what to keep (its final program is {})",
+        previous.display(),
+        recorded.name,
+        recorded.name,
+        previous
+            .join(match recorded.name.as_str() {
+                "page" => "final.html",
+                _ => "final.py",
+            })
+            .display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
@@ -772,31 +799,4 @@ mod tests {
             assert!(parse_resolution(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// `path` made whole (absolute, as it is, `..` and links kept): a run folder records the
-/// paths it was given, and a follow-up or `viga resume` from another folder must find them.
-pub fn whole(path: &std::path::Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
-/// Refuses a follow-up of a run that is not a Blender scene run, saying what to do instead:
-/// slides and pages start anew from their task.
-fn scene_run_to_continue(previous: &std::path::Path) -> Result<()> {
-    let (_, recorded) = viga_core::resumable_config(previous)?;
-    if recorded.name == viga_domain_scene::SCENE_DOMAIN {
-        return Ok(());
-    }
-    bail!(
-        "{} is a {} run, and follow-ups (--continue) are for Blender scene runs only; start a new run with --mode {} and say in --task what to keep (its final program is {})",
-        previous.display(),
-        recorded.name,
-        recorded.name,
-        previous
-            .join(match recorded.name.as_str() {
-                "page" => "final.html",
-                _ => "final.py",
-            })
-            .display()
-    )
 }

@@ -127,6 +127,13 @@ pub async fn gateway(
         args.max_sessions,
         listener.scheme(),
     );
+    serve_until_stopped(gateway, listener).await;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Serves until SIGINT or SIGTERM, then stops: the requests in flight first (each page is
+/// told), then every page, then the server's Blenders.
+async fn serve_until_stopped(gateway: Arc<Gateway>, listener: viga_serve::ws::Listener) {
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     let mut terminations =
@@ -143,12 +150,11 @@ pub async fn gateway(
     let left = gateway.shut_down(STOP_GRACE).await;
     if left > 0 {
         eprintln!(
-            "viga gateway: {left} request(s) had not ended; their folders may not say how they ended"
+            "viga gateway: {left} request(s) were still waiting on a command in someone's Blender; they were ended as the server stopped"
         );
     }
     eprintln!("viga gateway: stopping every user's Blender");
     gateway.stop_sessions().await;
-    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// How long requests in flight get to end when the gateway stops.

@@ -305,33 +305,8 @@ pub(super) async fn serve_chat(
     ticket: &super::admission::Ticket,
 ) -> Result<(), ConnectionEnd> {
     let limits = &gateway.limits;
-    let hello_deadline = Instant::now() + limits.hello_timeout;
-    let user = loop {
-        let frame = match timeout_at(hello_deadline, socket.next()).await {
-            Err(_) => {
-                close(&mut socket, "no hello in time").await;
-                return Ok(());
-            }
-            Ok(None) => return Ok(()),
-            Ok(Some(frame)) => frame?,
-        };
-        let text = match frame {
-            Message::Text(text) => text,
-            Message::Close(_) => return Ok(()),
-            _ => continue,
-        };
-        let (reply, user) = hello(gateway, text.as_str());
-        if user.is_some() && !ticket.admit() {
-            tracing::warn!(
-                "a chat page's hello was refused: every connection slot is taken (--max-connections)"
-            );
-            close(&mut socket, super::connection::FULL).await;
-            return Ok(());
-        }
-        send(&mut socket, &reply).await?;
-        if let Some(user) = user {
-            break user;
-        }
+    let Some(user) = greet(gateway, &mut socket, ticket).await? else {
+        return Ok(());
     };
     let conversation = gateway.conversations.of(&user);
     let mut changes = gateway.dialed.user(&user).watch();
@@ -393,6 +368,43 @@ pub(super) async fn serve_chat(
                 }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             },
+        }
+    }
+}
+
+/// The page's hello, answered, within the hello time: the user it speaks for, or `None` when
+/// it left, said nothing in time, or found every connection slot taken.
+async fn greet(
+    gateway: &Gateway,
+    socket: &mut Socket,
+    ticket: &super::admission::Ticket,
+) -> Result<Option<UserName>, ConnectionEnd> {
+    let hello_deadline = Instant::now() + gateway.limits.hello_timeout;
+    loop {
+        let frame = match timeout_at(hello_deadline, socket.next()).await {
+            Err(_) => {
+                close(socket, "no hello in time").await;
+                return Ok(None);
+            }
+            Ok(None) => return Ok(None),
+            Ok(Some(frame)) => frame?,
+        };
+        let text = match frame {
+            Message::Text(text) => text,
+            Message::Close(_) => return Ok(None),
+            _ => continue,
+        };
+        let (reply, user) = hello(gateway, text.as_str());
+        if user.is_some() && !ticket.admit() {
+            tracing::warn!(
+                "a chat page's hello was refused: every connection slot is taken (--max-connections)"
+            );
+            close(socket, super::connection::FULL).await;
+            return Ok(None);
+        }
+        send(socket, &reply).await?;
+        if user.is_some() {
+            return Ok(user);
         }
     }
 }
