@@ -121,8 +121,10 @@ fn on_its_own_blender_the_agent_streams_events_and_leaves_a_run_folder() {
         [
             "run_started",
             "model_called",
+            "tool_started",
             "tool_invoked",
             "model_called",
+            "tool_started",
             "tool_invoked",
             "model_called",
             "run_finished"

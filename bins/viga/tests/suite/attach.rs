@@ -379,11 +379,17 @@ async fn an_attached_run_leaves_the_scene_alone_then_applies_the_result_as_one_u
         // to it while the panel's timer waits for it to end.
         let client = host.client().await;
         let final_program = run_folder.join("final.py");
+        // The add-on finds viga where its preferences say (a person sets it, or has viga on
+        // the PATH Blender started with).
         let press_apply = format!(
-            "import bpy\nstatus = bpy.context.window_manager.viga_run\n\
+            "import bpy\n\
+             viga = [a for a in bpy.context.preferences.addons if a.module.endswith('viga_blender')]\n\
+             viga[0].preferences.viga_path = {:?}\n\
+             status = bpy.context.window_manager.viga_run\n\
              status.state, status.kind, status.task = 'FINISHED', 'SCENE', 'a red crate'\n\
              status.run_folder, status.final_program, status.applied = {:?}, {:?}, False\n\
              print(bpy.ops.viga.apply_result('EXEC_DEFAULT'))\n",
+            VIGA,
             run_folder.display().to_string(),
             final_program.display().to_string()
         );

@@ -171,7 +171,7 @@ async fn a_static_scene_is_built_and_scored_from_two_camera_views() {
     }
     let report = std::fs::read_to_string(folder.join("report.html")).unwrap();
     assert!(
-        report.contains("target Camera1") && report.contains("Camera2 now"),
+        report.contains("target: Camera1") && report.contains("result: Camera2"),
         "each target beside its render"
     );
 }

@@ -305,8 +305,11 @@ impl AgentRun {
                 record.scene = reply.scene;
                 record.undo_step = Some(undo_step);
                 // An add-on that declares a scene listing gives its view of the scene too
-                // (seed 004), beside viga's summary, which has every object's place.
+                // (seed 004), beside viga's summary, which has every object's place. Not in
+                // a person's Blender, where every add-on command is an undo step of its own
+                // and a listing would be a Ctrl-Z that does nothing.
                 if call.name != SCENE_LISTING_TOOL
+                    && !self.config.attached
                     && let Some(listing) = self.belt.declared_scene_listing().await
                 {
                     result.text = serde_json::json!({

@@ -153,6 +153,8 @@ async fn a_call_that_is_not_json_is_told_what_was_wrong_and_nothing_runs() {
     );
     let mut settings = config(1);
     settings.generator_tools = true;
+    // The verifier judges the request to stop, so the whole exchange is replayed.
+    settings.generator_ends_run = false;
     let mut again = json!({"response": {"text": "", "finish_reason": "tool_calls", "tool_calls": [
         {"id": "g1", "name": "execute_code", "arguments": {"code": GOOD_CODE}}
     ]}});
