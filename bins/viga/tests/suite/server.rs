@@ -209,6 +209,23 @@ impl Chat {
     }
 }
 
+/// The server's chat page in real Chromium, `width` pixels wide, signed in as Alice.
+async fn signed_in_page(server: &Server, width: u32) -> WebWorker {
+    let page = WebWorker::start(WebConfig {
+        site: Some(format!("http://{}", server.address)),
+        ..WebConfig::locate().unwrap_or_else(|err| panic!("{err}"))
+    })
+    .await
+    .unwrap();
+    page.visit("/", Viewport { width, height: 900 })
+        .await
+        .unwrap();
+    page.type_into("#username", "alice").await.unwrap();
+    page.type_into("#token", ALICE).await.unwrap();
+    page.click("#login-button").await.unwrap();
+    page
+}
+
 /// Polls a JavaScript expression in the page until it is true.
 async fn page_until(page: &WebWorker, expression: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -278,20 +295,7 @@ async fn a_request_typed_into_the_page_changes_only_its_users_scene_and_a_new_ad
         let mut bobs_page = Chat::open(&server, "bob", BOB).await;
         bobs_page.blender_kind("desktop").await;
 
-        let page = WebWorker::start(WebConfig {
-            site: Some(format!("http://{}", server.address)),
-            ..WebConfig::locate().unwrap_or_else(|err| panic!("{err}"))
-        })
-        .await
-        .unwrap();
-        let viewport = Viewport {
-            width: 1100,
-            height: 900,
-        };
-        page.visit("/", viewport).await.unwrap();
-        page.type_into("#username", "alice").await.unwrap();
-        page.type_into("#token", ALICE).await.unwrap();
-        page.click("#login-button").await.unwrap();
+        let page = signed_in_page(&server, 1100).await;
         page_until(
             &page,
             "document.getElementById('blender-kind').dataset.kind === 'desktop' && !!document.querySelector('#tools li[data-tool=place_object_relative]')",
@@ -558,20 +562,8 @@ async fn the_page_recovers_when_the_server_is_killed_and_restarted_mid_command()
         let server = Server::start(files.path(), &first, "127.0.0.1:0");
         let port = server.port().to_owned();
         let alice = person(&server, "alice", ALICE, &blend, &addons);
-        let page = WebWorker::start(WebConfig {
-            site: Some(format!("http://{}", server.address)),
-            ..WebConfig::locate().unwrap_or_else(|err| panic!("{err}"))
-        })
-        .await
-        .unwrap();
-        let viewport = Viewport {
-            width: 900,
-            height: 800,
-        };
-        page.visit("/", viewport).await.unwrap();
-        page.type_into("#username", "alice").await.unwrap();
-        page.type_into("#token", ALICE).await.unwrap();
-        page.click("#login-button").await.unwrap();
+        // A phone's width: the page must fit it.
+        let page = signed_in_page(&server, 390).await;
         let desktop = "document.getElementById('blender-kind').dataset.kind === 'desktop'";
         page_until(&page, desktop).await;
         page.type_into("#request", "move the lamp").await.unwrap();
@@ -616,6 +608,11 @@ async fn the_page_recovers_when_the_server_is_killed_and_restarted_mid_command()
         page.click("#send").await.unwrap();
         page_until(&page, "document.querySelectorAll('.finished').length === 2").await;
         assert_eq!(page_text(&page, ".answer").await, "At x = -2.");
+        let width = page
+            .evaluate("document.documentElement.scrollWidth")
+            .await
+            .unwrap();
+        assert!(width.as_u64().unwrap() <= 390, "the page is {width} px wide");
 
         let runs = remembered_runs(files.path(), "alice");
         assert_eq!(runs.len(), 2, "{runs:?}");
