@@ -19,6 +19,20 @@ pub trait ProtocolType: JsonSchema + DeserializeOwned + 'static {
     const NAME: &'static str;
     /// The top-level field holding the protocol version, for versioned documents.
     const VERSION_FIELD: Option<&'static str> = None;
+    /// The version this build reads and writes natively.
+    const VERSION: u32 = PROTOCOL_VERSION;
+    /// Older versions still read: a document of one is brought to [`Self::VERSION`] by
+    /// [`Self::upgrade`] before it is validated, so a version-1 answer still works once a
+    /// version 2 exists.
+    const OLDER_VERSIONS: &'static [u32] = &[];
+
+    /// `document`, of the older version `from` (one of [`Self::OLDER_VERSIONS`]), in the
+    /// shape of [`Self::VERSION`]; `Err` says what could not be carried over. The version
+    /// field is set by the caller.
+    fn upgrade(document: Value, from: u32) -> Result<Value, String> {
+        let _ = from;
+        Ok(document)
+    }
 
     /// Invariants a JSON Schema cannot express (unique ids, cross-field rules).
     fn check(&self) -> Vec<Violation> {
@@ -67,13 +81,25 @@ pub enum ProtocolError {
         message: String,
     },
     #[error(
-        "{type_name}: unsupported protocol version {found}; this viga speaks version {supported}. Send \"{field}\": {supported}, or use a viga release that speaks version {found}"
+        "{type_name}: unsupported protocol version {found}; this viga speaks version {supported}{}. Send \"{field}\": {supported}, or use a viga release that speaks version {found}",
+        older_words(.older)
     )]
     UnsupportedVersion {
         type_name: &'static str,
         field: &'static str,
         found: String,
         supported: u32,
+        /// Older versions still read.
+        older: Vec<u32>,
+    },
+    #[error(
+        "{type_name}: a version {from} document could not be brought to version {to}: {message}"
+    )]
+    NotUpgraded {
+        type_name: &'static str,
+        from: u32,
+        to: u32,
+        message: String,
     },
     #[error("{type_name} is invalid:\n{}", list(.violations))]
     Invalid {
@@ -96,6 +122,14 @@ impl ProtocolError {
             _ => &[],
         }
     }
+}
+
+fn older_words(older: &[u32]) -> String {
+    if older.is_empty() {
+        return String::new();
+    }
+    let versions: Vec<String> = older.iter().map(u32::to_string).collect();
+    format!(" (and reads {})", versions.join(", "))
 }
 
 fn list(violations: &[Violation]) -> String {
@@ -163,7 +197,22 @@ pub fn json_candidates(text: &str) -> impl Iterator<Item = &str> {
 
 /// Validate an already-parsed JSON value and convert it.
 pub fn parse_value<T: ProtocolType>(value: Value) -> Result<T, ProtocolError> {
-    check_version::<T>(&value)?;
+    let value = match (check_version::<T>(&value)?, T::VERSION_FIELD) {
+        (Some(older), Some(field)) => {
+            let mut upgraded =
+                T::upgrade(value, older).map_err(|message| ProtocolError::NotUpgraded {
+                    type_name: T::NAME,
+                    from: older,
+                    to: T::VERSION,
+                    message,
+                })?;
+            if let Some(fields) = upgraded.as_object_mut() {
+                fields.insert(field.to_owned(), Value::from(T::VERSION));
+            }
+            upgraded
+        }
+        _ => value,
+    };
     let validator = validator_for::<T>()?;
     let mut violations = Vec::new();
     for error in validator.iter_errors(&value) {
@@ -265,23 +314,35 @@ fn pointer_or_root(pointer: String) -> String {
     }
 }
 
-fn check_version<T: ProtocolType>(value: &Value) -> Result<(), ProtocolError> {
+/// `Ok(Some(v))` for a document of the older version `v` that is still read, `Ok(None)`
+/// for one of the current version (or none the schema will not refuse), and the refusal of
+/// any other.
+fn check_version<T: ProtocolType>(value: &Value) -> Result<Option<u32>, ProtocolError> {
     let Some(field) = T::VERSION_FIELD else {
-        return Ok(());
+        return Ok(None);
     };
     match value.get(field) {
         // A missing or non-integer version is a schema violation, reported as such.
-        None => Ok(()),
-        Some(found) if found.as_u64() == Some(u64::from(PROTOCOL_VERSION)) => Ok(()),
+        None => Ok(None),
+        Some(found) if found.as_u64() == Some(u64::from(T::VERSION)) => Ok(None),
+        Some(found)
+            if found
+                .as_u64()
+                .and_then(|found| u32::try_from(found).ok())
+                .is_some_and(|found| T::OLDER_VERSIONS.contains(&found)) =>
+        {
+            Ok(found.as_u64().and_then(|found| u32::try_from(found).ok()))
+        }
         Some(found) if found.is_u64() || found.is_string() || found.is_f64() => {
             Err(ProtocolError::UnsupportedVersion {
                 type_name: T::NAME,
                 field,
                 found: found.to_string(),
-                supported: PROTOCOL_VERSION,
+                supported: T::VERSION,
+                older: T::OLDER_VERSIONS.to_vec(),
             })
         }
-        Some(_) => Ok(()),
+        Some(_) => Ok(None),
     }
 }
 

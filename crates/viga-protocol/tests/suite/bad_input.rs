@@ -344,3 +344,50 @@ impl TapInsert for Value {
         self
     }
 }
+
+/// A document whose version 2 renamed a field: version 1 documents are still read.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Resized {
+    version: u32,
+    size: f64,
+}
+
+impl ProtocolType for Resized {
+    const NAME: &'static str = "Resized";
+    const VERSION_FIELD: Option<&'static str> = Some("version");
+    const VERSION: u32 = 2;
+    const OLDER_VERSIONS: &'static [u32] = &[1];
+
+    fn upgrade(mut document: Value, from: u32) -> Result<Value, String> {
+        assert_eq!(from, 1);
+        let fields = document.as_object_mut().ok_or("not an object")?;
+        let width = fields.remove("width").ok_or("no width to carry over")?;
+        fields.insert("size".to_owned(), width);
+        Ok(document)
+    }
+}
+
+/// Issue 36: a protocol version with a migration path. A version-1 document is brought to
+/// version 2 and read; one that cannot be carried over says why; an unknown version is
+/// refused naming what is read.
+#[test]
+fn an_older_version_is_upgraded_and_read() {
+    let read = parse_value::<Resized>(json!({"version": 1, "width": 2.5})).unwrap();
+    assert_eq!((read.version, read.size), (2, 2.5));
+    let current = parse_value::<Resized>(json!({"version": 2, "size": 3.0})).unwrap();
+    assert_eq!(current.size, 3.0);
+    let lost = parse_value::<Resized>(json!({"version": 1})).unwrap_err();
+    assert!(
+        lost.to_string()
+            .contains("a version 1 document could not be brought to version 2: no width"),
+        "{lost}"
+    );
+    let unknown = parse_value::<Resized>(json!({"version": 3, "size": 1.0})).unwrap_err();
+    assert!(
+        unknown
+            .to_string()
+            .contains("this viga speaks version 2 (and reads 1)"),
+        "{unknown}"
+    );
+}
