@@ -115,6 +115,11 @@ def install(zip_path):
 
 
 def main():
+    # Heard from the start: a stop that comes while the add-on is being enabled (its
+    # connection file already written) still disables it, so no stale file is left.
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     options = parse_args(sys.argv)
     if options["blend"]:
         bpy.ops.wm.open_mainfile(filepath=os.path.abspath(options["blend"]))
@@ -133,9 +138,6 @@ def main():
         if not token:
             raise SystemExit("viga addon host: --server needs the token in VIGA_SERVER_TOKEN")
         module.dialout.connect(options["server"], options["username"], token, options["server-files"])
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     ready = {"connection": module.viga_bridge.addon_connection_path(), "pid": os.getpid(), "module": module_name}
     sys.stdout.write(READY_MARKER + json.dumps(ready) + "\n")
     sys.stdout.flush()
