@@ -364,10 +364,10 @@ pub async fn start(
         ),
         PathArguments::Blender => None,
     };
-    let translator: Arc<dyn InstructionTranslator> = Arc::new(ProviderTranslator::new(
-        Arc::clone(&provider),
-        Prompts::default().investigate,
-    ));
+    let translating =
+        ProviderTranslator::new(Arc::clone(&provider), Prompts::default().investigate);
+    let translations = translating.calls();
+    let translator: Arc<dyn InstructionTranslator> = Arc::new(translating);
     let belt = ToolBelt::new(
         &addons,
         Arc::clone(&blender),
@@ -401,6 +401,7 @@ pub async fn start(
             blender,
             addons,
             translator,
+            translations,
             belt,
             system,
             folder,
@@ -521,6 +522,9 @@ struct AgentRun {
     /// The add-ons as last discovered: asked again before every model turn.
     addons: AddonRegistry,
     translator: Arc<dyn InstructionTranslator>,
+    /// The model calls its translator made (a look's free-form camera instruction), recorded
+    /// as the run's own.
+    translations: Arc<viga_core::ModelCalls>,
     belt: ToolBelt,
     system: String,
     folder: RunFolder,

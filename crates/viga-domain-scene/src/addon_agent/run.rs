@@ -246,7 +246,17 @@ impl AgentRun {
                 return Err(CoreError::Cancelled);
             }
             assistant.push(ContentPart::ToolCall(call.clone()));
-            let (record, result) = self.run_call(step, call).await?;
+            let ran = self.run_call(step, call).await;
+            // A camera instruction its look translated with the model is a call of the run.
+            for translated in self.translations.take() {
+                self.emit(RunEvent::ModelCalled {
+                    index: step,
+                    role: translated.role,
+                    latency_ms: translated.latency_ms,
+                    usage: translated.usage,
+                })?;
+            }
+            let (record, result) = ran?;
             commanded |= record.undo_step.is_some();
             self.emit(RunEvent::ToolInvoked {
                 index: step,

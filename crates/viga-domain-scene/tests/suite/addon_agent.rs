@@ -639,3 +639,48 @@ async fn an_addons_declared_scene_listing_is_the_context_after_a_command() {
     })
     .await;
 }
+
+/// A look whose camera instruction no fast path knows is translated by the model; that call
+/// is the agent run's own (`ModelCalled` with the role `investigate`).
+#[tokio::test]
+async fn a_looks_translated_instruction_is_a_model_call_of_the_agent() {
+    within(BLENDER_TEST_LIMIT, "the test", async {
+        let blender = table_and_lamp().await;
+        let pose = json!({"response": {
+            "text": "{\"location\": [0.0, -6.0, 1.0], \"look_at\": [0.0, 0.0, 0.5]}",
+            "finish_reason": "stop",
+            "usage": {"input_tokens": 50, "output_tokens": 20}
+        }});
+        let script = provider(vec![
+            calls(
+                json!({}),
+                &[
+                    ("initialize_viewpoint", json!({})),
+                    (
+                        "investigate",
+                        json!({"instruction": "peek beneath the lamp"}),
+                    ),
+                ],
+            ),
+            pose,
+            answer(json!({}), "Seen."),
+        ]);
+        let output = tempfile::tempdir().unwrap();
+        let handle = start_agent(config(4), script, blender, output.path())
+            .await
+            .unwrap();
+        let (events, outcome) = drain(handle).await;
+        assert_eq!(outcome.stop, StopReason::Accepted, "{events:?}");
+        assert!(
+            events.iter().any(|event| matches!(
+                event,
+                RunEvent::ModelCalled {
+                    role: viga_protocol::event::ModelRole::Investigate,
+                    ..
+                }
+            )),
+            "{events:?}"
+        );
+    })
+    .await;
+}
