@@ -165,14 +165,10 @@ async fn host(zip: Option<PathBuf>, args: HostArgs) -> Result<std::process::Exit
         .kill_on_drop(true)
         .spawn()
         .context("cannot start the headless Blender")?;
-    let mut interrupts =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
-    let mut terminations =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut stops = crate::progress::StopSignals::listen();
     let status = tokio::select! {
         status = child.wait() => status.context("the host could not be waited for")?,
-        () = crate::progress::next_interrupt(&mut interrupts) => stop_host(&mut child).await?,
-        () = crate::progress::next_signal(&mut terminations) => stop_host(&mut child).await?,
+        _ = stops.next() => stop_host(&mut child).await?,
     };
     Ok(if status.success() {
         std::process::ExitCode::SUCCESS

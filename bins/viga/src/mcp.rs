@@ -134,14 +134,10 @@ pub async fn gateway(
 /// Serves until SIGINT or SIGTERM, then stops: the requests in flight first (each page is
 /// told), then every page, then the server's Blenders.
 async fn serve_until_stopped(gateway: Arc<Gateway>, listener: viga_serve::ws::Listener) {
-    let mut interrupts =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
-    let mut terminations =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut stops = crate::progress::StopSignals::listen();
     tokio::select! {
         () = Arc::clone(&gateway).serve(listener) => {}
-        () = crate::progress::next_interrupt(&mut interrupts) => {}
-        () = crate::progress::next_signal(&mut terminations) => {}
+        _ = stops.next() => {}
     }
     eprintln!(
         "viga gateway: stopping: requests in flight are cancelled (up to {} s to end) and every page is told",

@@ -284,10 +284,7 @@ pub async fn follow_events<O: Send + 'static, F>(
     // shown is kept for the next wait (a fresh `ctrl_c()` each turn would miss it). SIGTERM
     // (a batch system stopping a job, `kill`) stops the run as Ctrl-C does, so its folder
     // says how it ended.
-    let mut interrupts =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
-    let mut terminations =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut stops = StopSignals::listen();
     stream_model_text(run, out);
     let mut cancelled_at: Option<tokio::time::Instant> = None;
     loop {
@@ -299,13 +296,8 @@ pub async fn follow_events<O: Send + 'static, F>(
                 Some(RunUpdate::ModelText(_)) => {}
                 None => return true,
             },
-            () = next_interrupt(&mut interrupts), if cancelled_at.is_none() => {
-                out.say(&format!("stopping {what} (Ctrl-C)..."));
-                run.cancel();
-                cancelled_at = Some(tokio::time::Instant::now());
-            },
-            () = next_signal(&mut terminations), if cancelled_at.is_none() => {
-                out.say(&format!("stopping {what} (SIGTERM)..."));
+            heard = stops.next(), if cancelled_at.is_none() => {
+                out.say(&format!("stopping {what} ({heard})..."));
                 run.cancel();
                 cancelled_at = Some(tokio::time::Instant::now());
             },
@@ -317,9 +309,35 @@ pub async fn follow_events<O: Send + 'static, F>(
     }
 }
 
+/// SIGINT and SIGTERM, listened for from when this is made: a signal that arrives between
+/// two waits is kept for the next. Heard also by a process started with SIGINT ignored (a
+/// background job), whose stop would otherwise never come.
+pub struct StopSignals {
+    interrupts: Option<tokio::signal::unix::Signal>,
+    terminations: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    pub fn listen() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Self {
+            interrupts: signal(SignalKind::interrupt()).ok(),
+            terminations: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// The next stop, in words: `Ctrl-C` (SIGINT) or `SIGTERM`.
+    pub async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            () = next_interrupt(&mut self.interrupts) => "Ctrl-C",
+            () = next_signal(&mut self.terminations) => "SIGTERM",
+        }
+    }
+}
+
 /// Waits for the next SIGINT; without a listener (the runtime could not make one), for
 /// Ctrl-C as tokio reports it. Never returns when neither can be waited for.
-pub async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
+async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>) {
     let heard = match interrupts {
         Some(listener) => listener.recv().await.is_some(),
         None => tokio::signal::ctrl_c().await.is_ok(),
@@ -330,7 +348,7 @@ pub async fn next_interrupt(interrupts: &mut Option<tokio::signal::unix::Signal>
 }
 
 /// Waits for the next signal `listener` hears; never returns without a listener.
-pub async fn next_signal(listener: &mut Option<tokio::signal::unix::Signal>) {
+async fn next_signal(listener: &mut Option<tokio::signal::unix::Signal>) {
     let heard = match listener {
         Some(listener) => listener.recv().await.is_some(),
         None => false,

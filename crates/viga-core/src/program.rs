@@ -148,10 +148,7 @@ impl Run {
             error_message: crate::cut_off::told(
                 self.config.generator_max_tokens,
                 &answer.text,
-                &format!(
-                    "{} in one fenced block, shorter than the last: the essential parts first, loops instead of repeated lines, no comments; details can come in later iterations",
-                    self.format.noun
-                ),
+                &shorter_program(&self.format.noun, "in one fenced block"),
             ),
             left_a_scene: false,
         }
@@ -446,6 +443,15 @@ fn seconds(limit: Duration) -> String {
 pub(crate) fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();
     line.chars().take(300).collect()
+}
+
+/// What a generator whose program was cut off at its output limit is asked for instead:
+/// `noun` (the whole program), written `how` (in one fenced block, run with execute_code),
+/// shorter than the last.
+pub(crate) fn shorter_program(noun: &str, how: &str) -> String {
+    format!(
+        "{noun} {how}, shorter than the last: the essential parts first, loops instead of repeated lines, no comments; details can come in later iterations"
+    )
 }
 
 #[cfg(test)]

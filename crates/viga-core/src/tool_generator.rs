@@ -30,7 +30,7 @@ use crate::prompts::fill;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally};
 use crate::verify::invoke;
-use crate::written_calls::{unreadable_call, with_tool_call_from_text};
+use crate::written_calls::{not_an_answer, unreadable_call, with_tool_call_from_text};
 
 /// The longest argument summary and outcome a recorded tool call keeps, in characters.
 const CALL_SUMMARY_CHARS: usize = 200;
@@ -276,19 +276,16 @@ impl Run {
     /// What the model is told about an answer without a call that went wrong: cut off at
     /// the output limit inside its program, or a call written so that nobody could read it.
     fn what_went_wrong(&self, tools: &OfferedTools, response: &ModelResponse) -> Option<String> {
-        if response.finish_reason == FinishReason::Length
-            && !self.format.holds_a_whole_program(&response.text)
-        {
-            return Some(crate::cut_off::told(
-                self.config.generator_max_tokens,
-                &response.text,
-                &format!(
-                    "{} run with execute_code, shorter than the last: the essential parts first, loops instead of repeated lines, no comments; details can come in later iterations",
-                    self.format.noun
-                ),
-            ));
+        // A whole program came back: it was not cut off where it matters.
+        if self.format.holds_a_whole_program(&response.text) {
+            return unreadable_call(&response.text, &tools.specs());
         }
-        unreadable_call(&response.text, &tools.specs())
+        not_an_answer(
+            response,
+            self.config.generator_max_tokens,
+            &crate::program::shorter_program(&self.format.noun, "run with execute_code"),
+            &tools.specs(),
+        )
     }
 
     /// Runs the tool calls of one answer in order; the results go back as the next message,

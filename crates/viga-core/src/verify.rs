@@ -18,7 +18,7 @@ use crate::offered::OfferedTools;
 use crate::program::Attempt;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally, task_parts};
-use crate::written_calls::{unreadable_call, with_tool_call_from_text};
+use crate::written_calls::{not_an_answer, with_tool_call_from_text};
 
 /// Told with a tool's result when the worker was lost while the tool ran: the result was
 /// rebuilt from the program, so what earlier tools changed in it is gone.
@@ -215,14 +215,12 @@ fn record_tool_model_calls(run: &mut Run, index: u32, tally: &mut Tally) -> Resu
 /// What the verifier is told about an answer without a call that went wrong: cut off at the
 /// output limit, or a call written so that nobody could read it.
 fn what_went_wrong(run: &Run, tools: &OfferedTools, response: &ModelResponse) -> Option<String> {
-    if response.finish_reason == FinishReason::Length {
-        return Some(crate::cut_off::told(
-            run.config.verifier_max_tokens,
-            &response.text,
-            "a few sentences at most, then the end_process call",
-        ));
-    }
-    unreadable_call(&response.text, &tools.specs())
+    not_an_answer(
+        response,
+        run.config.verifier_max_tokens,
+        "a few sentences at most, then the end_process call",
+        &tools.specs(),
+    )
 }
 
 /// The verifier's first message: the task and targets, the domain's notes on the result,

@@ -147,6 +147,21 @@ fn call_spots(text: &str) -> Vec<&str> {
     spots
 }
 
+/// What a role is told about an answer without a call that is no answer: cut off at its
+/// output limit of `limit` tokens (asked for `shorter`), or a call written so that nobody
+/// could read it; `None` for a real answer. Every role that calls tools asks this.
+pub fn not_an_answer(
+    response: &ModelResponse,
+    limit: u32,
+    shorter: &str,
+    tools: &[ToolSpec],
+) -> Option<String> {
+    if response.finish_reason == viga_provider::FinishReason::Length {
+        return Some(crate::cut_off::told(limit, &response.text, shorter));
+    }
+    unreadable_call(&response.text, tools)
+}
+
 /// The first sentence of what the model is told, for a warning.
 pub fn first_sentence(told: &str) -> &str {
     told.split_inclusive(". ").next().unwrap_or_default().trim()

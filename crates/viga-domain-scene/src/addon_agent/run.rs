@@ -9,7 +9,7 @@ use serde_json::Value;
 use viga_blender::BlenderCommands as _;
 use viga_protocol::event::{ModelRole, RunEvent, StopReason};
 use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
-use viga_provider::{FinishReason, ModelRequest, ModelResponse};
+use viga_provider::{ModelRequest, ModelResponse};
 use viga_skills::CapturedRender;
 use viga_skills::addons::AddonSetChange;
 use viga_skills::scene::summarize;
@@ -209,15 +209,12 @@ impl AgentRun {
     /// What the model is told about an answer without a call that is not an answer: cut off
     /// at the output limit, or a call written so that nobody could read it.
     fn what_went_wrong(&mut self, response: &ModelResponse) -> Option<String> {
-        let told = if response.finish_reason == FinishReason::Length {
-            viga_core::cut_off::told(
-                self.config.max_tokens,
-                &response.text,
-                "one or two tool calls, or your final answer in a few sentences",
-            )
-        } else {
-            viga_core::written_calls::unreadable_call(&response.text, &self.belt.specs())?
-        };
+        let told = viga_core::written_calls::not_an_answer(
+            response,
+            self.config.max_tokens,
+            "one or two tool calls, or your final answer in a few sentences",
+            &self.belt.specs(),
+        )?;
         let problem = viga_core::written_calls::first_sentence(&told);
         self.warn(&format!("step {}: {problem}", self.steps_taken));
         Some(told)

@@ -95,6 +95,16 @@ struct Running {
     folder: Option<PathBuf>,
 }
 
+impl Running {
+    /// Cancels the agent, or has it cancelled as soon as it starts.
+    fn cancel(&mut self) {
+        self.cancel_asked = true;
+        if let Some(canceller) = &self.canceller {
+            canceller.cancel();
+        }
+    }
+}
+
 #[derive(Default)]
 struct ConversationState {
     earlier: VecDeque<EarlierTurn>,
@@ -194,10 +204,7 @@ impl Conversation {
         let mut state = self.state();
         state.server_stopping = true;
         if let Some(running) = state.running.as_mut() {
-            running.cancel_asked = true;
-            if let Some(canceller) = &running.canceller {
-                canceller.cancel();
-            }
+            running.cancel();
         }
     }
 
@@ -209,10 +216,7 @@ impl Conversation {
         if running.query_id != query_id {
             return false;
         }
-        running.cancel_asked = true;
-        if let Some(canceller) = &running.canceller {
-            canceller.cancel();
-        }
+        running.cancel();
         true
     }
 
@@ -624,7 +628,7 @@ fn choose_blender(
     }
     // A person whose own Blender went away is not moved to another without a word.
     let chosen = gateway.conversations.of(user).state().server_blender_chosen;
-    if dialed.view().gone && !chosen {
+    if dialed.is_gone() && !chosen {
         return Err(gone_note(true));
     }
     let lease = gateway

@@ -137,6 +137,12 @@ impl DialedUser {
         self.state().link.is_some()
     }
 
+    /// Whether the user's Blender was connected since the server started and is not now.
+    pub(crate) fn is_gone(&self) -> bool {
+        let state = self.state();
+        state.link.is_none() && state.ever_connected
+    }
+
     /// Whether the Blender is connected, its version, and its add-ons as a registry.
     pub(crate) fn view(&self) -> DialedView {
         let state = self.state();

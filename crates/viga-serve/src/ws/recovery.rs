@@ -74,11 +74,11 @@ pub(super) fn remember(
 
 /// The run folder of `query_id`, when the index names one inside the user's folder.
 fn find(files_root: &Path, user: &UserName, query_id: &str) -> Option<PathBuf> {
-    let index = index_of(files_root, user);
-    let length = std::fs::metadata(&index).ok()?.len();
-    let text = std::fs::read(&index).ok()?;
-    let text = String::from_utf8_lossy(&text[length.saturating_sub(MAX_INDEX_BYTES) as usize..])
-        .into_owned();
+    let name = format!("{}.jsonl", user.as_str());
+    let tail = viga_blender::ScratchFolder::new(files_root.join(INDEX_FOLDER))
+        .read_tail(Path::new(&name), MAX_INDEX_BYTES)
+        .ok()?;
+    let text = String::from_utf8_lossy(&tail).into_owned();
     let user_folder = files_root.join(user.as_str());
     text.lines()
         .rev()
