@@ -2,7 +2,7 @@
 //!
 //! - `setup`: make a Blender available (the project-local bpy virtual environment, or the
 //!   user's own binary named by `VIGA_BLENDER`); idempotent and instant when already done.
-//! - `test`: `setup`, the Debian packages the slide and page tests need (installed in CI as
+//! - `test`: `setup` with the test peers (mcp-for-blender), the Debian packages the slide and page tests need (installed in CI as
 //!   root, else named), then the whole test suite (with cargo-nextest when installed).
 //! - `demo`: `setup`, then the smallest real thing viga does today: build a scene in real
 //!   Blender and render it.
@@ -34,7 +34,12 @@ struct Cli {
 enum Task {
     /// Install Blender and python-pptx (bpy 5.0.1, numpy<2, python-pptx 1.0.2 into
     /// .viga/venv), or check VIGA_BLENDER.
-    Setup,
+    Setup {
+        /// Also install what the tests drive viga beside (mcp-for-blender 2.2.4 and requests);
+        /// `cargo xtask test` does so itself.
+        #[arg(long)]
+        test_peers: bool,
+    },
     /// Run setup, then build and render a small scene in real Blender (output/demo/).
     Demo,
     /// Run setup, check LibreOffice and Chromium (CI as root installs them), then the whole
@@ -61,7 +66,13 @@ enum Task {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Task::Setup => setup::run().map(|_| ()),
+        Task::Setup { test_peers } => {
+            let launcher = setup::run()?;
+            if test_peers {
+                setup::test_peers(&launcher)?;
+            }
+            Ok(())
+        }
         Task::Demo => {
             // viga builds while setup makes the venv: on a fresh clone both take about a
             // minute and a half, one on the network and one on the CPU.

@@ -90,14 +90,70 @@ pub fn run() -> Result<BlenderLauncher> {
     // Written last and atomically: an interrupted setup leaves no stamp and simply resumes.
     // xtask reaches no viga crate but viga-locate, so not viga_io's write: this process's id
     // keeps two setups at once out of each other's partial (xtask/tests/atomic_writes.rs).
-    let partial = venv.join(format!("{STAMP_FILE}.partial-{}", std::process::id()));
-    std::fs::write(&partial, &wanted).context("could not write the setup stamp")?;
-    std::fs::rename(&partial, &stamp).context("could not write the setup stamp")?;
+    write_stamp(&venv, STAMP_FILE, &wanted)?;
     println!(
         "setup: Blender ready (bpy {version} in {VENV_DIR}) in {:.1?}",
         started.elapsed()
     );
     Ok(BlenderLauncher::PythonModule { python })
+}
+
+/// The Blender MCP server the tests and the side-by-side benchmark drive viga beside and
+/// through (its wheel carries its Blender add-on, which imports requests, a library Blender
+/// ships and the bpy module does not). Only `cargo xtask test` and `setup --test-peers`
+/// install them; a person's setup does not need them.
+const TEST_PEER_REQUIREMENTS: [&str; 2] = ["mcp-for-blender==2.2.4", "requests<3"];
+const TEST_PEER_STAMP: &str = "viga-test-peers.json";
+
+/// Installs [`TEST_PEER_REQUIREMENTS`] into the venv of `launcher`, once (a stamp records
+/// them). A Blender of the person's own has no venv: the tests that need one say so.
+pub fn test_peers(launcher: &BlenderLauncher) -> Result<()> {
+    let BlenderLauncher::PythonModule { python } = launcher else {
+        println!(
+            "setup: mcp-for-blender is installed into bpy's venv only; with VIGA_BLENDER its tests cannot run"
+        );
+        return Ok(());
+    };
+    let Some(venv) = python.parent().and_then(Path::parent) else {
+        bail!("{} is not inside a virtual environment", python.display());
+    };
+    let stamp = venv.join(TEST_PEER_STAMP);
+    let wanted = format!("{{\"requirements\":{:?}}}", TEST_PEER_REQUIREMENTS);
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return Ok(());
+    }
+    println!(
+        "setup: installing {} for the tests",
+        TEST_PEER_REQUIREMENTS.join(" ")
+    );
+    let status = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--quiet",
+        ])
+        .args(TEST_PEER_REQUIREMENTS)
+        .status()
+        .context("could not run pip in the virtual environment")?;
+    if !status.success() {
+        bail!(
+            "pip could not install {} ({status}); check the network to PyPI, then run `cargo xtask setup --test-peers`",
+            TEST_PEER_REQUIREMENTS.join(" ")
+        );
+    }
+    write_stamp(venv, TEST_PEER_STAMP, &wanted)
+}
+
+/// Writes the stamp `name` in `venv` atomically: an interrupted install leaves none and
+/// simply resumes. This process's id keeps two setups at once out of each other's partial.
+fn write_stamp(venv: &Path, name: &str, text: &str) -> Result<()> {
+    let partial = venv.join(format!("{name}.partial-{}", std::process::id()));
+    std::fs::write(&partial, text).with_context(|| format!("could not write the stamp {name}"))?;
+    std::fs::rename(&partial, venv.join(name))
+        .with_context(|| format!("could not write the stamp {name}"))
 }
 
 /// What the stamp holds once setup is done: the requirements as JSON, the format every

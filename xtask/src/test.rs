@@ -31,7 +31,8 @@ pub fn run(cargo_args: &[String]) -> Result<()> {
         build.push("--no-run");
     }
     let setup = || {
-        crate::setup::run()?;
+        let launcher = crate::setup::run()?;
+        crate::setup::test_peers(&launcher)?;
         crate::system::ensure_packages()
     };
     if !cargo_args.is_empty() {

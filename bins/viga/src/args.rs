@@ -405,6 +405,20 @@ pub struct RunArgs {
     /// With --attach: apply the result to your scene (always), leave it (never), or ask.
     #[arg(long, value_enum, default_value = "ask")]
     pub apply: ApplyChoice,
+    /// Work in your own Blender through a Blender MCP server you already run: the command
+    /// your MCP client starts it with, for example "uvx mcp-for-blender". Uncontained
+    /// (programs run as you), confirmed for each run; each program starts from your scene as
+    /// it is now, and the result stays in it.
+    #[arg(long, value_name = "COMMAND")]
+    pub through_mcp: Option<String>,
+    /// With --through-mcp: the server's tool that runs Python (default: mcp-for-blender's
+    /// execute_blender_code).
+    #[arg(long, value_name = "TOOL", requires = "through_mcp")]
+    pub mcp_code_tool: Option<String>,
+    /// With --through-mcp: the front end already asked the person and they agreed to trusted
+    /// mode, for this run.
+    #[arg(long, requires = "through_mcp")]
+    pub confirm_trusted: bool,
     /// text for a person, jsonl for a program (the Blender add-on).
     #[arg(long, value_enum, default_value = "text")]
     pub events: crate::progress::EventsFormat,
@@ -476,6 +490,9 @@ pub enum Generator {
 pub enum RunStart {
     Ready(Box<viga_app::runs::Start>),
     Attached(SceneSettings),
+    /// A scene run in the person's Blender, reached through their MCP server once the
+    /// model is known and they confirmed trusted mode.
+    ThroughMcp(SceneSettings, viga_app::through_mcp::McpServerCommand),
 }
 
 impl ProviderArgs {
@@ -541,6 +558,23 @@ impl RunArgs {
     fn scene_start(&self, decode_into: &std::path::Path) -> Result<(RunConfig, RunStart)> {
         let (config, scene) = self.run_config(decode_into)?;
         let init = self.init_service()?;
+        if let Some(line) = &self.through_mcp {
+            let refused = [
+                ("--attach", self.attach.wanted()),
+                ("--init", init.is_some()),
+                ("--base", self.base.is_some()),
+            ];
+            if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
+                bail!(
+                    "{flag} does not go with --through-mcp, which works on the scene open in your Blender as it is (open the scene you want there first)"
+                );
+            }
+            let command = viga_app::through_mcp::McpServerCommand::parse(
+                line,
+                self.mcp_code_tool.as_deref(),
+            )?;
+            return Ok((config, RunStart::ThroughMcp(scene, command)));
+        }
         if !self.attach.wanted() {
             let start = viga_app::runs::Start::Scene { scene, init };
             return Ok((config, RunStart::Ready(Box::new(start))));
@@ -627,6 +661,7 @@ impl RunArgs {
             ("--start", self.start.is_some()),
             ("--continue", self.continue_run.is_some()),
             ("--attach", self.attach.wanted()),
+            ("--through-mcp", self.through_mcp.is_some()),
             (
                 "--assets",
                 self.assets.is_some() && self.mode != Mode::Slides,

@@ -130,6 +130,11 @@ async fn dispatch(
                     "--init works with the model generator; the search runs on --base or an empty scene"
                 );
             }
+            if args.through_mcp.is_some() {
+                bail!(
+                    "--through-mcp works with the model generator; the search runs on --base or an empty scene in viga's own Blender"
+                );
+            }
             search::run(args, contained).await
         }
         Command::Run(args) => run(args, contained).await,
@@ -232,6 +237,19 @@ async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<std::process
             scene,
             user: viga_app::attach::attach(args.attach.connection.as_deref()).await?,
         },
+        args::RunStart::ThroughMcp(scene, server) => {
+            let question = viga_app::through_mcp::question();
+            if !args.confirm_trusted && (out.is_jsonl() || !ask_trust(&question)?) {
+                bail!(
+                    "trusted mode was not confirmed for this run: {} Answer yes when asked, or give --confirm-trusted when the person already agreed (without --through-mcp, the run works in viga's contained Blender)",
+                    question.lines.first().map_or("", String::as_str)
+                );
+            }
+            viga_app::runs::Start::ThroughMcp {
+                scene,
+                blender: server.connect(&out).await?,
+            }
+        }
     };
     let handle =
         viga_app::runs::start(config, start, provider, &args.output, contained, &out).await?;

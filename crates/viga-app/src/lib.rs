@@ -6,7 +6,8 @@
 //! **Owns:** the one provider factory ([`provider`]: choices, then a run folder's saved
 //! settings, then defaults; keys from the environment, else the key store); the domains it
 //! knows ([`domains`]); starting contained workers ([`workers`]); starting and resuming runs
-//! of every domain ([`runs`]); a person's Blender and results applied to it ([`attach`]);
+//! of every domain ([`runs`]); a person's Blender and results applied to it ([`attach`]), or
+//! reached through a Blender MCP server they run ([`through_mcp`]);
 //! the add-on agent's and the Geometry Nodes assistant's set-up ([`agent`], [`gn`]); whether
 //! an OpenAI-compatible server's model calls tools ([`tool_calling`]); what
 //! trusting model-written Python means, for the front end to ask ([`trust`]); the health
@@ -29,6 +30,7 @@ pub mod gn;
 pub mod provider;
 pub mod runs;
 pub mod serve;
+pub mod through_mcp;
 pub mod tool_calling;
 pub mod trust;
 pub mod workers;

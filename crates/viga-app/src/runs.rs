@@ -34,6 +34,13 @@ pub enum Start {
         scene: SceneSettings,
         user: UserBlender,
     },
+    /// The scene open in a person's Blender, worked on there, reached through a Blender MCP
+    /// server they run ([`crate::through_mcp`]): uncontained, each program from the scene
+    /// as the run found it.
+    ThroughMcp {
+        scene: SceneSettings,
+        blender: Arc<viga_serve::mcp_client::McpTransport>,
+    },
     Slides(SlidesSettings),
     Page(PageSettings),
 }
@@ -59,6 +66,20 @@ pub async fn start(
         Start::Scene { scene, init } => {
             in_new_folder(output, config, async |folder, config| {
                 start_scene(folder, config, scene, init, provider, contained, tell).await
+            })
+            .await
+        }
+        Start::ThroughMcp { scene, blender } => {
+            in_new_folder(output, config, async |folder, config| {
+                let has_target = !config.targets.is_empty();
+                let domain = SceneDomain::new(scene, blender as _, has_target)?
+                    .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
+                Ok(viga_core::start_in_folder(
+                    folder,
+                    config,
+                    provider,
+                    Arc::new(domain),
+                )?)
             })
             .await
         }

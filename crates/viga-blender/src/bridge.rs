@@ -45,6 +45,14 @@ pub fn write_bridge_script() -> std::io::Result<PathBuf> {
     Ok(write_embedded_files("viga-bridge", &files)?.join(BRIDGE_LAUNCHER.0))
 }
 
+/// The bridge package as files (path inside the folder that holds the package, contents),
+/// with a hash of them all: for a Blender viga reaches only through another program (an MCP
+/// server's code tool), which is sent the package itself and keeps it under a name the hash
+/// makes its own, so a Blender never runs another viga build's copy.
+pub fn bridge_package() -> (&'static [(&'static str, &'static str)], u64) {
+    (BRIDGE_FILES, files_hash(BRIDGE_FILES))
+}
+
 /// Writes `source` as `file_name` into a folder named `prefix` plus a hash of the content,
 /// inside this user's private temporary folder, unless an identical copy is there already,
 /// and returns its path.
@@ -60,16 +68,20 @@ pub fn write_embedded_script(
 /// of their names and contents, inside this user's private temporary folder, each unless an
 /// identical copy is there already, and returns the folder.
 fn write_embedded_files(prefix: &str, files: &[(&str, &str)]) -> std::io::Result<PathBuf> {
-    let hash = files.iter().fold(FNV_OFFSET, |hash, (name, source)| {
-        // A NUL after each name: no name and contents run into another pair's.
-        let named = fnv1a(fnv1a(hash, name.as_bytes()), b"\0");
-        fnv1a(named, source.as_bytes())
-    });
+    let hash = files_hash(files);
     let dir = crate::private_dir::private_temp_dir()?.join(format!("{prefix}-{hash:016x}"));
     for (name, source) in files {
         write_unless_there(&dir.join(name), source)?;
     }
     Ok(dir)
+}
+
+fn files_hash(files: &[(&str, &str)]) -> u64 {
+    files.iter().fold(FNV_OFFSET, |hash, (name, source)| {
+        // A NUL after each name: no name and contents run into another pair's.
+        let named = fnv1a(fnv1a(hash, name.as_bytes()), b"\0");
+        fnv1a(named, source.as_bytes())
+    })
 }
 
 fn write_unless_there(path: &Path, source: &str) -> std::io::Result<()> {

@@ -166,7 +166,13 @@ pub struct ContainmentStatus {
 impl ContainmentStatus {
     /// The status of a worker started without the launcher.
     pub fn off() -> Self {
-        let off = || Guard::absent("containment is off");
+        Self::uncontained("containment is off")
+    }
+
+    /// The status of a Blender no containment holds, `why` said for every half (a person's
+    /// Blender that viga reaches through another program).
+    pub fn uncontained(why: &str) -> Self {
+        let off = || Guard::absent(why);
         Self {
             policy: ContainmentPolicy::Off,
             network: off(),
@@ -175,7 +181,7 @@ impl ContainmentStatus {
             unix_sockets: off(),
             processes: off(),
             environment: off(),
-            limits: LimitsStatus::all_missing("containment is off"),
+            limits: LimitsStatus::all_missing(why),
         }
     }
 

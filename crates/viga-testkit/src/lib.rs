@@ -18,6 +18,9 @@
 //! Unit tests of the layers above the transport (the loop, the add-on registry, the gateway)
 //! talk to a [`blender::FakeBlender`]; everything that touches a scene uses real Blender.
 //!
+//! [`mcp_for_blender`] runs that project's Blender add-on and names its MCP server, for tests
+//! and benchmarks of viga beside it.
+//!
 //! [`websocket`] is a client for the tests of the WebSocket gateway. [`install_extension`]
 //! is the Blender program that installs an add-on folder the way a person does.
 
@@ -27,6 +30,7 @@ pub mod websocket;
 
 pub mod blender;
 pub mod http;
+pub mod mcp_for_blender;
 pub mod mesh;
 pub mod openai;
 pub mod picture;

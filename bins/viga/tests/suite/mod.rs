@@ -28,3 +28,4 @@ mod replies;
 mod resume_untrusted;
 mod search_generator;
 mod server;
+mod through_mcp;

@@ -20,10 +20,15 @@ arrive within HANDSHAKE_DEADLINE_S and fit MAX_HELLO_BYTES, it says hello on a t
 own, and nothing it sends can raise past that thread. One authenticated client is served at a
 time; another one is answered "busy" and closed.
 
-What the extension, the headless add-on host and the launcher call is exported here.
+A person's Blender reached through another project's MCP server runs the same dispatch, a
+request at a time, through that server's code tool (over_mcp.py).
+
+What the extension, the headless add-on host, the launcher and the MCP path call is exported
+here.
 """
 
 from .addon_server import addon_connection_path, private_dir, start_addon_server, stop_addon_server, write_private_json
+from . import over_mcp
 from .addons import cmd_list_addons
 from .commands import dispatch
 from .common import BridgeError
@@ -41,6 +46,7 @@ __all__ = [
     "error_reply",
     "exit_with_parent",
     "main",
+    "over_mcp",
     "private_dir",
     "start_addon_server",
     "stop_addon_server",
