@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use viga_blender::{Access, BlenderTransport, ContainedWorkers};
 use viga_protocol::bridge::{RenderSpec, SceneReset};
+use viga_serve::addon_watch::AddonChangeWatch;
 use viga_serve::mcp::{ProgramMode, VigaMcpServer};
 use viga_skills::addons::{AddonRegistry, discover};
 use viga_skills::{RenderSettings, ToolContext};
@@ -76,8 +77,14 @@ pub async fn mcp_server(
         height,
         ..RenderSettings::default().spec
     });
-    let context = Arc::new(ToolContext::new(blender, render, SceneReset::Factory));
+    let watch = Arc::new(AddonChangeWatch::new(blender));
+    let context = Arc::new(ToolContext::new(
+        Arc::clone(&watch) as Arc<dyn BlenderTransport>,
+        render,
+        SceneReset::Factory,
+    ));
     let server = VigaMcpServer::new(context, Arc::new(tokio::sync::RwLock::new(registry)), mode)
-        .map_err(AppError::Config)?;
+        .map_err(AppError::Config)?
+        .with_addon_watch(watch);
     Ok((server, ready))
 }

@@ -425,6 +425,9 @@ pub struct AppliedProgram {
     pub execution: crate::iteration::ExecutionResult,
     /// The program failed and its partial changes were undone: the scene is as before.
     pub reverted: bool,
+    /// The program enabled or disabled an add-on (false when an older bridge did not say).
+    #[serde(default)]
+    pub addons_changed: bool,
 }
 
 /// What `scene_fingerprints` reports of the open scene: a digest of each of its objects and

@@ -10,8 +10,9 @@
 //! translates between them and MCP.
 //!
 //! The add-on tools follow the running Blender: the add-ons are rediscovered when the client
-//! lists the tools, after every tool call (a call may have enabled or disabled one) and every
-//! few seconds while the session lasts (a person may do it in their Blender), and the client
+//! lists the tools, after a tool call that may have enabled or disabled one (every call, or
+//! with an [`AddonChangeWatch`] only those that may have: one main-thread trip per
+//! `execute_code` in a person's Blender) and every few seconds while the session lasts (a person may do it in their Blender), and the client
 //! gets `notifications/tools/list_changed` whenever the set changed.
 
 use std::borrow::Cow;
@@ -33,6 +34,8 @@ use viga_skills::verifier::verifier_tools;
 use viga_skills::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 use base64::Engine as _;
+
+use crate::addon_watch::AddonChangeWatch;
 
 /// Loop-control tools that mean nothing outside the agent loop.
 const LOOP_ONLY: [&str; 2] = ["make_plan", "end_process"];
@@ -86,6 +89,8 @@ pub struct VigaMcpServer {
     addons: Arc<AddonSync>,
     /// Whether the task that watches Blender's add-ons for this session runs yet.
     watching: AtomicBool,
+    /// What says whether a call may have changed the add-ons; without one, every call may.
+    addon_watch: Option<Arc<AddonChangeWatch>>,
 }
 
 impl std::fmt::Debug for VigaMcpServer {
@@ -122,7 +127,16 @@ impl VigaMcpServer {
             base,
             addons,
             watching: AtomicBool::new(false),
+            addon_watch: None,
         })
+    }
+
+    /// Lists the add-ons again after a call only when `watch` (the transport `context`'s
+    /// tools call through) says it may have changed them.
+    #[must_use]
+    pub fn with_addon_watch(mut self, watch: Arc<AddonChangeWatch>) -> Self {
+        self.addon_watch = Some(watch);
+        self
     }
 
     /// The tools right now: add-ons may have come or gone since the last call.
@@ -288,7 +302,13 @@ impl ServerHandler for VigaMcpServer {
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let outcome = tools.invoke(&self.context, &request.name, arguments).await;
         // The call itself may have enabled or disabled an add-on (a program can).
-        self.addons.refresh(&context.peer).await;
+        if self
+            .addon_watch
+            .as_ref()
+            .is_none_or(|watch| watch.take_maybe_changed())
+        {
+            self.addons.refresh(&context.peer).await;
+        }
         match outcome {
             Ok(output) => Ok(to_result(output).into()),
             // The client's model can correct these, so they are tool results, not failures.

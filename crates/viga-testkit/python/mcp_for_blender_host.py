@@ -149,7 +149,8 @@ def main():
     # update check (the network) are its interactive start-up; the server starts here.
     pump.due.clear()
     server = start_server(addon, pump, options["interval"])
-    sys.stdout.write(READY_MARKER + json.dumps({"port": server.port, "pid": os.getpid()}) + "\n")
+    # On a line of its own: the add-on's server thread may be printing at the same moment.
+    sys.stdout.write("\n" + READY_MARKER + json.dumps({"port": server.port, "pid": os.getpid()}) + "\n")
     sys.stdout.flush()
     try:
         pump.run(stop)

@@ -375,6 +375,7 @@ fn state(command: &BridgeCommand, blender_version: &str) -> Result<Value, Transp
         BridgeCommand::ApplyProgram { .. } => reply(AppliedProgram {
             execution: ran(),
             reverted: false,
+            addons_changed: false,
         }),
         BridgeCommand::UndoPush { .. } => json!({"pushed": true}),
         BridgeCommand::Undo => json!({"undone": true}),

@@ -141,7 +141,8 @@ fn ready_port(child: &mut Child) -> std::io::Result<u16> {
     let mut lines = BufReader::new(stdout).lines();
     while let Some(line) = lines.next() {
         let line = line?;
-        if let Some(ready) = line.strip_prefix(READY_MARKER) {
+        // The add-on's threads print too, so the marker may follow their words on a line.
+        if let Some((_, ready)) = line.split_once(READY_MARKER) {
             let ready: serde_json::Value = serde_json::from_str(ready)?;
             // The add-on prints as it works: its stdout is read to the end, or a full pipe
             // (or a closed one) would stop it.

@@ -83,10 +83,17 @@ def discard_changes_since_last_step(message):
     undo_one_step()
 
 
+def enabled_addons():
+    return set(bpy.context.preferences.addons.keys())
+
+
 def cmd_apply_program(args):
+    # Compared around the program, so a client lists the add-ons again only when this one
+    # enabled or disabled some (a listing is another trip through the main-thread timer).
+    before = enabled_addons()
     execution = apply_program(text_field(args, "code"), text_field(args, "message", "viga: program"))
     reverted = execution.pop("reverted", False)
-    return {"execution": execution, "reverted": reverted}
+    return {"execution": execution, "reverted": reverted, "addons_changed": enabled_addons() != before}
 
 
 def cmd_undo_push(args):
