@@ -102,6 +102,12 @@ impl GnRun {
                 return Continue(Ok(answer));
             }
             if turn >= TOOL_TURNS_PER_ROUND {
+                // The calls stay in the conversation as what the model said, so the refusal
+                // answers them and the roles keep alternating.
+                let called = format!("(called {SEARCH_TOOL} again)");
+                session
+                    .messages
+                    .push(ChatMessage::assistant(vec![ContentPart::text(called)]));
                 return Continue(Err(format!(
                     "you called {SEARCH_TOOL} again after {TOOL_TURNS_PER_ROUND} searches this round; answer with one JSON object now"
                 )));

@@ -232,3 +232,68 @@ fn the_model_searches_the_docs_through_the_tool_and_through_meta() {
         );
     });
 }
+
+fn search_call(id: &str, expect: Expectation) -> Turn {
+    let mut call = ModelResponse::text_only("", FinishReason::ToolCalls);
+    call.tool_calls.push(ToolCall {
+        id: id.into(),
+        name: SEARCH_TOOL.into(),
+        arguments: json!({"query": "set position"}),
+    });
+    Turn {
+        expect,
+        response: call,
+        delay_ms: 0,
+    }
+}
+
+/// Searches are bounded: past the run's allowance a search is answered with why it did not
+/// run (and the tool is no longer offered), and a fourth tool turn in one round is refused
+/// like a reply that is not one, costing the round.
+#[test]
+fn searches_past_the_allowance_and_tool_turns_past_the_round_are_refused() {
+    on_blender(|blender| async move {
+        fresh(&blender, PLANE).await;
+        let dir = tempfile::tempdir().unwrap();
+        let expect = |text: &str| Expectation {
+            last_message_contains: Some(text.to_owned()),
+            ..Expectation::default()
+        };
+        let done = json!({"version": 1, "done": true, "final_message": "target", "steps": [
+            {"id": "t", "type": "GN_OPS", "payload": {"ops": [
+                {"op": "ensure_target", "object": "Plane", "modifier": "GN"}]}}]});
+        let turns = vec![
+            search_call("c1", Expectation::default()),
+            search_call("c2", expect("GeometryNodeSetPosition")),
+            search_call(
+                "c3",
+                expect("no searches are left in this run (it allows 1)"),
+            ),
+            search_call("c4", expect("no searches are left")),
+            text_turn(&done, expect("again after 3 searches this round")),
+        ];
+        let provider = Arc::new(ScriptedProvider::new(
+            "scripted:bounded",
+            Script {
+                description: String::new(),
+                turns,
+            },
+        ));
+        let mut config = GnRunConfig::new("move the points");
+        config.object = Some("Plane".into());
+        config.docs = Some(DocsCache::new(dir.path()));
+        config.max_doc_searches = 1;
+        let run = GnRun::new(
+            config,
+            provider,
+            blender.clone(),
+            ExecutorRegistry::with_defaults(PythonPolicy::safe()),
+        )
+        .start();
+        let outcome = run.wait().await.unwrap();
+        assert_eq!(outcome.state, RunState::Done, "{:?}", outcome.problem());
+        assert_eq!(outcome.rounds, 2);
+        assert_eq!(outcome.telemetry.counters.doc_searches, 1);
+        assert_eq!(outcome.telemetry.counters.protocol_errors, 1);
+    });
+}
