@@ -22,6 +22,16 @@ const LIBRARY: &str = concat!(
     include_str!("../python/gn_safe.py"),
 );
 
+/// The library with the docs index's reader after it (`python/gn_docs.py`), sent only to
+/// build the index.
+const DOCS_LIBRARY: &str = concat!(
+    include_str!("../python/gn_lib.py"),
+    "\n",
+    include_str!("../python/gn_safe.py"),
+    "\n",
+    include_str!("../python/gn_docs.py"),
+);
+
 const RESULT_MARKER: &str = "VIGA_GN_RESULT ";
 
 #[derive(Debug, Deserialize)]
@@ -73,15 +83,38 @@ impl GnBlender {
         function: &str,
         args: &Value,
     ) -> Result<T, GnError> {
-        let value = self.call_value(function, args).await?;
+        self.call_in(LIBRARY, function, args).await
+    }
+
+    /// [`GnBlender::call`] of a function of the docs index's reader.
+    pub(crate) async fn call_docs<T: DeserializeOwned>(
+        &self,
+        function: &str,
+        args: &Value,
+    ) -> Result<T, GnError> {
+        self.call_in(DOCS_LIBRARY, function, args).await
+    }
+
+    async fn call_in<T: DeserializeOwned>(
+        &self,
+        library: &str,
+        function: &str,
+        args: &Value,
+    ) -> Result<T, GnError> {
+        let value = self.call_value(library, function, args).await?;
         serde_json::from_value(value).map_err(|err| GnError::Decode {
             function: function.to_owned(),
             message: err.to_string(),
         })
     }
 
-    async fn call_value(&self, function: &str, args: &Value) -> Result<Value, GnError> {
-        let program = program(function, args);
+    async fn call_value(
+        &self,
+        library: &str,
+        function: &str,
+        args: &Value,
+    ) -> Result<Value, GnError> {
+        let program = program(library, function, args);
         let result = self
             .transport
             .execute(&program, None, self.timeout)
@@ -121,10 +154,10 @@ impl GnBlender {
 
 /// The program sent to Blender. Both the function name and the arguments travel as JSON
 /// string literals, which Python reads as its own string literals.
-fn program(function: &str, args: &Value) -> String {
+fn program(library: &str, function: &str, args: &Value) -> String {
     let name = Value::String(function.to_owned()).to_string();
     let json = Value::String(args.to_string()).to_string();
-    format!("{LIBRARY}\n_gn_main({name}, json.loads({json}))\n")
+    format!("{library}\n_gn_main({name}, json.loads({json}))\n")
 }
 
 /// The last `max` characters of `text`, cut on a character boundary.
@@ -140,7 +173,7 @@ mod tests {
     #[test]
     fn arguments_survive_quotes_newlines_and_unicode() {
         let args = serde_json::json!({"code": "print(\"a'b\")\n\\x", "name": "Würfel ✓"});
-        let program = program("run_python", &args);
+        let program = program(LIBRARY, "run_python", &args);
         let last = program.lines().last().unwrap_or_default();
         // The literal is JSON inside JSON; decoding it twice gives the arguments back.
         let inner = last

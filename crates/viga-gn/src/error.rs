@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use viga_blender::TransportError;
 use viga_protocol::ProtocolError;
 use viga_protocol::event::FailureKind;
-use viga_protocol::gn::ActionType;
 use viga_provider::ProviderError;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,8 +39,19 @@ pub enum GnError {
     NoResult { function: String, tail: String },
     #[error("viga-gn's `{function}` answered with an unexpected shape: {message}")]
     Decode { function: String, message: String },
-    #[error("no executor is registered for {0:?} steps; register one with `register_executor`")]
-    NoExecutor(ActionType),
+    /// A step of a type no executor takes: the model can use another type.
+    #[error(
+        "no executor is registered for {action_type} steps; the registered types are {}",
+        registered.join(", ")
+    )]
+    NoExecutor {
+        action_type: String,
+        registered: Vec<String>,
+    },
+    /// An action type that cannot be registered (a bad name, a payload schema that is not
+    /// one): a mistake of the code registering it.
+    #[error("{0}")]
+    ActionType(String),
     #[error(
         "trusted Python needs both the explicit setting and this run's confirmation; {missing}"
     )]
@@ -87,7 +97,7 @@ impl GnError {
     /// (Blender lost, an exception in viga-gn's own code) leaves the scene in an unknown
     /// state, so the run ends instead.
     pub fn is_step_failure(&self) -> bool {
-        matches!(self, Self::Step(_) | Self::NoExecutor(_))
+        matches!(self, Self::Step(_) | Self::NoExecutor { .. })
     }
 
     /// What kind of failure this is when it ends a run, so front ends can tell a provider
@@ -100,12 +110,13 @@ impl GnError {
             Self::TrustedNotAllowed { .. }
             | Self::PresetNotFound { .. }
             | Self::Preset { .. }
-            | Self::FollowUp { .. } => FailureKind::Config,
+            | Self::FollowUp { .. }
+            | Self::ActionType(_) => FailureKind::Config,
             Self::Step(_)
             | Self::Program { .. }
             | Self::NoResult { .. }
             | Self::Decode { .. }
-            | Self::NoExecutor(_)
+            | Self::NoExecutor { .. }
             | Self::Result(_)
             | Self::Protocol(_) => FailureKind::Other,
         }

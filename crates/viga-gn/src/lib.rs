@@ -5,8 +5,12 @@
 //! viga applies the steps to a real Blender, checks the result with verification gates, and
 //! loops until the gates pass and the model says it is done.
 //!
-//! **Owns:** the executor registry and the three executors ([`NodeTreeExecutor`],
-//! [`GnOpsExecutor`], [`PythonExecutor`] with its [`PythonPolicy`]); the five gates
+//! **Owns:** the executor registry, open to action types registered from outside the crate
+//! ([`ExecutorRegistry::register_action_type`], with the reply schema built from the
+//! registry), and the three built-in executors ([`NodeTreeExecutor`], [`GnOpsExecutor`],
+//! [`PythonExecutor`] with its [`PythonPolicy`]); the local docs index of the run's Blender
+//! (every node type's sockets and settings, the API types' docstrings), cached per Blender
+//! version and searched by the model's `search_node_docs` tool ([`docs`]); the five gates
 //! ([`gates`]); the run state machine with its step records, events and run folder
 //! ([`run`]), which sends failing steps back to the model and applies presets as runs of
 //! their own; the context snapshot and slices with their budgets ([`context`]); presets
@@ -35,6 +39,7 @@ mod blender;
 pub mod cache;
 pub mod context;
 pub mod conversation;
+pub mod docs;
 pub mod e2e;
 mod error;
 mod executor;
@@ -47,10 +52,11 @@ pub mod workbench;
 
 pub use blender::GnBlender;
 pub use cache::ResponseCache;
+pub use docs::{DocsCache, DocsIndex, DocsSearch, SearchLimits};
 pub use error::GnError;
 pub use executor::{
-    ExecContext, ExecutorRegistry, GnOpsExecutor, NodeTreeExecutor, PythonExecutor, PythonMode,
-    PythonPolicy, StepExecutor, StepOutcome, Target,
+    ActionDeclaration, ExecContext, ExecutorRegistry, GnOpsExecutor, NodeTreeExecutor,
+    PythonExecutor, PythonMode, PythonPolicy, ReplySchema, StepExecutor, StepOutcome, Target,
 };
 pub use gates::{Baseline, GateCheck, GateConfig, GateResult, check_gates};
 pub use preset::{Preset, PresetStore};

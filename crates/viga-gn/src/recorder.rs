@@ -228,7 +228,7 @@ impl Recorder {
         let record = record.clone();
         self.telemetry.step(
             &record.step_id,
-            record.action_type,
+            record.action_type.clone(),
             latency_ms,
             result.is_ok(),
         );

@@ -14,6 +14,19 @@ pub struct Telemetry {
     pub counters: Counters,
     /// Summed over all requests; zero when the provider reports no usage.
     pub usage: TokenUsage,
+    /// The docs index, when the model searched it: read from the cache or built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docs_index: Option<DocsLoad>,
+}
+
+/// How the run came by its docs index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocsLoad {
+    pub blender_version: String,
+    pub nodes: usize,
+    /// Built now rather than read from the cache.
+    pub built: bool,
+    pub took_ms: f64,
 }
 
 /// One reply: asked of the model, or replayed from the response cache.
@@ -46,6 +59,9 @@ pub struct Counters {
     /// Replies refused by protocol validation before anything ran.
     pub protocol_errors: u32,
     pub context_requests: u32,
+    /// Searches of the docs index (tool calls and `meta.search_node_docs` queries).
+    #[serde(default)]
+    pub doc_searches: u32,
     pub steps_succeeded: u32,
     pub steps_failed: u32,
     pub gate_passes: u32,

@@ -29,6 +29,7 @@ pub struct GnResponse {
 /// One step. The `type` tag picks the executor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", deny_unknown_fields)]
+#[schemars(transform = one_of_the_built_in_steps)]
 pub enum GnStep {
     #[serde(rename = "NODE_TREE")]
     NodeTree {
@@ -39,11 +40,39 @@ pub enum GnStep {
     GnOps { id: String, payload: GnOpsPayload },
     #[serde(rename = "PYTHON")]
     Python { id: String, payload: PythonPayload },
+    /// A step of an action type registered at run time (an executor registry's own type).
+    /// Its payload is checked against the schema registered with the type, so this variant
+    /// is left out of the derived schema: a reply validated against the built-in schema
+    /// alone never reaches it, and one validated against a registry's schema only with a
+    /// type that registry declares.
+    #[serde(untagged)]
+    #[schemars(skip)]
+    Custom(CustomStep),
+}
+
+/// The built-in steps' branches exclude each other by their tag, as the schema always said
+/// (`oneOf`); the untagged [`GnStep::Custom`] makes schemars write `anyOf` although it
+/// leaves that variant out.
+fn one_of_the_built_in_steps(schema: &mut schemars::Schema) {
+    if let Some(branches) = schema.remove("anyOf") {
+        schema.insert("oneOf".to_owned(), branches);
+    }
+}
+
+/// A step of a registered action type, as written on the wire: `{"id", "type", "payload"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomStep {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub action_type: CustomActionType,
+    /// Checked against the type's registered payload schema before the step exists.
+    pub payload: Value,
 }
 
 /// The executor kinds, as named on the wire.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 pub enum ActionType {
     #[serde(rename = "NODE_TREE")]
@@ -52,12 +81,123 @@ pub enum ActionType {
     GnOps,
     #[serde(rename = "PYTHON")]
     Python,
+    /// A type registered at run time; never one of the built-in names.
+    #[serde(untagged)]
+    Custom(CustomActionType),
+}
+
+impl ActionType {
+    /// The built-in types, in the order the schema lists them.
+    pub const BUILT_IN: [ActionType; 3] = [Self::NodeTree, Self::GnOps, Self::Python];
+
+    /// The type named `name` on the wire: a built-in one, or a registered one when the name
+    /// is written like the built-in names (`SCATTER_PRESET`).
+    pub fn named(name: &str) -> Result<Self, BadActionTypeName> {
+        match Self::BUILT_IN.iter().find(|builtin| builtin.name() == name) {
+            Some(builtin) => Ok(builtin.clone()),
+            None => CustomActionType::new(name).map(Self::Custom),
+        }
+    }
+
+    /// The name as the model writes it.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::NodeTree => "NODE_TREE",
+            Self::GnOps => "GN_OPS",
+            Self::Python => "PYTHON",
+            Self::Custom(custom) => custom.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for ActionType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The name of an action type registered at run time: 1 to 64 characters of capital
+/// letters, digits and underscores, starting with a letter, and none of the built-in names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CustomActionType(String);
+
+/// A name that cannot be a registered action type, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} cannot name an action type: {why}")]
+pub struct BadActionTypeName {
+    pub name: String,
+    pub why: &'static str,
+}
+
+impl CustomActionType {
+    /// The pattern every registered type's name matches (a JSON Schema `pattern`).
+    pub const PATTERN: &'static str = "^[A-Z][A-Z0-9_]{0,63}$";
+
+    pub fn new(name: &str) -> Result<Self, BadActionTypeName> {
+        let bad = |why| {
+            Err(BadActionTypeName {
+                name: name.to_owned(),
+                why,
+            })
+        };
+        let mut chars = name.chars();
+        if !chars.next().is_some_and(|first| first.is_ascii_uppercase()) {
+            return bad("it must start with a capital letter A-Z");
+        }
+        if name.len() > 64 {
+            return bad("it must be at most 64 characters long");
+        }
+        if !chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+            return bad("it may hold only capital letters A-Z, digits and underscores");
+        }
+        if ActionType::BUILT_IN
+            .iter()
+            .any(|builtin| builtin.name() == name)
+        {
+            return bad("it is a built-in type");
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for CustomActionType {
+    type Error = BadActionTypeName;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        Self::new(&name)
+    }
+}
+
+impl From<CustomActionType> for String {
+    fn from(name: CustomActionType) -> Self {
+        name.0
+    }
+}
+
+impl JsonSchema for CustomActionType {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CustomActionType".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An action type registered at run time.",
+            "type": "string",
+            "pattern": Self::PATTERN,
+        })
+    }
 }
 
 impl GnStep {
     pub fn id(&self) -> &str {
         match self {
             Self::NodeTree { id, .. } | Self::GnOps { id, .. } | Self::Python { id, .. } => id,
+            Self::Custom(step) => &step.id,
         }
     }
 
@@ -66,6 +206,7 @@ impl GnStep {
             Self::NodeTree { .. } => ActionType::NodeTree,
             Self::GnOps { .. } => ActionType::GnOps,
             Self::Python { .. } => ActionType::Python,
+            Self::Custom(step) => ActionType::Custom(step.action_type.clone()),
         }
     }
 }
@@ -347,3 +488,42 @@ impl ProtocolType for GnResponse {
 }
 
 crate::validate::plain_protocol_types!(GateReport);
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A step of a registered type reads and writes the same wire shape as a built-in one.
+    #[test]
+    fn a_custom_step_keeps_the_wire_shape() {
+        let wire = json!({"id": "s", "type": "SCATTER_PRESET", "payload": {"count": 3}});
+        let step: GnStep = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(step.id(), "s");
+        assert_eq!(step.action_type().name(), "SCATTER_PRESET");
+        assert_eq!(serde_json::to_value(&step).unwrap(), wire);
+        let builtin: GnStep =
+            serde_json::from_value(json!({"id": "p", "type": "PYTHON", "payload": {"code": "x"}}))
+                .unwrap();
+        assert_eq!(builtin.action_type(), ActionType::Python);
+    }
+
+    #[test]
+    fn action_types_read_by_name_and_refuse_bad_names() {
+        assert_eq!(ActionType::named("GN_OPS").unwrap(), ActionType::GnOps);
+        let custom = ActionType::named("SCATTER_PRESET").unwrap();
+        assert_eq!(
+            serde_json::to_value(&custom).unwrap(),
+            json!("SCATTER_PRESET")
+        );
+        let back: ActionType = serde_json::from_value(json!("SCATTER_PRESET")).unwrap();
+        assert_eq!(back, custom);
+        let builtin: ActionType = serde_json::from_value(json!("NODE_TREE")).unwrap();
+        assert_eq!(builtin, ActionType::NodeTree);
+        for bad in ["", "scatter", "9LIVES", "A-B", "PYTHON"] {
+            assert!(CustomActionType::new(bad).is_err(), "{bad:?}");
+        }
+        assert!(serde_json::from_value::<ActionType>(json!("lower")).is_err());
+    }
+}

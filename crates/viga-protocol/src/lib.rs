@@ -33,7 +33,7 @@ pub mod validate;
 pub use secret::Secret;
 pub use validate::{
     CompiledSchema, ProtocolError, ProtocolType, Violation, json_candidates, parse_json,
-    parse_value, schema_of,
+    parse_json_against, parse_value, parse_value_against, schema_of,
 };
 
 /// The version of viga's wire protocol: the Geometry Nodes step protocol, the bridge

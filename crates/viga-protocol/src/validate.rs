@@ -170,13 +170,24 @@ fn validator_for<T: ProtocolType>() -> Result<Arc<jsonschema::Validator>, Protoc
 
 /// Parse and validate untrusted JSON text.
 pub fn parse_json<T: ProtocolType>(text: &str) -> Result<T, ProtocolError> {
-    let value: Value = serde_json::from_str(text).map_err(|err| ProtocolError::MalformedJson {
+    parse_value(json_value::<T>(text)?)
+}
+
+/// [`parse_json`] against a schema built at run time (see [`parse_value_against`]).
+pub fn parse_json_against<T: ProtocolType>(
+    text: &str,
+    schema: &CompiledSchema,
+) -> Result<T, ProtocolError> {
+    parse_value_against(json_value::<T>(text)?, schema)
+}
+
+fn json_value<T: ProtocolType>(text: &str) -> Result<Value, ProtocolError> {
+    serde_json::from_str(text).map_err(|err| ProtocolError::MalformedJson {
         type_name: T::NAME,
         line: err.line(),
         column: err.column(),
         message: err.to_string(),
-    })?;
-    parse_value(value)
+    })
 }
 
 /// The places in a model's `text` a JSON object may be: each fenced block, then the span
@@ -197,7 +208,31 @@ pub fn json_candidates(text: &str) -> impl Iterator<Item = &str> {
 
 /// Validate an already-parsed JSON value and convert it.
 pub fn parse_value<T: ProtocolType>(value: Value) -> Result<T, ProtocolError> {
-    let value = match (check_version::<T>(&value)?, T::VERSION_FIELD) {
+    let value = current_version::<T>(value)?;
+    let validator = validator_for::<T>()?;
+    let mut violations = Vec::new();
+    for error in validator.iter_errors(&value) {
+        explain(&error, &mut violations);
+    }
+    converted(value, violations)
+}
+
+/// [`parse_value`] against a schema built at run time instead of `T`'s derived one: a type
+/// whose schema grows at run time (the Geometry Nodes steps of an executor registry) is
+/// checked against what was registered, with the same version handling, path-and-rule
+/// reporting and invariants. `schema` must describe `T`'s current version.
+pub fn parse_value_against<T: ProtocolType>(
+    value: Value,
+    schema: &CompiledSchema,
+) -> Result<T, ProtocolError> {
+    let value = current_version::<T>(value)?;
+    let violations = schema.violations(&value);
+    converted(value, violations)
+}
+
+/// `value` in the shape of `T`'s current version: as it is, or upgraded from an older one.
+fn current_version<T: ProtocolType>(value: Value) -> Result<Value, ProtocolError> {
+    match (check_version::<T>(&value)?, T::VERSION_FIELD) {
         (Some(older), Some(field)) => {
             let mut upgraded =
                 T::upgrade(value, older).map_err(|message| ProtocolError::NotUpgraded {
@@ -209,15 +244,17 @@ pub fn parse_value<T: ProtocolType>(value: Value) -> Result<T, ProtocolError> {
             if let Some(fields) = upgraded.as_object_mut() {
                 fields.insert(field.to_owned(), Value::from(T::VERSION));
             }
-            upgraded
+            Ok(upgraded)
         }
-        _ => value,
-    };
-    let validator = validator_for::<T>()?;
-    let mut violations = Vec::new();
-    for error in validator.iter_errors(&value) {
-        explain(&error, &mut violations);
+        _ => Ok(value),
     }
+}
+
+/// `value` as a `T` once it broke no schema rule, checked for `T`'s own invariants.
+fn converted<T: ProtocolType>(
+    value: Value,
+    violations: Vec<Violation>,
+) -> Result<T, ProtocolError> {
     if !violations.is_empty() {
         return Err(ProtocolError::Invalid {
             type_name: T::NAME,

@@ -24,7 +24,9 @@
 //! The cancel is checked again before every state and step.
 //!
 //! This module owns the state machine and the run's records; `model` owns the talk with the
-//! model (prompt, cache, reading a reply) and `steps` applying steps and checking gates.
+//! model (prompt, cache, reading a reply against the registry's reply schema), `search` the
+//! model's docs searches (the `search_node_docs` tool and `meta.search_node_docs`), and
+//! `steps` applying steps and checking gates.
 
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::{Path, PathBuf};
@@ -44,16 +46,20 @@ use viga_provider::{FinishReason, ModelResponse, Provider};
 
 use crate::cache::ResponseCache;
 use crate::context::{self, ContextBudget, SliceKind};
+use crate::docs::{DocsCache, SearchLimits};
+use crate::executor::ReplySchema;
 use crate::gates::{Baseline, GateConfig};
 use crate::recorder::{Recorder, RunFiles};
 use crate::telemetry::Telemetry;
 use crate::{ExecContext, ExecutorRegistry, GnBlender, GnError, Preset, Target};
 
 mod model;
+mod search;
 mod steps;
 
-pub use model::parse_reply;
 use model::{first_message, system_prompt};
+pub use model::{parse_reply, parse_reply_with, searches_asked};
+pub use search::{SEARCH_META, SEARCH_TOOL};
 
 const SYSTEM_PROMPT: &str = include_str!("../../prompts/system.md");
 /// The finished scene, in the run folder.
@@ -106,6 +112,13 @@ pub struct GnRunConfig {
     pub blend: Option<PathBuf>,
     /// How long the whole run may take; `None`: no limit.
     pub time_limit: Option<Duration>,
+    /// Where the docs index of the run's Blender is kept (read, or built on the first
+    /// search); `None`: the model gets no docs tool.
+    pub docs: Option<DocsCache>,
+    /// Searches of the docs the model may make in the whole run.
+    pub max_doc_searches: u32,
+    /// How much one search answers.
+    pub search_limits: SearchLimits,
 }
 
 /// The default limit of a Geometry Nodes run: six rounds of a slow local model fit in it.
@@ -126,6 +139,9 @@ impl GnRunConfig {
             starts_from: StartFrom::Result,
             blend: None,
             time_limit: Some(DEFAULT_GN_TIME_LIMIT),
+            docs: DocsCache::default_location(),
+            max_doc_searches: 8,
+            search_limits: SearchLimits::default(),
         }
     }
 
@@ -275,6 +291,10 @@ struct Session {
     /// while they are the conversation's last two: a reply cut off again replaces them, so
     /// a model that keeps hitting its limit does not make every request longer.
     cut_off_at: Option<usize>,
+    /// The docs index, once the model searched it.
+    docs: search::Docs,
+    /// Searches of the docs made so far.
+    doc_searches: u32,
 }
 
 /// What stays the same through the rounds of a model run.
@@ -282,6 +302,8 @@ struct Conversation<'a> {
     provider: &'a dyn Provider,
     system: String,
     baseline: &'a Baseline,
+    /// The step protocol's schema with the registry's own action types.
+    replies: ReplySchema,
 }
 
 /// A model reply, and the cache key to store it under once it passed validation (`None`
@@ -399,6 +421,8 @@ impl GnRun {
             "conversation": self.config.conversation,
             "starts_from": self.config.starts_from,
             "blend": self.config.blend,
+            "docs": self.config.docs.as_ref().map(|docs| docs.dir().display().to_string()),
+            "action_types": self.registry.action_types().iter().map(|t| t.name().to_owned()).collect::<Vec<_>>(),
         })
     }
 
@@ -421,6 +445,8 @@ impl GnRun {
             last_problem: None,
             told_of_fallback: false,
             cut_off_at: None,
+            docs: search::Docs::default(),
+            doc_searches: 0,
         };
         let ending = self.drive(&mut session).await;
         if matches!(ending, Ending::Done(_)) {
@@ -484,10 +510,15 @@ impl GnRun {
         );
         session.messages.push(ChatMessage::user_text(opening));
         session.last_snapshot = snapshot;
+        let replies = match self.registry.reply_schema() {
+            Ok(replies) => replies,
+            Err(err) => return Ending::failed("cannot describe the replies", &err),
+        };
         let conversation = Conversation {
             provider,
-            system: system_prompt(),
+            system: system_prompt(replies.schema(), self.config.docs.is_some()),
             baseline,
+            replies,
         };
         for round in 0..self.config.max_rounds {
             if let Break(ending) = self.round(&conversation, round, session).await {
@@ -545,9 +576,18 @@ impl GnRun {
         session: &mut Session,
     ) -> ControlFlow<Ending> {
         self.enter(RunState::Generating, round, session)?;
-        let answer = self.ask(conversation, round, session).await?;
+        let answer = match self
+            .answer_after_searches(conversation, round, session)
+            .await?
+        {
+            Ok(answer) => answer,
+            Err(problem) => {
+                session.refused(round, &problem);
+                return Continue(());
+            }
+        };
         let text = answer.response.text.clone();
-        let parsed = parse_reply(&text);
+        let parsed = parse_reply_with(&text, &conversation.replies);
         if parsed.is_err() && answer.response.finish_reason == FinishReason::Length {
             session.cut_off(round, &text, self.config.max_tokens);
             return Continue(());
@@ -557,7 +597,11 @@ impl GnRun {
             .push(ChatMessage::assistant(vec![ContentPart::text(
                 text.clone(),
             )]));
-        let (reply, slices) = match parsed {
+        let parsed = parsed.and_then(|(reply, slices)| {
+            let queries = searches_asked(&reply)?;
+            Ok((reply, slices, queries))
+        });
+        let (reply, slices, queries) = match parsed {
             Ok(parsed) => parsed,
             Err(problem) => {
                 session.refused(round, &problem);
@@ -566,8 +610,12 @@ impl GnRun {
         };
         self.keep_in_cache(conversation.provider, &answer, session);
         let mut feedback = Vec::new();
-        if !slices.is_empty() {
-            self.gather_context(round, slices, &mut feedback, session)
+        if !slices.is_empty() || !queries.is_empty() {
+            if !slices.is_empty() {
+                self.gather_context(round, slices, &mut feedback, session)
+                    .await?;
+            }
+            self.meta_searches(round, queries, &mut feedback, session)
                 .await?;
             if reply.steps.is_empty() && !reply.done {
                 session.say(&feedback);

@@ -5,15 +5,16 @@
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::time::Instant;
 
+use serde_json::Value;
 use viga_core::conversation::{EarlierTurn, StartFrom, earlier_turns_text};
 use viga_protocol::event::ModelRole;
 use viga_protocol::gn::GnResponse;
-use viga_protocol::{parse_json, schema_of};
 use viga_provider::{ModelRequest, ModelResponse, Provider, ResponseFormat};
 
 use crate::GnError;
 use crate::cache::ResponseCache;
 use crate::context::SliceKind;
+use crate::executor::ReplySchema;
 
 use super::{Answer, Conversation, Ending, GnRun, SYSTEM_PROMPT, Session};
 
@@ -34,8 +35,11 @@ impl GnRun {
         request.max_tokens = self.config.max_tokens;
         request.response_format = Some(ResponseFormat {
             name: "GnResponse".to_owned(),
-            schema: schema_of::<GnResponse>(),
+            schema: conversation.replies.schema().clone(),
         });
+        if self.offers_search(session) {
+            request.tools = vec![super::search::search_tool()];
+        }
         let key = self.cache_key(conversation.provider, &request, session);
         if let Some(response) = self.replay(key.as_deref(), round, session) {
             return Continue(Answer {
@@ -153,9 +157,11 @@ impl GnRun {
     }
 }
 
-pub(super) fn system_prompt() -> String {
-    let schema = schema_of::<GnResponse>();
-    format!("{SYSTEM_PROMPT}\n## JSON Schema of your reply\n\n{schema}\n")
+/// The system prompt: the protocol, what the docs tool does when the run has docs, and the
+/// reply schema (the registry's, so registered action types are in it).
+pub(super) fn system_prompt(schema: &Value, docs: bool) -> String {
+    let docs = if docs { super::search::DOCS_PROMPT } else { "" };
+    format!("{SYSTEM_PROMPT}{docs}\n## JSON Schema of your reply\n\n{schema}\n")
 }
 
 pub(super) fn first_message(
@@ -173,10 +179,20 @@ pub(super) fn first_message(
 }
 
 /// Parses a reply: an optional Markdown fence around one JSON object, validated against
-/// the protocol; `meta.request_context` names the context slices the model wants.
+/// the built-in step protocol; `meta.request_context` names the context slices the model
+/// wants.
 pub fn parse_reply(text: &str) -> Result<(GnResponse, Vec<SliceKind>), String> {
+    parse_reply_with(text, &ReplySchema::built_in())
+}
+
+/// [`parse_reply`] against a registry's reply schema
+/// ([`crate::ExecutorRegistry::reply_schema`]), so its own action types validate.
+pub fn parse_reply_with(
+    text: &str,
+    replies: &ReplySchema,
+) -> Result<(GnResponse, Vec<SliceKind>), String> {
     let body = strip_fence(text);
-    let reply = parse_json::<GnResponse>(body).map_err(|err| err.to_string())?;
+    let reply = replies.parse(body).map_err(|err| err.to_string())?;
     let slices = match reply.meta.get("request_context") {
         None => Vec::new(),
         Some(value) => serde_json::from_value::<Vec<SliceKind>>(value.clone()).map_err(|_| {
@@ -187,6 +203,20 @@ pub fn parse_reply(text: &str) -> Result<(GnResponse, Vec<SliceKind>), String> {
         })?,
     };
     Ok((reply, slices))
+}
+
+/// The docs searches a reply asks for in `meta.search_node_docs`: one query or a list.
+pub fn searches_asked(reply: &GnResponse) -> Result<Vec<String>, String> {
+    match reply.meta.get(super::SEARCH_META) {
+        None => Ok(Vec::new()),
+        Some(Value::String(query)) => Ok(vec![query.clone()]),
+        Some(value) => serde_json::from_value::<Vec<String>>(value.clone()).map_err(|_| {
+            format!(
+                "at /meta/{} (type): expected a query or a list of queries (strings)",
+                super::SEARCH_META
+            )
+        }),
+    }
 }
 
 fn strip_fence(text: &str) -> &str {

@@ -5,7 +5,7 @@ use std::ops::ControlFlow::{self, Break, Continue};
 use std::time::Instant;
 
 use viga_protocol::event::RunEvent;
-use viga_protocol::gn::{ActionType, GateReport, GnStep};
+use viga_protocol::gn::{GateReport, GnStep};
 
 use crate::gates::{Baseline, check_gates};
 
@@ -120,9 +120,7 @@ impl StepFailure {
     pub(super) fn summary(&self) -> String {
         format!(
             "step {:?} ({}) failed: {}",
-            self.step_id,
-            wire_name(self.action_type),
-            self.error
+            self.step_id, self.action_type, self.error
         )
     }
 
@@ -136,21 +134,12 @@ impl StepFailure {
              Answer with the steps still needed. The applied ones stay; GN_OPS and NODE_TREE \
              steps are idempotent, so repeating one is harmless.",
             self.step_id,
-            wire_name(self.action_type),
+            self.action_type,
             self.error,
             quoted_list(ran_this_round),
             quoted_list(earlier_rounds),
             quoted_list(&self.not_run),
         )
-    }
-}
-
-/// The action type as the model writes it.
-fn wire_name(action_type: ActionType) -> &'static str {
-    match action_type {
-        ActionType::NodeTree => "NODE_TREE",
-        ActionType::GnOps => "GN_OPS",
-        ActionType::Python => "PYTHON",
     }
 }
 

@@ -1,5 +1,6 @@
 mod attached;
 mod context;
+mod docs;
 mod e2e;
 mod gates;
 mod node_tree;

@@ -117,7 +117,11 @@ fn a_good_reply_runs_to_done_and_writes_the_run_folder() {
         assert_eq!(outcome.transitions[0].from, Idle);
         let record = &outcome.steps[0];
         assert_eq!(
-            (record.step_id.as_str(), record.action_type, record.status),
+            (
+                record.step_id.as_str(),
+                record.action_type.clone(),
+                record.status
+            ),
             ("target", ActionType::GnOps, StepStatus::Succeeded)
         );
         assert!(record.ended_at.unwrap() >= record.started_at);
