@@ -27,7 +27,8 @@ use viga_testkit::mcp_for_blender::PeerBlender;
 type Error = Box<dyn std::error::Error>;
 
 /// A small edit, as an assistant sends between looks.
-const PROGRAM: &str = "import bpy\nbpy.context.scene.frame_current = (bpy.context.scene.frame_current + 1) % 250";
+const PROGRAM: &str =
+    "import bpy\nbpy.context.scene.frame_current = (bpy.context.scene.frame_current + 1) % 250";
 
 struct Measured {
     name: String,
@@ -88,7 +89,13 @@ async fn drive(
 
 async fn peer(interval: Option<Duration>, calls: u64, think_ms: u64) -> Result<Vec<f64>, Error> {
     let blender = PeerBlender::start(interval)?;
-    drive(blender.server_process(), "execute_blender_code", calls, think_ms).await
+    drive(
+        blender.server_process(),
+        "execute_blender_code",
+        calls,
+        think_ms,
+    )
+    .await
 }
 
 async fn viga_attached(dir: &Path, calls: u64, think_ms: u64) -> Result<Vec<f64>, Error> {

@@ -103,10 +103,19 @@ mod tests {
         let fake = Arc::new(FakeBlender::new());
         let watch = AddonChangeWatch::new(Arc::clone(&fake) as Arc<dyn BlenderTransport>);
         watch
-            .call(BridgeCommand::SceneInfo { offset: 0, limit: 1 }, None)
+            .call(
+                BridgeCommand::SceneInfo {
+                    offset: 0,
+                    limit: 1,
+                },
+                None,
+            )
             .await
             .ok();
-        assert!(!watch.take_maybe_changed(), "a scene summary changes nothing");
+        assert!(
+            !watch.take_maybe_changed(),
+            "a scene summary changes nothing"
+        );
         fake.answer(
             "apply_program",
             json!({"execution": {"stdout": "", "stderr": "", "duration_ms": 1.0},
@@ -127,7 +136,13 @@ mod tests {
         assert!(watch.take_maybe_changed());
         assert!(!watch.take_maybe_changed(), "asked once, forgotten");
         watch
-            .call(BridgeCommand::Execute { code: "pass".to_owned(), reset: None }, None)
+            .call(
+                BridgeCommand::Execute {
+                    code: "pass".to_owned(),
+                    reset: None,
+                },
+                None,
+            )
             .await
             .ok();
         assert!(watch.take_maybe_changed(), "any other program may have");
