@@ -29,7 +29,7 @@ use viga_protocol::bridge::{BridgeCommand, BridgeReply, FaultKind};
 /// The line a reply of the bridge starts with, among whatever else the server says.
 const REPLY_MARKER: &str = "VIGA_BRIDGE_REPLY ";
 /// What the per-command program prints when the bridge is gone from that Blender.
-const MISSING_MARKER: &str = "VIGA_BRIDGE_MISSING";
+const MISSING_MARKER: &str = "viga-bridge-missing";
 /// Sending and loading the bridge package (about 150 KB of Python) once.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of an answer that is not a reply goes into an error message.
@@ -348,7 +348,7 @@ mod tests {
     fn a_blender_that_lost_the_bridge_is_lost_not_malformed() {
         let err = bridge_reply(
             "execute",
-            "Code executed successfully: VIGA_BRIDGE_MISSING\n",
+            "Code executed successfully: viga-bridge-missing\n",
         )
         .unwrap_err();
         assert!(matches!(err, TransportError::Lost { .. }), "{err}");
