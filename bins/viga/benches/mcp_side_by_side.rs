@@ -88,7 +88,7 @@ async fn drive(
 }
 
 async fn peer(interval: Option<Duration>, calls: u64, think_ms: u64) -> Result<Vec<f64>, Error> {
-    let blender = PeerBlender::start(interval)?;
+    let blender = PeerBlender::start(interval, None)?;
     drive(
         blender.server_process(),
         "execute_blender_code",

@@ -46,6 +46,15 @@ pub struct AgentArgs {
     /// command the agent runs is one undo step; a cancelled run keeps the steps it finished.
     #[command(flatten)]
     pub attach: crate::attach::AttachArgs,
+    /// Work on the scene open in your Blender through a Blender MCP server you already run
+    /// (the command your MCP client starts it with, e.g. "uvx mcp-for-blender"), without the
+    /// viga add-on: each command the agent runs is one undo step there.
+    #[arg(long, value_name = "COMMAND")]
+    pub through_mcp: Option<String>,
+    /// With --through-mcp: the server's tool that runs Python (default: mcp-for-blender's
+    /// execute_blender_code).
+    #[arg(long, value_name = "TOOL", requires = "through_mcp")]
+    pub mcp_code_tool: Option<String>,
     /// Continue the conversation of an earlier agent run (a follow-up request): the model
     /// sees its requests, answers and the commands they ran. Attached, the agent works on
     /// your scene as it is now; else it opens the earlier run's final scene unless --blend
@@ -62,9 +71,13 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     if args.attach.wanted() && args.blend.is_some() {
         bail!("--attach works on the scene open in Blender; drop --blend or run without --attach");
     }
+    let in_persons_blender = args.attach.wanted() || args.through_mcp.is_some();
+    if args.through_mcp.is_some() && (args.attach.wanted() || args.blend.is_some()) {
+        bail!("--through-mcp works on the scene open in your Blender; drop --attach and --blend");
+    }
     let mut args = args;
     // A scene the person names (or their own, attached) is where a follow-up starts.
-    let starts_from = if args.attach.wanted() || args.blend.is_some() {
+    let starts_from = if in_persons_blender || args.blend.is_some() {
         viga_core::conversation::StartFrom::Current
     } else {
         viga_core::conversation::StartFrom::Result
@@ -72,7 +85,7 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     let conversation = match &args.continue_run {
         Some(previous) => {
             let turns = viga_domain_scene::addon_agent::turns_after(previous)?;
-            if !args.attach.wanted() && args.blend.is_none() {
+            if !in_persons_blender && args.blend.is_none() {
                 args.blend = Some(viga_domain_scene::addon_agent::continued_scene(previous)?);
             }
             turns
@@ -88,7 +101,7 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     config.max_steps = args.max_steps;
     config.time_limit = args.time_limit.0;
     config.addons_folder.clone_from(&args.addons);
-    config.attached = args.attach.wanted();
+    config.attached = in_persons_blender;
     config.conversation = conversation;
     config.starts_from = starts_from;
     let (width, height) = crate::args::parse_resolution(&args.resolution)?;
@@ -99,7 +112,11 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     };
     config.provider = settings.kind.name().to_owned();
     config.model = provider.model().to_owned();
-    let scene = if args.attach.wanted() {
+    let scene = if let Some(line) = &args.through_mcp {
+        let server =
+            viga_app::through_mcp::McpServerCommand::parse(line, args.mcp_code_tool.as_deref())?;
+        AgentScene::ThroughMcp(server.connect(&out).await?)
+    } else if args.attach.wanted() {
         AgentScene::Attached(viga_app::attach::attach(args.attach.connection.as_deref()).await?)
     } else {
         AgentScene::Own {
@@ -114,7 +131,7 @@ pub async fn run(args: AgentArgs, contained: &ContainedWorkers) -> Result<ExitCo
     let outcome = handle.wait().await?;
     let report = viga_core::report::write_html(&outcome.folder, None, &viga_app::domains::kinds())?;
     out.report(&report);
-    Ok(finish(&outcome, &out, args.attach.wanted()))
+    Ok(finish(&outcome, &out, in_persons_blender))
 }
 
 fn show(timed: &TimedEvent, jsonl: bool) {

@@ -17,6 +17,9 @@ use crate::{AppError, Tell};
 pub enum AgentScene {
     /// The scene open in the person's Blender: each command one undo step there.
     Attached(UserBlender),
+    /// The scene open in the person's Blender reached through their Blender MCP server
+    /// ([`crate::through_mcp`]): each command one undo step there.
+    ThroughMcp(Arc<viga_serve::mcp_client::McpTransport>),
     /// A Blender of viga's own, contained, with this scene opened (else empty).
     Own { blend: Option<PathBuf> },
 }
@@ -33,6 +36,7 @@ pub async fn run(
     let prepared = prepare(config, output)?;
     let blender: Result<Arc<dyn BlenderTransport>, AppError> = match scene {
         AgentScene::Attached(user) => Ok(user.transport),
+        AgentScene::ThroughMcp(transport) => Ok(transport),
         AgentScene::Own { blend } => own_blender(&prepared, blend, contained, tell).await,
     };
     // A run that never started leaves no folder behind.

@@ -28,9 +28,13 @@ pub struct PeerBlender {
 }
 
 impl PeerBlender {
-    /// Starts the host; `interval` fixes the add-on's command-queue cadence (its own 50 ms
-    /// when `None`). An error says what to do when the venv lacks the package.
-    pub fn start(interval: Option<Duration>) -> std::io::Result<Self> {
+    /// Starts the host, with `blend` open when given; `interval` fixes the add-on's
+    /// command-queue cadence (its own 50 ms when `None`). An error says what to do when the
+    /// venv lacks the package.
+    pub fn start(
+        interval: Option<Duration>,
+        blend: Option<&std::path::Path>,
+    ) -> std::io::Result<Self> {
         let python = venv_python()?;
         let script = tempfile::tempdir()?;
         let host = script.path().join("mcp_for_blender_host.py");
@@ -46,6 +50,9 @@ impl PeerBlender {
             .stderr(Stdio::null());
         if let Some(interval) = interval {
             command.args(["--interval", &interval.as_secs_f64().to_string()]);
+        }
+        if let Some(blend) = blend {
+            command.arg("--blend").arg(blend);
         }
         let mut child = command.spawn()?;
         let port = match ready_port(&mut child) {

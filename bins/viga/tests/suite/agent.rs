@@ -432,3 +432,43 @@ fn a_scene_that_cannot_be_opened_is_named_and_leaves_no_run_folder() {
         .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Through mcp-for-blender (from PyPI, its add-on in a headless Blender with the scene open),
+/// without viga's add-on: the agent's commands land in that Blender, one undo step each.
+#[test]
+fn through_mcp_for_blender_every_command_is_one_undo_step_in_the_persons_scene() {
+    use viga_testkit::mcp_for_blender::{PeerBlender, TELEMETRY_OFF};
+    let files = tempfile::tempdir().unwrap();
+    let peer = PeerBlender::start(None, Some(&table_and_lamp_blend(files.path()))).unwrap();
+    let mut command = agent_command(&whole_session(files.path()), &files.path().join("runs"));
+    command
+        .args(["--through-mcp", &peer.server_command()])
+        .envs(TELEMETRY_OFF);
+    let output = output_within(&mut command, BLENDER_TEST_LIMIT);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = stdout_lines(&output);
+    assert_eq!(
+        lines.last().unwrap()["stop"]["reason"],
+        "accepted",
+        "{lines:?}"
+    );
+    let lamp = |peer: &PeerBlender| {
+        peer.execute(
+            "import bpy\nlamp = bpy.data.objects['Lamp']\nprint(round(lamp.location.x, 3), [m.name for m in lamp.data.materials])",
+        )
+        .unwrap()
+    };
+    assert_eq!(lamp(&peer).trim(), "-0.7 ['Lamp_paint']");
+    peer.execute("import bpy\nbpy.ops.ed.undo()").unwrap();
+    assert_eq!(
+        lamp(&peer).trim(),
+        "-0.7 []",
+        "one undo takes the paint back"
+    );
+    peer.execute("import bpy\nbpy.ops.ed.undo()").unwrap();
+    assert_eq!(lamp(&peer).trim(), "3.0 []", "a second takes the move back");
+}

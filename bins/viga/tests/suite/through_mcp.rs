@@ -76,7 +76,7 @@ fn run_folder(files: &Path) -> PathBuf {
 #[test]
 fn a_run_through_mcp_for_blender_builds_renders_and_leaves_its_result_one_undo_away() {
     let files = tempfile::tempdir().unwrap();
-    let peer = PeerBlender::start(None).unwrap();
+    let peer = PeerBlender::start(None, None).unwrap();
     let before = peer.execute(NAMES).unwrap();
     let output = viga_through(
         &peer,
@@ -132,7 +132,7 @@ fn a_run_through_mcp_for_blender_builds_renders_and_leaves_its_result_one_undo_a
 #[test]
 fn a_run_through_mcp_needs_trusted_mode_confirmed_and_says_so() {
     let files = tempfile::tempdir().unwrap();
-    let peer = PeerBlender::start(None).unwrap();
+    let peer = PeerBlender::start(None, None).unwrap();
     let before = peer.execute(NAMES).unwrap();
     // Nobody at a terminal to ask, and no --confirm-trusted: a no, before anything runs.
     let output = viga_through(&peer, files.path(), &script(files.path()), &[]);
