@@ -63,24 +63,7 @@ pub fn run() -> Result<BlenderLauncher> {
         "setup: installing {} (about 400 MB, once)",
         REQUIREMENTS.join(" ")
     );
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--quiet",
-        ])
-        .args(REQUIREMENTS)
-        .status()
-        .context("could not run pip in the virtual environment")?;
-    if !status.success() {
-        bail!(
-            "pip could not install {} ({status}); check the network to PyPI, then run `cargo xtask setup` again",
-            REQUIREMENTS.join(" ")
-        );
-    }
+    pip_install(&python, &REQUIREMENTS, "cargo xtask setup")?;
     let version = bpy_version(&python)?;
     if version != BPY_VERSION {
         bail!(
@@ -126,6 +109,17 @@ pub fn test_peers(launcher: &BlenderLauncher) -> Result<()> {
         "setup: installing {} for the tests",
         TEST_PEER_REQUIREMENTS.join(" ")
     );
+    pip_install(
+        python,
+        &TEST_PEER_REQUIREMENTS,
+        "cargo xtask setup --test-peers",
+    )?;
+    write_stamp(venv, TEST_PEER_STAMP, &wanted)
+}
+
+/// Installs `requirements` with the venv's pip; a failure says to run `again` when the
+/// network to PyPI is back.
+fn pip_install(python: &Path, requirements: &[&str], again: &str) -> Result<()> {
     let status = Command::new(python)
         .args([
             "-m",
@@ -135,16 +129,16 @@ pub fn test_peers(launcher: &BlenderLauncher) -> Result<()> {
             "--no-input",
             "--quiet",
         ])
-        .args(TEST_PEER_REQUIREMENTS)
+        .args(requirements)
         .status()
         .context("could not run pip in the virtual environment")?;
     if !status.success() {
         bail!(
-            "pip could not install {} ({status}); check the network to PyPI, then run `cargo xtask setup --test-peers`",
-            TEST_PEER_REQUIREMENTS.join(" ")
+            "pip could not install {} ({status}); check the network to PyPI, then run `{again}` again",
+            requirements.join(" ")
         );
     }
-    write_stamp(venv, TEST_PEER_STAMP, &wanted)
+    Ok(())
 }
 
 /// Writes the stamp `name` in `venv` atomically: an interrupted install leaves none and

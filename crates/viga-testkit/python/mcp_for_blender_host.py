@@ -7,8 +7,9 @@
 #
 # The add-on registers itself with its own register(). Two things stand in for the
 # interactive Blender it expects, and nothing else of it is changed:
-#   - its timers run in this loop (bpy.app.timers never fire in background mode), the
-#     command queue drained at the interval the add-on asks for, or at --interval;
+#   - its timers run in this loop (bpy.app.timers never fire in background mode; viga's
+#     add-on host's TimerPump), the command queue drained at the interval the add-on asks
+#     for, or at --interval;
 #   - its server is started here, as its start() does, because start() refuses background
 #     mode; the accept thread, the client threads and the main-thread drain are its own.
 # Telemetry: consent lives in the add-on's preferences, off by default, and is never given.
@@ -23,61 +24,14 @@ import socket
 import sys
 import threading
 import time
-import traceback
 
 import bpy
 
+# viga's own headless add-on host, written beside this script: its TimerPump stands in for
+# Blender's event loop here too.
+from addon_host import TimerPump
+
 READY_MARKER = "MCP_FOR_BLENDER_READY "
-IDLE_SLEEP_S = 0.002
-
-
-class TimerPump:
-    """bpy.app.timers as Blender's event loop runs them; `interval` overrides what the
-    command-queue drain asks for (to compare servers at one cadence)."""
-
-    def __init__(self):
-        self.due = {}
-        self.fixed = {}
-
-    def install(self):
-        bpy.app.timers.register = self.register
-        bpy.app.timers.unregister = self.unregister
-        bpy.app.timers.is_registered = self.is_registered
-
-    def register(self, function, first_interval=0.0, persistent=False):
-        self.due[function] = time.monotonic() + max(float(first_interval), 0.0)
-
-    def unregister(self, function):
-        if function not in self.due:
-            raise ValueError("Error: function is not registered")
-        del self.due[function]
-
-    def is_registered(self, function):
-        return function in self.due
-
-    def tick(self):
-        now = time.monotonic()
-        for function, due in list(self.due.items()):
-            if due > now or function not in self.due:
-                continue
-            try:
-                interval = function()
-            except Exception:  # noqa: BLE001 - Blender prints a failing timer and drops it
-                traceback.print_exc()
-                interval = None
-            if function not in self.due:
-                continue
-            if interval is None:
-                del self.due[function]
-            else:
-                interval = self.fixed.get(function, interval)
-                self.due[function] = time.monotonic() + max(float(interval), 0.0)
-        return min(self.due.values(), default=now + 0.05)
-
-    def run(self, stop):
-        while not stop.is_set():
-            next_due = self.tick()
-            time.sleep(min(max(next_due - time.monotonic(), 0.0), IDLE_SLEEP_S))
 
 
 def parse_args(argv):

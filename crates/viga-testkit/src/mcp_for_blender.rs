@@ -39,6 +39,11 @@ impl PeerBlender {
         let script = tempfile::tempdir()?;
         let host = script.path().join("mcp_for_blender_host.py");
         std::fs::write(&host, HOST_SOURCE)?;
+        // Its timer loop is viga's add-on host's, imported from beside it.
+        std::fs::write(
+            script.path().join("addon_host.py"),
+            viga_blender::addon::HOST_SOURCE,
+        )?;
         let mut command = Command::new(&python);
         command
             .arg(&host)
