@@ -124,11 +124,7 @@ fn on_off(on: bool) -> &'static str {
 
 /// `$XDG_CACHE_HOME/viga/tool-calling.json`, else `~/.cache/viga/tool-calling.json`.
 fn memory_path() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|dir| !dir.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .map(|cache| cache.join("viga").join(MEMORY_FILE))
+    viga_io::files::user_cache_dir("").map(|viga| viga.join(MEMORY_FILE))
 }
 
 /// The memory, or an empty one when the file is missing, too large or unreadable (it is

@@ -546,11 +546,7 @@ fn gpu_kernel_cache() -> Option<PathBuf> {
     if !Path::new("/dev/nvidiactl").exists() {
         return None;
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|path| path.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
-    let cache = base.join("viga").join("gpu-kernels");
+    let cache = viga_io::files::user_cache_dir("gpu-kernels")?;
     std::fs::create_dir_all(&cache).ok()?;
     Some(cache)
 }

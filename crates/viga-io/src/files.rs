@@ -175,6 +175,21 @@ fn claim_partial<T>(
 }
 
 /// Milliseconds since the Unix epoch (0 for a clock set before it).
+/// viga's folder `name` among this user's caches: `$XDG_CACHE_HOME/viga/<name>`, else
+/// `~/.cache/viga/<name>` (on Windows `%LOCALAPPDATA%\viga\<name>`); `None` when none of
+/// those is set to an absolute path (a relative one would move with the working folder).
+pub fn user_cache_dir(name: &str) -> Option<std::path::PathBuf> {
+    let absolute = |variable: &str| {
+        std::env::var_os(variable)
+            .map(std::path::PathBuf::from)
+            .filter(|path| path.is_absolute())
+    };
+    let base = absolute("XDG_CACHE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
+        .or_else(|| absolute("LOCALAPPDATA"))?;
+    Some(base.join("viga").join(name))
+}
+
 pub fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -196,15 +196,7 @@ impl DocsCache {
     /// `$XDG_CACHE_HOME/viga/gn-docs`, else `~/.cache/viga/gn-docs` (on Windows
     /// `%LOCALAPPDATA%\viga\gn-docs`); `None` when none of those is an absolute path.
     pub fn default_location() -> Option<Self> {
-        let absolute = |name: &str| {
-            std::env::var_os(name)
-                .map(PathBuf::from)
-                .filter(|path| path.is_absolute())
-        };
-        let base = absolute("XDG_CACHE_HOME")
-            .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
-            .or_else(|| absolute("LOCALAPPDATA"))?;
-        Some(Self::new(base.join("viga").join("gn-docs")))
+        viga_io::files::user_cache_dir("gn-docs").map(Self::new)
     }
 
     pub fn dir(&self) -> &Path {

@@ -9,15 +9,7 @@ use super::listing::is_plain_token;
 /// `$XDG_CACHE_HOME/viga/polyhaven`, else `~/.cache/viga/polyhaven` (on Windows
 /// `%LOCALAPPDATA%\viga\polyhaven`); `None` when none of those is set to an absolute path.
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let absolute = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|path| path.is_absolute())
-    };
-    let base = absolute("XDG_CACHE_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
-        .or_else(|| absolute("LOCALAPPDATA"))?;
-    Some(base.join("viga").join("polyhaven"))
+    viga_io::files::user_cache_dir("polyhaven")
 }
 
 /// Leftover partial folders in which nothing changed for this long (a killed run's)
