@@ -1,6 +1,7 @@
 //! The `search` baseline: no model at all. It treats the start program's numeric literals as
-//! parameters and searches them with renders in the loop (coordinate moves, then a pattern
-//! move after every sweep that improved), minimising the photometric loss against the target
+//! parameters and searches them with renders in the loop (coordinate moves, a wider scan of
+//! an integer whose nearest steps both fail, then a pattern move after every sweep that
+//! improved), minimising the photometric loss against the target
 //! views, within a budget of evaluated programs. It is real inverse graphics without a VLM,
 //! and a floor any model must beat.
 
@@ -259,27 +260,57 @@ impl<'a> PatternSearch<'a> {
         self.evaluations < self.budget
     }
 
-    /// Tries each literal that is not frozen in turn, one step up, then one step down.
+    /// Tries each literal that is not frozen in turn, one step up, then one step down. An
+    /// integer the picture responds to, which neither step improved, is scanned further
+    /// before it is given up: a count's loss is seldom monotone (more, thinner posts can
+    /// look like fewer, thicker ones), so the nearest whole step may point the wrong way.
     async fn coordinate_sweep(&mut self) -> Result<(), EvalError> {
         for i in 0..self.literals.len() {
             if self.frozen[i] {
                 continue;
             }
-            if !self.step_literal(i).await? {
-                self.refine_or_freeze(i);
+            let (improved, responded) = self.step_literal(i).await?;
+            if improved {
+                continue;
             }
+            if self.literals[i].integer && responded && self.scan_integer(i).await? {
+                continue;
+            }
+            self.refine_or_freeze(i);
         }
         Ok(())
     }
 
-    /// Moves literal `i` by its step, up first; true when a move improved the loss.
-    async fn step_literal(&mut self, i: usize) -> Result<bool, EvalError> {
+    /// Moves literal `i` by its step, up first: whether a move improved the loss, and
+    /// whether any move changed it at all (the picture responds to this literal).
+    async fn step_literal(&mut self, i: usize) -> Result<(bool, bool), EvalError> {
+        let mut responded = false;
         for direction in [1.0, -1.0] {
             if !self.has_budget() {
                 break;
             }
             let mut candidate = self.best.clone();
             candidate[i] += direction * self.steps[i];
+            let before = self.best_loss;
+            let (improved, loss) = self.try_scored(candidate).await?;
+            if improved {
+                return Ok((true, true));
+            }
+            responded |=
+                loss.is_some_and(|loss| (loss - before).abs() > RESPONSE * before.max(1e-9));
+        }
+        Ok((false, responded))
+    }
+
+    /// Tries integer `i` at values further away ([`integer_scan`]), nearest first, keeping the
+    /// first that improves; true when one did.
+    async fn scan_integer(&mut self, i: usize) -> Result<bool, EvalError> {
+        for value in integer_scan(self.best[i]) {
+            if !self.has_budget() {
+                break;
+            }
+            let mut candidate = self.best.clone();
+            candidate[i] = value;
             if self.try_values(candidate).await? {
                 return Ok(true);
             }
@@ -314,15 +345,21 @@ impl<'a> PatternSearch<'a> {
     /// Scores the program with `values`, counting the evaluation, and keeps them when they
     /// beat the best loss; true when they did.
     async fn try_values(&mut self, values: Vec<f64>) -> Result<bool, EvalError> {
+        Ok(self.try_scored(values).await?.0)
+    }
+
+    /// [`Self::try_values`], with the loss the values scored (`None`: the program failed).
+    async fn try_scored(&mut self, values: Vec<f64>) -> Result<(bool, Option<f64>), EvalError> {
         self.evaluations += 1;
         let program = with_values(self.start, &self.literals, &values);
-        match self.objective.score(&program).await? {
+        let loss = self.objective.score(&program).await?;
+        match loss {
             Some(loss) if loss < self.best_loss => {
                 self.best = values;
                 self.best_loss = loss;
-                Ok(true)
+                Ok((true, Some(loss)))
             }
-            _ => Ok(false),
+            _ => Ok((false, loss)),
         }
     }
 
@@ -335,6 +372,31 @@ impl<'a> PatternSearch<'a> {
             literals: self.literals.len(),
         }
     }
+}
+
+/// A move changed the loss by more than this share of it: the picture responds to the
+/// literal (render noise at the eval's samples stays well below).
+const RESPONSE: f64 = 1e-4;
+
+/// The values an integer is scanned at after its nearest whole steps failed: two to four
+/// steps either way, and a half to twice its value (a count that is far off); never
+/// negative when it was not, nearest first, each once.
+fn integer_scan(value: f64) -> Vec<f64> {
+    let mut values: Vec<f64> = [2.0, -2.0, 3.0, -3.0, 4.0, -4.0]
+        .iter()
+        .map(|offset| value + offset)
+        .chain([0.5, 0.75, 1.25, 1.5, 2.0].map(|factor| (value * factor).round()))
+        .filter(|candidate| value < 0.0 || *candidate >= 0.0)
+        .filter(|candidate| (candidate - value).abs() > 1.5)
+        .collect();
+    values.sort_by(|a, b| (a - value).abs().total_cmp(&(b - value).abs()));
+    let mut once = Vec::with_capacity(values.len());
+    for candidate in values {
+        if !once.contains(&candidate) {
+            once.push(candidate);
+        }
+    }
+    once
 }
 
 /// Mean PL of a program's views against target images: the program runs on a base scene, then
@@ -598,6 +660,40 @@ mod tests {
                 (values[0] - 3.0).powi(2) + (values[1] + 1.25).powi(2) + (values[2] - 4.0).powi(2),
             ))
         }
+    }
+
+    /// A count whose nearest steps mislead: one fewer looks a little better than one more,
+    /// and the goal is three away.
+    struct Fence;
+
+    #[async_trait]
+    impl Objective for Fence {
+        async fn score(&self, code: &str) -> Result<Option<f64>, EvalError> {
+            let posts = numeric_literals(code)[0].value;
+            Ok(Some(match posts as i64 {
+                9 => 0.0,
+                5 => 2.9,
+                7 => 3.1,
+                n => 3.0 + (n - 6).abs() as f64 * 0.05,
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_count_is_scanned_past_a_misleading_nearest_step() {
+        let outcome = search("posts = 6\n", &Fence, 30).await.unwrap();
+        assert_eq!(outcome.code, "posts = 9\n", "{outcome:?}");
+    }
+
+    #[test]
+    fn an_integer_is_scanned_nearest_first_and_never_below_zero_from_above() {
+        assert_eq!(integer_scan(6.0), [8.0, 4.0, 9.0, 3.0, 10.0, 2.0, 12.0]);
+        assert_eq!(
+            integer_scan(1.0),
+            [3.0, 4.0, 5.0],
+            "no negative count, no repeats"
+        );
+        assert_eq!(integer_scan(-4.0), [-2.0, -6.0, -1.0, -7.0, 0.0, -8.0]);
     }
 
     #[tokio::test]
