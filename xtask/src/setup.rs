@@ -44,7 +44,7 @@ pub fn run() -> Result<BlenderLauncher> {
     let venv = workspace_root().join(VENV_DIR);
     let python = venv_python(&venv);
     let stamp = venv.join(STAMP_FILE);
-    let wanted = stamp_text();
+    let wanted = stamp_text(&REQUIREMENTS);
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
         println!(
             "setup: Blender ready (bpy {BPY_VERSION} in {VENV_DIR}), checked in {:.0?}",
@@ -101,7 +101,7 @@ pub fn test_peers(launcher: &BlenderLauncher) -> Result<()> {
         bail!("{} is not inside a virtual environment", python.display());
     };
     let stamp = venv.join(TEST_PEER_STAMP);
-    let wanted = format!("{{\"requirements\":{:?}}}", TEST_PEER_REQUIREMENTS);
+    let wanted = stamp_text(&TEST_PEER_REQUIREMENTS);
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
         return Ok(());
     }
@@ -150,10 +150,10 @@ fn write_stamp(venv: &Path, name: &str, text: &str) -> Result<()> {
         .with_context(|| format!("could not write the stamp {name}"))
 }
 
-/// What the stamp holds once setup is done: the requirements as JSON, the format every
+/// What a stamp holds once `requirements` are installed: them as JSON, the format every
 /// earlier setup wrote, so a venv made before stays valid.
-fn stamp_text() -> String {
-    let quoted: Vec<String> = REQUIREMENTS
+fn stamp_text(requirements: &[&str]) -> String {
+    let quoted: Vec<String> = requirements
         .iter()
         .map(|requirement| format!("\"{requirement}\""))
         .collect();

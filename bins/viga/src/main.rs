@@ -238,8 +238,8 @@ async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<std::process
             user: viga_app::attach::attach(args.attach.connection.as_deref()).await?,
         },
         args::RunStart::ThroughMcp(scene, server) => {
-            let question = viga_app::through_mcp::question();
-            if !args.confirm_trusted && (out.is_jsonl() || !ask_trust(&question)?) {
+            let question = viga_app::trust::through_mcp_question();
+            if !trust_confirmed(args.confirm_trusted, &out, &question)? {
                 bail!(
                     "trusted mode was not confirmed for this run: {} Answer yes when asked, or give --confirm-trusted when the person already agreed (without --through-mcp, the run works in viga's contained Blender)",
                     question.lines.first().map_or("", String::as_str)
@@ -438,9 +438,7 @@ async fn apply(
     let out = Output::new(events, 0);
     // Checked first, so a wrong folder or iteration is reported as such.
     let result = viga_domain_scene::attached::ChosenResult::open(folder, choice)?;
-    if trust.trusted
-        && !trust.confirmed
-        && (out.is_jsonl() || !ask_trust(&viga_app::trust::apply_question())?)
+    if trust.trusted && !trust_confirmed(trust.confirmed, &out, &viga_app::trust::apply_question())?
     {
         bail!(
             "trusted mode was not confirmed for this apply; run without --trusted to apply the result as data, with no program running in your Blender"
@@ -457,6 +455,16 @@ async fn apply(
     // The panel follows `viga apply --events jsonl` as any other command: its last line.
     out.finished(&StopReason::Accepted, &said, None, 0);
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Whether trusted mode is confirmed: `already` by a front end that asked, or now by the
+/// person at the terminal (a JSON-lines stream has a front end to ask, never a person here).
+fn trust_confirmed(
+    already: bool,
+    out: &Output,
+    question: &viga_app::trust::TrustQuestion,
+) -> Result<bool, viga_app::AppError> {
+    Ok(already || (!out.is_jsonl() && ask_trust(question)?))
 }
 
 /// Puts `question` to the person at the terminal; only `yes` agrees, and nobody at a

@@ -71,15 +71,7 @@ pub async fn start(
         }
         Start::ThroughMcp { scene, blender } => {
             in_new_folder(output, config, async |folder, config| {
-                let has_target = !config.targets.is_empty();
-                let domain = SceneDomain::new(scene, blender as _, has_target)?
-                    .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
-                Ok(viga_core::start_in_folder(
-                    folder,
-                    config,
-                    provider,
-                    Arc::new(domain),
-                )?)
+                scene_run(folder, config, scene, provider, blender)
             })
             .await
         }
@@ -180,14 +172,28 @@ async fn start_scene(
             )
             .await?
         }
-        None => {
-            let has_target = !config.targets.is_empty();
-            let domain = SceneDomain::new(scene, worker, has_target)?
-                .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
-            viga_core::start_in_folder(folder, config, provider, Arc::new(domain))?
-        }
+        None => scene_run(folder, config, scene, provider, worker)?,
     };
     Ok(handle)
+}
+
+/// A scene run in `folder` on `blender`, as it is (no reconstruction first).
+fn scene_run(
+    folder: RunFolder,
+    config: RunConfig,
+    scene: SceneSettings,
+    provider: Arc<dyn Provider>,
+    blender: Arc<dyn viga_blender::BlenderTransport>,
+) -> Result<RunHandle, AppError> {
+    let has_target = !config.targets.is_empty();
+    let domain = SceneDomain::new(scene, blender, has_target)?
+        .with_model(Arc::clone(&provider), config.prompts_dir.as_deref())?;
+    Ok(viga_core::start_in_folder(
+        folder,
+        config,
+        provider,
+        Arc::new(domain),
+    )?)
 }
 
 /// Continues the run in `folder` at the iteration after its last, with the provider the

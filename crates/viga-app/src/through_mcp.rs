@@ -4,7 +4,8 @@
 //! through the server's code tool.
 //!
 //! Nothing contains what runs there: it is the person's Blender, so a run through it is
-//! trusted mode, which the person confirms for each run ([`question`]).
+//! trusted mode, which the person confirms for each run
+//! ([`crate::trust::through_mcp_question`]).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -15,7 +16,6 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use viga_blender::TransportError;
 use viga_serve::mcp_client::{McpToolNames, McpTransport};
 
-use crate::trust::TrustQuestion;
 use crate::{AppError, Tell};
 
 /// The server's last lines on stderr kept to explain a failed start.
@@ -107,17 +107,6 @@ fn failed_start(err: TransportError, said: &Mutex<VecDeque<String>>) -> AppError
     AppError::Config(format!(
         "{err}\nthe MCP server said on stderr:\n{tail}\n(is Blender running with the server's add-on started?)"
     ))
-}
-
-/// What a run through an MCP server asks the person to trust, for this run.
-pub fn question() -> TrustQuestion {
-    TrustQuestion {
-        lines: vec![
-            "--through-mcp runs this run's programs in your own Blender, through the MCP server's code tool: model-written Python runs as you, with your files, your network and the API keys in Blender's environment.".to_owned(),
-            "Each program starts from your scene as it is now (viga goes back by undo); the result stays in your scene, and Ctrl-Z walks back to it as it was. Leave Blender alone while the run works.".to_owned(),
-        ],
-        scope: "this run",
-    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,20 @@ pub fn apply_question() -> TrustQuestion {
     }
 }
 
+/// `viga run --through-mcp`: the run's programs run in the person's Blender, through their
+/// MCP server's code tool.
+pub fn through_mcp_question() -> TrustQuestion {
+    TrustQuestion {
+        lines: vec![
+            format!(
+                "--through-mcp runs this run's programs in your own Blender, through the MCP server's code tool: {IN_YOUR_BLENDER}"
+            ),
+            "Each program starts from your scene as it is now (viga goes back by undo); the result stays in your scene, and Ctrl-Z walks back to it as it was. Leave Blender alone while the run works.".to_owned(),
+        ],
+        scope: "this run",
+    }
+}
+
 /// What a Geometry Nodes run asks to be trusted with.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GnTrust {

@@ -41,18 +41,39 @@ impl AddonChangeWatch {
         self.maybe_changed.swap(false, Ordering::SeqCst)
     }
 
-    fn note(&self, command: &BridgeCommand, reply: Option<&Value>) {
-        let maybe = match command {
+    fn note(&self, effect: AddonEffect, reply: Option<&Value>) {
+        let maybe = match effect {
             // A bridge too old to say is taken to have changed them.
-            BridgeCommand::ApplyProgram { .. } => reply
+            AddonEffect::SaidInReply => reply
                 .and_then(|reply| reply.get("addons_changed"))
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
-            BridgeCommand::Execute { .. } | BridgeCommand::AddonCommand { .. } => true,
-            _ => false,
+            AddonEffect::Possible => true,
+            AddonEffect::Impossible => false,
         };
         if maybe {
             self.maybe_changed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What a command says about the add-ons, told before the command is sent on.
+#[derive(Debug, Clone, Copy)]
+enum AddonEffect {
+    /// An applied program: its reply says whether it changed them.
+    SaidInReply,
+    /// Any other program, an add-on command: they may have.
+    Possible,
+    /// Nothing else runs code that could.
+    Impossible,
+}
+
+impl AddonEffect {
+    fn of(command: &BridgeCommand) -> Self {
+        match command {
+            BridgeCommand::ApplyProgram { .. } => Self::SaidInReply,
+            BridgeCommand::Execute { .. } | BridgeCommand::AddonCommand { .. } => Self::Possible,
+            _ => Self::Impossible,
         }
     }
 }
@@ -64,9 +85,9 @@ impl BlenderTransport for AddonChangeWatch {
         command: BridgeCommand,
         timeout: Option<Duration>,
     ) -> Result<Value, TransportError> {
-        let asked = command.clone();
+        let effect = AddonEffect::of(&command);
         let reply = self.inner.call(command, timeout).await;
-        self.note(&asked, reply.as_ref().ok());
+        self.note(effect, reply.as_ref().ok());
         reply
     }
 

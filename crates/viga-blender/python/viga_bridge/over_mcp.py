@@ -11,9 +11,8 @@ import json
 
 from . import served
 from .commands import dispatch
-from .execution import run_program
 from .protocol import error_reply
-from .undo import ensure_undo_base, push_undo_step, undo_one_step
+from .undo import apply_program, ensure_undo_base, push_undo_step, undo_one_step
 
 REPLY_MARKER = "VIGA_BRIDGE_REPLY "
 START_STEP = "viga: before the run"
@@ -45,13 +44,10 @@ def back_to_start():
 
 def execute_from_start(request):
     back_to_start()
-    result = run_program(request.get("code", ""))
-    if "error" in result:
-        # As in viga's own worker, a failed program leaves no half-made change behind.
-        push_undo_step("viga: program (failed)")
-        undo_one_step()
-    else:
-        push_undo_step("viga: program")
+    # One undo step, as an attached program is; one that fails is taken back at once, so
+    # it leaves no half-made change (nor a step to undo at the next reset).
+    result = apply_program(request.get("code", ""), "viga: program")
+    if not result.pop("reverted", False):
         _run["steps"] += 1
     return {"id": request.get("id"), "ok": True, "result": result}
 
