@@ -47,6 +47,14 @@ pub enum EvalCommand {
     Pages(Box<PagesArgs>),
     /// Rewrite summary.json, report.md and report.html of an output folder.
     Report { out: PathBuf },
+    /// How much of the gap between noop and the goal the results in OUT closed, per task, on
+    /// the views the system did not see (its fit views left out): 1 - PL(system) / PL(noop).
+    Gap {
+        /// An output folder of `--baseline noop` on the same instances and render settings.
+        #[arg(long)]
+        noop: PathBuf,
+        out: PathBuf,
+    },
     /// Combine the output folders of several shards into one, then write its reports.
     Merge {
         #[arg(long)]
@@ -357,6 +365,12 @@ pub async fn run(
         }
         EvalCommand::Report { out } => {
             print_table(&viga_app::eval::report(&out).map_err(setup)?, &out);
+        }
+        EvalCommand::Gap { noop, out } => {
+            print!(
+                "{}",
+                viga_app::eval::gap(&noop, &out).map_err(setup)?.markdown()
+            );
         }
         EvalCommand::Merge { into, shards } => {
             print_table(

@@ -56,6 +56,18 @@ impl Printer {
                     first_line(&call.outcome)
                 );
             }
+            RunEvent::NumbersRefined {
+                loss_before,
+                loss_after,
+                programs,
+                changed,
+                seconds,
+                out_of_time,
+                ..
+            } => say!(
+                "  refined {changed} number(s) in {programs} renders ({seconds:.1} s{}): loss {loss_before:.5} -> {loss_after:.5}",
+                if *out_of_time { ", stopped at its time limit" } else { "" }
+            ),
             RunEvent::ToolInvoked { tool, ok, .. } => {
                 say!(
                     "  verifier used {tool}{}",

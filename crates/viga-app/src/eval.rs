@@ -537,6 +537,12 @@ pub fn report(out: &Path) -> Result<Table, EvalSetupError> {
     Ok(viga_eval::report::table(&summary))
 }
 
+/// The share of the noop->goal PL gap the results in `system_out` closed, per task, on the
+/// views the system did not see.
+pub fn gap(noop_out: &Path, system_out: &Path) -> Result<viga_eval::gap::GapTable, EvalSetupError> {
+    Ok(viga_eval::gap::gap(noop_out, system_out)?)
+}
+
 /// Merges shard output folders into `into` and writes its reports; their table.
 pub fn merge(shards: &[PathBuf], into: &Path) -> Result<Table, EvalSetupError> {
     let summary = viga_eval::report::merge(shards, into)?;

@@ -441,6 +441,38 @@ impl WorkerWatch {
     }
 }
 
+/// What the generator's `refine_numbers` asks of [`Domain::refine`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefineRequest {
+    /// Only the numbers on these program lines (from 1) move; all of them when `None`.
+    /// Numbers on a line with a `# viga: keep` comment never move.
+    pub lines: Option<Vec<usize>>,
+    /// Programs the search may render, the program itself included.
+    pub budget: u32,
+    /// When the search stops and keeps the best it has.
+    pub time_limit: Duration,
+}
+
+/// What [`Domain::refine`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refined {
+    /// The program with the fitted numbers (the same text otherwise).
+    pub code: String,
+    /// The search's objective (mean photometric loss over the target views, plus its
+    /// penalty for leaving the scene's structure) before and after.
+    pub loss_before: f64,
+    pub loss_after: f64,
+    /// Programs rendered and scored (those turned down unrendered for breaking the scene's
+    /// structure are not counted), and how many numbers were free to move.
+    pub programs: u32,
+    pub free: usize,
+    /// The numbers it changed: line, old text, new text.
+    pub changes: Vec<(usize, String, String)>,
+    pub out_of_time: bool,
+    /// The fitted program's render of each target view, for the model to look at.
+    pub renders: Vec<viga_protocol::message::ImageData>,
+}
+
 /// What the loop builds: see the [module documentation](self).
 #[async_trait]
 pub trait Domain: Send + Sync {
@@ -560,6 +592,25 @@ pub trait Domain: Send + Sync {
         name: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError>;
+
+    /// Whether [`Domain::refine`] can fit a program's numbers to this run's targets; the
+    /// loop then offers the generator `refine_numbers`.
+    fn can_refine(&self) -> bool {
+        false
+    }
+
+    /// Fits the numbers of `program` to the run's target pictures by search, with renders in
+    /// the loop (no model): `Err` with a sentence for the model when it cannot (no target,
+    /// the program fails). A program it runs that hangs or kills the worker is a fault.
+    async fn refine(
+        &self,
+        _program: &str,
+        _request: &RefineRequest,
+    ) -> Result<Result<Refined, String>, WorkerFault> {
+        Ok(Err(
+            "this run cannot fit numbers to a target: it has no target picture".to_owned(),
+        ))
+    }
 
     /// Builds the result of `program` again from the starting state (stopping it at
     /// `limit`) and saves it into `folder` (`final.blend`, the deck, the page); returns the

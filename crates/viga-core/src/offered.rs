@@ -21,6 +21,39 @@ pub(crate) const EXECUTE_CODE: &str = "execute_code";
 /// The generator's tool that goes back to the state before its last program.
 pub(crate) const UNDO_LAST_STEP: &str = "undo_last_step";
 
+/// The generator's tool that fits its program's numbers to the targets by search.
+pub(crate) const REFINE_NUMBERS: &str = "refine_numbers";
+
+/// The most programs one `refine_numbers` call may render, and its default.
+pub(crate) const REFINE_MAX_BUDGET: u32 = 120;
+const REFINE_DEFAULT_BUDGET: u32 = 60;
+
+/// `refine_numbers`' arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RefineArgs {
+    /// Program lines (from 1) whose numbers may move; leave out to fit every number. Numbers
+    /// on a line ending in a `# viga: keep` comment never move.
+    #[serde(default)]
+    pub lines: Option<Vec<usize>>,
+    /// How many programs the search may render (default 60, at most 120).
+    #[serde(default)]
+    pub budget: Option<u32>,
+}
+
+impl viga_protocol::ProtocolType for RefineArgs {
+    const NAME: &'static str = "RefineArgs";
+}
+
+impl RefineArgs {
+    /// The budget asked for, within its bounds: at least 2 (the program and one move).
+    pub(crate) fn budget(&self) -> u32 {
+        self.budget
+            .unwrap_or(REFINE_DEFAULT_BUDGET)
+            .clamp(2, REFINE_MAX_BUDGET)
+    }
+}
+
 /// `execute_code`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -69,7 +102,7 @@ impl OfferedTools {
                 .map_err(|err| CoreError::Tool(err.to_string()))?;
         }
         let worker = domain.worker_name();
-        let intercepted = vec![
+        let mut intercepted = vec![
             ToolSpec {
                 name: EXECUTE_CODE.to_owned(),
                 description: format!(
@@ -84,6 +117,13 @@ impl OfferedTools {
                 parameters: parameters_of::<NoArgs>(),
             },
         ];
+        if domain.can_refine() {
+            intercepted.push(ToolSpec {
+                name: REFINE_NUMBERS.to_owned(),
+                description: "Fit the numbers of your current program (the last that ran without error) to the target pictures by search, with renders in the loop: write the structure (which objects, nodes, counts) and let this tune positions, sizes, colours and counts. It keeps objects resting on what they rested on and upright things upright; it moves only the lines you name (all when you name none), never a line ending in `# viga: keep`. The fitted program becomes the current program; you get its changes, the loss before and after, and its renders.".to_owned(),
+                parameters: parameters_of::<RefineArgs>(),
+            });
+        }
         Self::new(ToolRole::Generator, own, intercepted, domain)
     }
 

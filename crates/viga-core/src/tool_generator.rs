@@ -18,19 +18,28 @@ use std::time::Instant;
 use serde_json::Value;
 use viga_protocol::event::{ModelRole, RunEvent};
 use viga_protocol::iteration::{ExecutionResult, FailureClass, GeneratorToolCall};
-use viga_protocol::message::{ChatMessage, ContentPart, ToolCall, ToolResult};
+use viga_protocol::message::{ChatMessage, ContentPart, ImageData, ToolCall, ToolResult};
 use viga_provider::{FinishReason, ModelRequest, ModelResponse};
 use viga_skills::registry::parse_arguments;
 use viga_skills::{Control, ToolError};
 
 use crate::CoreError;
-use crate::offered::{EXECUTE_CODE, OfferedTools, ProgramArgs, UNDO_LAST_STEP};
+use crate::domain::RefineRequest;
+use crate::offered::{
+    EXECUTE_CODE, OfferedTools, ProgramArgs, REFINE_NUMBERS, RefineArgs, UNDO_LAST_STEP,
+};
 use crate::program::{Attempt, Tried, first_line};
 use crate::prompts::fill;
 use crate::recover::PhaseEnd;
 use crate::run::{Run, Tally};
 use crate::verify::invoke;
 use crate::written_calls::{not_an_answer, unreadable_call, with_tool_call_from_text};
+
+/// How long one `refine_numbers` call may search; it keeps the best found by then.
+const REFINE_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The most changed numbers `refine_numbers` lists for the model (the program follows).
+const REFINE_LISTED_CHANGES: usize = 40;
 
 /// The longest argument summary and outcome a recorded tool call keeps, in characters.
 const CALL_SUMMARY_CHARS: usize = 200;
@@ -300,9 +309,14 @@ impl Run {
     ) -> Result<Next, CoreError> {
         let mut results = Vec::new();
         for call in &response.tool_calls {
-            let (text, ok) = self
-                .generator_call(index, tools, session, call, tally)
-                .await?;
+            let (text, ok, images) = if call.name == REFINE_NUMBERS {
+                self.refine_numbers(index, session, call, tally).await?
+            } else {
+                let (text, ok) = self
+                    .generator_call(index, tools, session, call, tally)
+                    .await?;
+                (text, ok, Vec::new())
+            };
             let recorded = GeneratorToolCall {
                 tool: call.name.clone(),
                 arguments: arguments_summary(call),
@@ -325,7 +339,7 @@ impl Run {
             results.push(ContentPart::ToolResult(ToolResult {
                 call_id: call.id.clone(),
                 text,
-                images: Vec::new(),
+                images,
                 is_error: !ok,
             }));
         }
@@ -433,6 +447,88 @@ impl Run {
         Ok(Ran::Tried { text, ok })
     }
 
+    /// `refine_numbers`: the domain fits the numbers of the current program (the last that
+    /// ran without error, the run's last good one before any ran in this iteration) to the
+    /// targets, and the fitted program runs as the current one, which is not a new attempt.
+    /// The model is told what changed, the loss before and after, and sees the renders.
+    async fn refine_numbers(
+        &mut self,
+        index: u32,
+        session: &mut Session,
+        call: &ToolCall,
+        tally: &mut Tally,
+    ) -> Result<(String, bool, Vec<ImageData>), CoreError> {
+        let failed = |text: String| Ok((text, false, Vec::new()));
+        let args: RefineArgs = match parse_arguments(&call.name, call.arguments.clone()) {
+            Ok(args) => args,
+            Err(err) => return failed(err.to_string()),
+        };
+        let current = match &session.last {
+            Some((code, tried)) if tried.failure.is_none() => Some(code.clone()),
+            Some(_) => None,
+            None => self.final_code.clone(),
+        };
+        let Some(program) = current else {
+            return failed(format!(
+                "There is no program to refine: the last one failed or none ran. Run {} that works with execute_code first; then refine its numbers.",
+                self.format.noun
+            ));
+        };
+        let request = RefineRequest {
+            lines: args.lines.clone(),
+            budget: args.budget(),
+            time_limit: REFINE_TIME_LIMIT,
+        };
+        let started = Instant::now();
+        // The search leaves the worker holding its last candidate.
+        session.scene_current = false;
+        let refined = match self.domain.refine(&program, &request).await {
+            Ok(Ok(refined)) => refined,
+            Ok(Err(why)) => return failed(why),
+            Err(fault) => {
+                return failed(format!(
+                    "The search stopped: {fault}. The current program is unchanged."
+                ));
+            }
+        };
+        self.emit(RunEvent::NumbersRefined {
+            index,
+            loss_before: refined.loss_before,
+            loss_after: refined.loss_after,
+            programs: refined.programs,
+            changed: refined.changes.len() as u32,
+            seconds: started.elapsed().as_secs_f64(),
+            out_of_time: refined.out_of_time,
+        })?;
+        if refined.changes.is_empty() {
+            return Ok((
+                format!(
+                    "No change to the {} free number(s) matched the target better (loss {:.6}, {} programs tried); the current program is unchanged.",
+                    refined.free, refined.loss_before, refined.programs
+                ),
+                true,
+                refined.renders,
+            ));
+        }
+        let tried = self
+            .try_program(index, session.runs, Some(&refined.code), tally)
+            .await?;
+        session.scene_current = tried.left_a_scene;
+        session.pending = None;
+        let ok = tried.failure.is_none();
+        let text = if ok {
+            session.good_programs.push(refined.code.clone());
+            refined_text(&refined, &self.format.language)
+        } else {
+            format!(
+                "The fitted program did not run again: {}",
+                tried.error_message
+            )
+        };
+        session.last = Some((refined.code.clone(), tried));
+        Ok((text, ok, if ok { refined.renders } else { Vec::new() }))
+    }
+
     /// `undo_last_step`: back to the result of the good program before the current one (the
     /// last that ran without error; a failed last program is simply left behind), or to the
     /// starting state when there is none. That program becomes the iteration's program. It
@@ -503,6 +599,39 @@ impl Run {
 }
 
 /// The model's turn as the conversation keeps it: its text and its calls.
+/// What the model reads after a refinement that changed numbers.
+fn refined_text(refined: &crate::domain::Refined, language: &str) -> String {
+    let mut text = format!(
+        "Refined {} of {} free number(s) in {} programs{}: loss {:.6} -> {:.6} (mean photometric loss over the target views, plus a penalty for leaving the scene's structure).\nChanged:\n",
+        refined.changes.len(),
+        refined.free,
+        refined.programs,
+        if refined.out_of_time {
+            ", stopped at its time limit"
+        } else {
+            ""
+        },
+        refined.loss_before,
+        refined.loss_after
+    );
+    for (line, before, after) in refined.changes.iter().take(REFINE_LISTED_CHANGES) {
+        let _ = writeln!(text, "- line {line}: {before} -> {after}");
+    }
+    if refined.changes.len() > REFINE_LISTED_CHANGES {
+        let _ = writeln!(
+            text,
+            "- and {} more",
+            refined.changes.len() - REFINE_LISTED_CHANGES
+        );
+    }
+    let _ = write!(
+        text,
+        "The fitted program is the current program now; its renders follow.\n```{language}\n{}\n```",
+        refined.code.trim_end()
+    );
+    text
+}
+
 fn assistant_turn(response: &ModelResponse) -> ChatMessage {
     let mut parts = Vec::new();
     if !response.text.is_empty() {

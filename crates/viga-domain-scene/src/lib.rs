@@ -18,6 +18,7 @@ pub mod addon_agent;
 pub mod attached;
 pub mod init;
 pub(crate) mod provenance;
+pub mod refine;
 mod settings;
 pub(crate) mod watched;
 
@@ -80,6 +81,8 @@ pub struct SceneDomain {
     /// The model calls of its translator (`investigate`'s free-form instructions), for the
     /// loop to record.
     translations: Option<Arc<viga_core::ModelCalls>>,
+    /// The run's target pictures (from `begin_run`): what `refine_numbers` fits.
+    targets: std::sync::Mutex<Vec<TargetView>>,
 }
 
 impl std::fmt::Debug for SceneDomain {
@@ -131,6 +134,7 @@ impl SceneDomain {
                 without_loop_tools(verifier_tools())?,
             ),
             translations: None,
+            targets: std::sync::Mutex::default(),
         })
     }
 
@@ -395,6 +399,9 @@ impl Domain for SceneDomain {
     }
 
     fn begin_run(&self, folder: &Path, targets: &[TargetView]) {
+        if let Ok(mut kept) = self.targets.lock() {
+            *kept = targets.to_vec();
+        }
         if let Some(assets) = &self.assets {
             assets.bind_run(&RunBinding {
                 folder: folder.to_path_buf(),
@@ -489,6 +496,18 @@ impl Domain for SceneDomain {
         self.tool_registries
             .invoke(&self.tools, role, name, arguments)
             .await
+    }
+
+    fn can_refine(&self) -> bool {
+        !self.run_targets().is_empty()
+    }
+
+    async fn refine(
+        &self,
+        program: &str,
+        request: &viga_core::domain::RefineRequest,
+    ) -> Result<Result<viga_core::domain::Refined, String>, WorkerFault> {
+        self.refine_program(program, request).await
     }
 
     async fn save_result(

@@ -33,6 +33,7 @@ pub mod chamfer;
 #[cfg(feature = "clip")]
 pub mod clip;
 pub mod flat;
+pub mod gap;
 pub mod judge;
 pub mod layout;
 pub mod leak;

@@ -13,11 +13,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use viga_blender::{BlenderCommands as _, BlenderTransport};
+use viga_domain_scene::refine::{
+    FitView, Objective, RefineError, SceneObjective, Score, SearchLimits, SearchOutcome, search,
+};
 use viga_protocol::bridge::{RenderEngine, RenderRequest, RenderSpec, SceneReset};
-use viga_skills::metrics::image_size;
+use viga_skills::metrics::{image_size, photometric_loss};
 
 use crate::EvalError;
-use crate::search::{Objective, SceneObjective, SearchOutcome, search};
+use crate::search::refine_error;
 
 /// Blender may take long on a big scene; a program that takes longer is a failure.
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
@@ -80,20 +83,23 @@ pub async fn run_scene_search(
             .or((spec.render.engine == RenderEngine::Cycles).then_some(16)),
         ..spec.render
     };
+    let view = FitView::new(Some(camera.clone()), None, &spec.target)
+        .map_err(|err| refine_error("search", err))?;
     let objective = Improvements {
-        inner: SceneObjective {
-            blender: Arc::clone(&blender),
-            base: spec.base.clone(),
-            cameras: vec![camera.clone()],
-            targets: vec![spec.target.clone()],
+        inner: SceneObjective::new(
+            Arc::clone(&blender),
+            spec.base.clone(),
+            vec![view],
             render,
-            timeout: PROGRAM_TIMEOUT,
-        },
+            PROGRAM_TIMEOUT,
+        ),
         scored: AtomicU32::new(0),
         best: Mutex::new(f64::INFINITY),
         on_improvement,
     };
-    let outcome = search(&spec.start, &objective, spec.budget).await?;
+    let outcome = search(&spec.start, &objective, &SearchLimits::budget(spec.budget))
+        .await
+        .map_err(|err| refine_error("search", err))?;
     keep(spec, blender.as_ref(), folder, &camera, render, &outcome).await?;
     Ok(SceneSearchReport {
         folder: folder.to_path_buf(),
@@ -140,30 +146,24 @@ async fn keep(
     write("start.py", spec.start.as_bytes())?;
     write("best.py", outcome.code.as_bytes())?;
     write("target.png", &spec.target)?;
-    let ran = blender
-        .execute(
-            &outcome.code,
-            Some(spec.base.clone()),
-            Some(PROGRAM_TIMEOUT),
-        )
-        .await?;
-    if ran.error.is_none() {
-        let request = RenderRequest {
-            camera: Some(camera.to_owned()),
-            pose: None,
-            spec: render,
-            output_path: None,
-        };
-        let image = blender.render(request, Some(PROGRAM_TIMEOUT)).await?.image;
-        write("best.png", &image.data)?;
+    let start_loss = view_loss(spec, blender, &spec.start, camera, render).await?;
+    let best = if outcome.code == spec.start {
+        start_loss.clone()
+    } else {
+        view_loss(spec, blender, &outcome.code, camera, render).await?
+    };
+    if let Some((image, _)) = &best {
+        write("best.png", image)?;
     }
     let result = serde_json::json!({
         "generator": "search",
         "camera": camera,
         "literals": outcome.literals,
         "programs_scored": outcome.evaluations,
-        "start_photometric_loss": outcome.start_loss,
-        "best_photometric_loss": outcome.best_loss,
+        "start_photometric_loss": start_loss.map(|(_, loss)| loss),
+        "best_photometric_loss": best.map(|(_, loss)| loss),
+        "start_objective": outcome.start_loss,
+        "best_objective": outcome.best_loss,
     });
     let text = serde_json::to_string_pretty(&result).map_err(|err| EvalError::io(folder, err))?;
     write("result.json", text.as_bytes())?;
@@ -173,6 +173,35 @@ async fn keep(
         write(viga_core::folder::CONTAINMENT_FILE, text.as_bytes())?;
     }
     Ok(())
+}
+
+/// The render of `code`'s scene from `camera` at the target's size and its PL against the
+/// target; `None` when the program fails.
+async fn view_loss(
+    spec: &SceneSearch,
+    blender: &dyn BlenderTransport,
+    code: &str,
+    camera: &str,
+    render: RenderSpec,
+) -> Result<Option<(Vec<u8>, f64)>, EvalError> {
+    let ran = blender
+        .execute(code, Some(spec.base.clone()), Some(PROGRAM_TIMEOUT))
+        .await?;
+    if ran.error.is_some() {
+        return Ok(None);
+    }
+    let request = RenderRequest {
+        camera: Some(camera.to_owned()),
+        pose: None,
+        spec: render,
+        output_path: None,
+    };
+    let image = blender.render(request, Some(PROGRAM_TIMEOUT)).await?.image;
+    let loss = photometric_loss(&image.data, &spec.target).map_err(|err| EvalError::Harness {
+        instance: "search".to_owned(),
+        message: format!("scoring the result: {err}"),
+    })?;
+    Ok(Some((image.data, loss)))
 }
 
 /// Tells of each improvement as the search finds it.
@@ -185,8 +214,23 @@ struct Improvements<'a> {
 
 #[async_trait]
 impl Objective for Improvements<'_> {
-    async fn score(&self, code: &str) -> Result<Option<f64>, EvalError> {
-        let loss = self.inner.score(code).await?;
+    async fn start(&self, code: &str) -> Result<Option<f64>, RefineError> {
+        let loss = self.inner.start(code).await?;
+        self.heard(loss);
+        Ok(loss)
+    }
+
+    async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError> {
+        let score = self.inner.score(code, beat).await?;
+        if let Score::Loss(loss) = score {
+            self.heard(Some(loss));
+        }
+        Ok(score)
+    }
+}
+
+impl Improvements<'_> {
+    fn heard(&self, loss: Option<f64>) {
         let count = self.scored.fetch_add(1, Ordering::Relaxed) + 1;
         if let (Some(loss), Ok(mut best)) = (loss, self.best.lock())
             && loss < *best
@@ -194,6 +238,5 @@ impl Objective for Improvements<'_> {
             *best = loss;
             (self.on_improvement)(count, loss);
         }
-        Ok(loss)
     }
 }

@@ -251,6 +251,17 @@ pub enum RunEvent {
         index: u32,
         call: GeneratorToolCall,
     },
+    /// The generator's `refine_numbers` fitted the numbers of its program to the targets:
+    /// the search's objective before and after, what it cost, and how many numbers moved.
+    NumbersRefined {
+        index: u32,
+        loss_before: f64,
+        loss_after: f64,
+        programs: u32,
+        changed: u32,
+        seconds: f64,
+        out_of_time: bool,
+    },
     FeedbackProduced {
         index: u32,
         feedback: Feedback,

@@ -16,7 +16,8 @@ pub enum MetricError {
     Empty { which: &'static str },
 }
 
-fn decode(bytes: &[u8], which: &'static str) -> Result<RgbImage, MetricError> {
+/// An encoded picture (PNG, JPEG) as 8-bit RGB, alpha dropped; `which` names it in errors.
+pub fn decode_rgb(bytes: &[u8], which: &'static str) -> Result<RgbImage, MetricError> {
     let image: DynamicImage =
         image::load_from_memory(bytes).map_err(|err| MetricError::Decode {
             which,
@@ -32,7 +33,7 @@ fn decode(bytes: &[u8], which: &'static str) -> Result<RgbImage, MetricError> {
 /// Width and height of an encoded image, decoded whole: a picture whose header reads but
 /// whose data is cut off or corrupt is refused here, not after a run's first model calls.
 pub fn decoded_size(bytes: &[u8]) -> Result<(u32, u32), MetricError> {
-    decode(bytes, "target").map(|image| image.dimensions())
+    decode_rgb(bytes, "target").map(|image| image.dimensions())
 }
 
 /// Width and height of an encoded image, read from its header.
@@ -52,17 +53,21 @@ pub fn image_size(bytes: &[u8]) -> Result<(u32, u32), MetricError> {
 
 /// PL between an encoded proposal render and an encoded target (goal) image.
 pub fn photometric_loss(proposal: &[u8], target: &[u8]) -> Result<f64, MetricError> {
-    let proposal = decode(proposal, "proposal")?;
-    let mut target = decode(target, "target")?;
-    if target.dimensions() != proposal.dimensions() {
-        target = image::imageops::resize(
-            &target,
-            proposal.width(),
-            proposal.height(),
-            FilterType::Triangle,
-        );
+    let proposal = decode_rgb(proposal, "proposal")?;
+    let target = decode_rgb(target, "target")?;
+    Ok(photometric_loss_rgb(
+        &proposal,
+        &sized(target, proposal.width(), proposal.height()),
+    ))
+}
+
+/// `image` at `width` x `height`, resized as PL resizes a target when it differs.
+pub fn sized(image: RgbImage, width: u32, height: u32) -> RgbImage {
+    if image.dimensions() == (width, height) {
+        image
+    } else {
+        image::imageops::resize(&image, width, height, FilterType::Triangle)
     }
-    Ok(photometric_loss_rgb(&proposal, &target))
 }
 
 /// PL of two decoded RGB images of the same size.

@@ -59,6 +59,9 @@ def cmd_scene_info(args):
     if offset < 0 or limit < 1:
         raise BridgeError("bad_request", "scene_info needs offset >= 0 and limit >= 1")
     scene = bpy.context.scene
+    # A program's moves reach matrix_world and the evaluated bounds only when the view layer
+    # is updated; without it the boxes are those of the scene before the program.
+    bpy.context.view_layer.update()
     objects = sorted(scene.objects, key=lambda o: o.name)
     page = objects[offset:offset + limit]
     next_offset = offset + len(page)

@@ -10,6 +10,7 @@ mod investigate;
 mod lifecycle;
 mod model_text;
 mod replies_gone_wrong;
+mod refine_numbers;
 mod target_views;
 mod verifier_render;
 

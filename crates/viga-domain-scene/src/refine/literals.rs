@@ -1,0 +1,226 @@
+//! The numbers of a program: its numeric literals (outside strings, comments and names),
+//! where they sit (line, innermost bracket, a `# viga: keep` pin), and the program rewritten
+//! with other values.
+
+/// A number written in the program.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Literal {
+    /// Byte range in the program, sign included.
+    pub start: usize,
+    pub end: usize,
+    pub value: f64,
+    /// Written without a decimal point or exponent: it stays an integer.
+    pub integer: bool,
+    /// The program line it is on, from 1.
+    pub line: usize,
+    /// Where its innermost enclosing bracket opens (byte offset), when it is inside one: the
+    /// numbers of one tuple or call share it.
+    pub bracket: Option<usize>,
+    /// Its line carries a `# viga: keep` comment: the number is not to be moved.
+    pub pinned: bool,
+}
+
+/// The comment that pins the numbers of its line.
+pub const KEEP_MARK: &str = "viga: keep";
+
+fn is_identifier_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_'
+}
+
+/// The numeric literals of a Python program, outside strings and comments, not part of a name
+/// (`Camera1`) and not complex (`2j`), hex or with underscores. A minus sign that can only be
+/// unary (after `(`, `,`, `=`, `[`, `:` or an operator) belongs to the number.
+pub fn numeric_literals(code: &str) -> Vec<Literal> {
+    let bytes = code.as_bytes();
+    let mut literals = Vec::new();
+    let mut pinned_lines = Vec::new();
+    let mut brackets: Vec<usize> = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        match byte {
+            b'\n' => line += 1,
+            b'(' | b'[' | b'{' => brackets.push(i),
+            b')' | b']' | b'}' => {
+                brackets.pop();
+            }
+            _ => {}
+        }
+        if byte == b'#' {
+            let comment_start = i;
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            if code[comment_start..i].contains(KEEP_MARK) {
+                pinned_lines.push(line);
+            }
+            continue;
+        }
+        if byte == b'"' || byte == b'\'' {
+            let end = skip_string(bytes, i);
+            line += bytes[i..end].iter().filter(|b| **b == b'\n').count();
+            i = end;
+            continue;
+        }
+        let starts_number = byte.is_ascii_digit()
+            || (byte == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit));
+        let after_name =
+            i > 0 && (is_identifier_byte(bytes[i - 1]) || (byte != b'.' && bytes[i - 1] == b'.'));
+        if !starts_number || after_name {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+        }
+        let mut integer = true;
+        if end < bytes.len() && bytes[end] == b'.' {
+            integer = false;
+            end += 1;
+            while end < bytes.len() && bytes[end].is_ascii_digit() {
+                end += 1;
+            }
+        }
+        if end < bytes.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
+            let mut exponent = end + 1;
+            if exponent < bytes.len() && (bytes[exponent] == b'+' || bytes[exponent] == b'-') {
+                exponent += 1;
+            }
+            if exponent < bytes.len() && bytes[exponent].is_ascii_digit() {
+                integer = false;
+                end = exponent;
+                while end < bytes.len() && bytes[end].is_ascii_digit() {
+                    end += 1;
+                }
+            }
+        }
+        let unusual = end < bytes.len() && (is_identifier_byte(bytes[end]) || bytes[end] == b'.');
+        if unusual {
+            // 0x1F, 1_000, 2j, 1.2.3: not a plain number we can rewrite.
+            while end < bytes.len() && (is_identifier_byte(bytes[end]) || bytes[end] == b'.') {
+                end += 1;
+            }
+            i = end;
+            continue;
+        }
+        let start = signed_start(bytes, i);
+        if let Ok(value) = code[start..end].parse::<f64>() {
+            literals.push(Literal {
+                start,
+                end,
+                value,
+                integer,
+                line,
+                bracket: brackets.last().copied(),
+                pinned: false,
+            });
+        }
+        i = end;
+    }
+    for literal in &mut literals {
+        literal.pinned = pinned_lines.contains(&literal.line);
+    }
+    literals
+}
+
+/// Where a literal starting at `digit` begins, including a unary minus.
+fn signed_start(bytes: &[u8], digit: usize) -> usize {
+    if digit == 0 || bytes[digit - 1] != b'-' {
+        return digit;
+    }
+    let before = bytes[..digit - 1]
+        .iter()
+        .rev()
+        .find(|b| !b.is_ascii_whitespace());
+    match before {
+        None => digit - 1,
+        Some(b) if b"(,=[:+-*/<>{%".contains(b) => digit - 1,
+        Some(_) => digit,
+    }
+}
+
+fn skip_string(bytes: &[u8], start: usize) -> usize {
+    let quote = bytes[start];
+    let triple = bytes.get(start + 1) == Some(&quote) && bytes.get(start + 2) == Some(&quote);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if bytes[i] == quote {
+            if !triple {
+                return i + 1;
+            }
+            if bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote) {
+                return i + 3;
+            }
+        }
+        if bytes[i] == b'\n' && !triple {
+            return i + 1;
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// The program with its literals replaced by `values` (same order as `literals`).
+pub fn with_values(code: &str, literals: &[Literal], values: &[f64]) -> String {
+    let mut out = String::with_capacity(code.len() + literals.len() * 4);
+    let mut cursor = 0;
+    for (literal, value) in literals.iter().zip(values) {
+        out.push_str(&code[cursor..literal.start]);
+        if literal.integer {
+            out.push_str(&format!("{}", value.round() as i64));
+        } else {
+            // Shortest form that reads back exactly, always with a decimal point.
+            let text = format!("{value:?}");
+            out.push_str(&text);
+        }
+        cursor = literal.end;
+    }
+    out.push_str(&code[cursor..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_outside_strings_comments_and_names() {
+        let code = "import bpy\nobj = bpy.data.objects['Camera1']  # move 3 units\nobj.location = (1.5, -2, 3e-1)\nx = f(-4.25, 0x1F, 1_000, 2j)\ns = \"\"\"7 8\"\"\"\nfor i in range(5): y = i-1\n";
+        let found: Vec<(&str, f64, bool)> = numeric_literals(code)
+            .iter()
+            .map(|l| (&code[l.start..l.end], l.value, l.integer))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("1.5", 1.5, false),
+                ("-2", -2.0, true),
+                ("3e-1", 0.3, false),
+                ("-4.25", -4.25, false),
+                ("5", 5.0, true),
+                ("1", 1.0, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn rewriting_keeps_everything_else_and_integers_integral() {
+        let code = "a = (1.5, -2)\nb = 'x 9'\n";
+        let literals = numeric_literals(code);
+        assert_eq!(
+            with_values(code, &literals, &[0.25, 3.4]),
+            "a = (0.25, 3)\nb = 'x 9'\n"
+        );
+        assert_eq!(
+            with_values(code, &literals, &[1.5, -2.0]),
+            code,
+            "unchanged values round-trip"
+        );
+    }
+}

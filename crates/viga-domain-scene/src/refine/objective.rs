@@ -1,0 +1,249 @@
+//! The search's objective in a real Blender: a program runs on the reloaded base scene, each
+//! fitted view is rendered small ([`search_render`]) and compared with its target (mean
+//! photometric loss over the views, at the render's size and at two coarser ones, whose
+//! blur tells an object a metre off its place from one two metres off, where the sharp
+//! pictures differ alike), plus a penalty for straying from the start scene's
+//! structure ([`super::plausible`]), weighed against the start's own loss so that it means
+//! the same in every scene. The penalty is known before anything renders: a program whose
+//! penalty alone already loses is not rendered at all.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use image::RgbImage;
+use viga_blender::{BlenderCommands as _, BlenderTransport, TransportError};
+use viga_protocol::bridge::{RenderRequest, RenderSpec, SceneObject, SceneReset};
+use viga_skills::metrics::{decode_rgb, photometric_loss_rgb, sized};
+
+use super::RefineError;
+use super::plausible::Structure;
+use super::search::{Objective, Score};
+
+/// The longest side of the search's renders: a quarter of the pixels of a 128-pixel eval,
+/// which is enough to tell where things are and costs a third of the time.
+pub const SEARCH_SIDE: u32 = 64;
+
+/// The long sides of the coarser comparisons, added to the one at the render's size.
+const COARSE_SIDES: [u32; 0] = [];
+
+/// `image` at each comparison size: its own, then [`COARSE_SIDES`] in its shape.
+fn pyramid(image: RgbImage) -> Vec<RgbImage> {
+    let (width, height) = image.dimensions();
+    let long = width.max(height).max(1);
+    let mut levels: Vec<RgbImage> = COARSE_SIDES
+        .iter()
+        .filter(|side| **side < long)
+        .map(|side| {
+            let scale = |length: u32| ((u64::from(length) * u64::from(*side)) / u64::from(long)).max(1) as u32;
+            sized(image.clone(), scale(width), scale(height))
+        })
+        .collect();
+    levels.insert(0, image);
+    levels
+}
+
+/// Mean over the comparison sizes of the PL between `picture` and the target's `levels`.
+fn pyramid_loss(picture: RgbImage, levels: &[RgbImage]) -> f64 {
+    let mut total = 0.0;
+    for level in levels {
+        let (width, height) = level.dimensions();
+        total += photometric_loss_rgb(&sized(picture.clone(), width, height), level);
+    }
+    total / levels.len().max(1) as f64
+}
+
+/// How the search renders views made with `spec`: the same engine and samples, no larger
+/// than [`SEARCH_SIDE`] on the long side, in the same shape.
+pub fn search_render(spec: RenderSpec) -> RenderSpec {
+    let long = spec.width.max(spec.height).max(1);
+    if long <= SEARCH_SIDE {
+        return spec;
+    }
+    let scale = |side: u32| ((u64::from(side) * u64::from(SEARCH_SIDE)) / u64::from(long)).max(1);
+    RenderSpec {
+        width: scale(spec.width) as u32,
+        height: scale(spec.height) as u32,
+        ..spec
+    }
+}
+
+/// One view the search fits: where it is seen from and what it should look like.
+#[derive(Debug, Clone)]
+pub struct FitView {
+    /// A camera object; the scene camera when `None`.
+    pub camera: Option<String>,
+    /// The animation frame the target shows (4D scenes).
+    pub frame: Option<i32>,
+    pub target: RgbImage,
+}
+
+impl FitView {
+    /// A view from an encoded target picture (PNG or JPEG).
+    pub fn new(
+        camera: Option<String>,
+        frame: Option<i32>,
+        target: &[u8],
+    ) -> Result<Self, RefineError> {
+        Ok(Self {
+            camera,
+            frame,
+            target: decode_rgb(target, "target").map_err(RefineError::Target)?,
+        })
+    }
+}
+
+/// What straying from the structure costs, in start losses per unit of
+/// [`super::plausible::Violations::total`]: a tenth of an object's size off its surface, or a
+/// tenth of a radian off upright, costs about half of what the start loses to the target.
+const PENALTY_WEIGHT: f64 = 5.0;
+
+/// The most objects the structure reads (pages of the bridge's scene listing).
+const MAX_OBJECTS: u32 = 2000;
+const PAGE: u32 = 250;
+
+/// Mean PL of a program's views against their targets, plus the plausibility penalty.
+pub struct SceneObjective {
+    blender: Arc<dyn BlenderTransport>,
+    base: SceneReset,
+    /// Each view with its target at every comparison size.
+    views: Vec<(FitView, Vec<RgbImage>)>,
+    render: RenderSpec,
+    timeout: Duration,
+    plausible: bool,
+    /// The start scene's structure and the weight of its penalty, once the start is scored.
+    structure: OnceLock<(Structure, f64)>,
+}
+
+impl std::fmt::Debug for SceneObjective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SceneObjective")
+            .field("views", &self.views.len())
+            .field("render", &self.render)
+            .field("plausible", &self.plausible)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SceneObjective {
+    /// Programs run on `base` in `blender`, within `timeout` each; the views render with
+    /// `render`'s engine and samples at [`search_render`]'s size. Plausibility is kept.
+    pub fn new(
+        blender: Arc<dyn BlenderTransport>,
+        base: SceneReset,
+        views: Vec<FitView>,
+        render: RenderSpec,
+        timeout: Duration,
+    ) -> Self {
+        let render = search_render(render);
+        let views = views
+            .into_iter()
+            .map(|view| {
+                let levels = pyramid(sized(view.target.clone(), render.width, render.height));
+                (view, levels)
+            })
+            .collect();
+        Self {
+            blender,
+            base,
+            views,
+            render,
+            timeout,
+            plausible: true,
+            structure: OnceLock::new(),
+        }
+    }
+
+    /// Fits the pictures alone, with no regard for the scene's structure.
+    pub fn without_plausibility(mut self) -> Self {
+        self.plausible = false;
+        self
+    }
+
+    /// Runs `code` on the base scene: false when it raised.
+    async fn run(&self, code: &str) -> Result<bool, RefineError> {
+        let ran = self
+            .blender
+            .execute(code, Some(self.base.clone()), Some(self.timeout))
+            .await?;
+        Ok(ran.error.is_none())
+    }
+
+    /// Every object of the scene as it stands (up to [`MAX_OBJECTS`]).
+    async fn objects(&self) -> Result<Vec<SceneObject>, RefineError> {
+        let mut objects = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self.blender.scene_info(offset, PAGE).await?;
+            objects.extend(page.objects);
+            match page.next_offset {
+                Some(next) if next > offset && next < MAX_OBJECTS => offset = next,
+                _ => return Ok(objects),
+            }
+        }
+    }
+
+    /// Mean PL of the views of the scene as it stands; `None` when a view cannot render (a
+    /// program that broke a camera does not score, like one that raised).
+    async fn picture_loss(&self) -> Result<Option<f64>, RefineError> {
+        let mut total = 0.0;
+        for (view, levels) in &self.views {
+            if let Some(frame) = view.frame {
+                self.blender.set_frame(frame).await?;
+            }
+            let request = RenderRequest {
+                camera: view.camera.clone(),
+                pose: None,
+                spec: self.render,
+                output_path: None,
+            };
+            let rendered = match self.blender.render(request, Some(self.timeout)).await {
+                Ok(output) => output.image.data,
+                Err(TransportError::Refused { .. }) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
+            let picture = decode_rgb(&rendered, "render").map_err(RefineError::Render)?;
+            total += pyramid_loss(picture, levels);
+        }
+        Ok(Some(total / self.views.len().max(1) as f64))
+    }
+}
+
+#[async_trait]
+impl Objective for SceneObjective {
+    async fn start(&self, code: &str) -> Result<Option<f64>, RefineError> {
+        if !self.run(code).await? {
+            return Ok(None);
+        }
+        let structure = if self.plausible {
+            Some(Structure::of(&self.objects().await?))
+        } else {
+            None
+        };
+        let loss = self.picture_loss().await?;
+        if let (Some(structure), Some(loss)) = (structure, loss) {
+            let _ = self.structure.set((structure, loss));
+        }
+        Ok(loss)
+    }
+
+    async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError> {
+        if !self.run(code).await? {
+            return Ok(Score::Failed);
+        }
+        let penalty = match self.structure.get() {
+            Some((structure, weight)) => {
+                PENALTY_WEIGHT * weight * structure.violations(&self.objects().await?).total()
+            }
+            None => 0.0,
+        };
+        if penalty >= beat {
+            // The picture cannot make up for it: PL is never below 0.
+            return Ok(Score::Refused(penalty));
+        }
+        Ok(match self.picture_loss().await? {
+            Some(loss) => Score::Loss(loss + penalty),
+            None => Score::Failed,
+        })
+    }
+}

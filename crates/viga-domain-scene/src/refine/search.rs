@@ -1,0 +1,629 @@
+//! The search itself, over any [`Objective`]: coordinate moves on the parameters
+//! ([`super::space`]) that keep going while they improve (the step doubles), halve the step
+//! when they do not, and give a parameter up at once when the loss does not respond to it; a
+//! wider scan of an integer whose nearest steps both fail; a tie undone when it stops
+//! improving; and a pattern move after every sweep that improved. Within a budget of scored
+//! programs and, optionally, a deadline.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use super::RefineError;
+use super::literals::{Literal, numeric_literals, with_values};
+use super::space::{Parameter, Selection, parameters};
+
+/// What the search did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutcome {
+    pub code: String,
+    /// The objective of the start program and of the best found (`None`: it does not run).
+    pub start_loss: Option<f64>,
+    pub best_loss: Option<f64>,
+    /// Programs scored, the start program included, and how many of them were turned down
+    /// before rendering (they do not count against the budget).
+    pub evaluations: u32,
+    pub refused: u32,
+    /// Numbers in the program, and how many of them the search was allowed to move.
+    pub literals: usize,
+    pub free: usize,
+    /// The numbers it changed: (line, old text, new text).
+    pub changes: Vec<(usize, String, String)>,
+    /// The deadline ended it before its budget or its convergence did.
+    pub out_of_time: bool,
+}
+
+/// How a program scored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Score {
+    /// It does not run (or a view could not render).
+    Failed,
+    /// Its loss; lower is better.
+    Loss(f64),
+    /// It was turned down before the costly part (the render): its loss would be at least
+    /// this, which is no better than the bound it was asked to beat.
+    Refused(f64),
+}
+
+impl Score {
+    fn loss(self) -> Option<f64> {
+        match self {
+            Score::Failed => None,
+            Score::Loss(loss) | Score::Refused(loss) => Some(loss),
+        }
+    }
+}
+
+/// Something that scores programs.
+#[async_trait]
+pub trait Objective: Send + Sync {
+    /// The loss of the start program, which the search begins from (`None`: it does not
+    /// run): an objective that compares programs with where they started (what rested, what
+    /// stood upright) learns that here.
+    async fn start(&self, code: &str) -> Result<Option<f64>, RefineError> {
+        Ok(self.score(code, f64::INFINITY).await?.loss())
+    }
+
+    /// How `code` scores. When the objective can tell before the costly part that the loss
+    /// is at least `beat`, it may answer [`Score::Refused`].
+    async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError>;
+}
+
+/// How far a search may go.
+#[derive(Debug, Clone)]
+pub struct SearchLimits {
+    /// Programs it may score in full (rendered), the start program included; programs turned
+    /// down before rendering count a quarter each.
+    pub budget: u32,
+    /// Past this instant it stops and keeps the best so far.
+    pub deadline: Option<Instant>,
+    pub selection: Selection,
+}
+
+impl SearchLimits {
+    pub fn budget(budget: u32) -> Self {
+        Self {
+            budget,
+            deadline: None,
+            selection: Selection::All,
+        }
+    }
+}
+
+/// Searches the numbers of `start` that `limits` lets move, at most `limits.budget` scored
+/// programs.
+pub async fn search(
+    start: &str,
+    objective: &dyn Objective,
+    limits: &SearchLimits,
+) -> Result<SearchOutcome, RefineError> {
+    let literals = numeric_literals(start);
+    let start_loss = objective.start(start).await?;
+    let parameters = parameters(&literals, &limits.selection);
+    let mut search = PatternSearch::new(start, literals, parameters, objective, limits, start_loss);
+    while search.has_budget() && search.frozen.iter().any(|f| !f) {
+        let sweep_start = search.best.clone();
+        search.coordinate_sweep().await?;
+        // Pattern move: keep going in the direction the whole sweep moved.
+        if search.best != sweep_start && search.has_budget() {
+            search.pattern_move(&sweep_start).await?;
+        }
+    }
+    Ok(search.outcome(start_loss))
+}
+
+/// One search in progress: the best values found so far (one per literal) and, per
+/// parameter, the step it is moved by and whether it is done (frozen).
+struct PatternSearch<'a> {
+    start: &'a str,
+    literals: Vec<Literal>,
+    parameters: Vec<Parameter>,
+    objective: &'a dyn Objective,
+    limits: &'a SearchLimits,
+    /// Scored programs so far, the start program included, and those of them refused.
+    evaluations: u32,
+    refused: u32,
+    best: Vec<f64>,
+    /// Infinite until a program runs.
+    best_loss: f64,
+    steps: Vec<f64>,
+    frozen: Vec<bool>,
+    /// Whether a real has had its wider scan.
+    scanned: Vec<bool>,
+    /// Per parameter, the sweeps in a row in which it failed to improve.
+    fails: Vec<u32>,
+    sweeps: u32,
+    out_of_time: bool,
+}
+
+/// How one parameter's moves went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moved {
+    Improved,
+    /// Neither move improved, but the loss changed: the picture responds to it. `plateau`:
+    /// by little (the parameter may be far from its place, where the loss is flat).
+    Responded { plateau: bool },
+    /// The loss did not change either way.
+    Quiet,
+    /// Both moves were refused unrendered: the scene's structure holds it.
+    Held,
+}
+
+impl<'a> PatternSearch<'a> {
+    /// A search from the start program's own values, which cost one evaluation.
+    fn new(
+        start: &'a str,
+        literals: Vec<Literal>,
+        parameters: Vec<Parameter>,
+        objective: &'a dyn Objective,
+        limits: &'a SearchLimits,
+        start_loss: Option<f64>,
+    ) -> Self {
+        let steps = parameters
+            .iter()
+            .map(|p| initial_step(&literals[p.members[0]]))
+            .collect();
+        Self {
+            start,
+            best: literals.iter().map(|l| l.value).collect(),
+            frozen: vec![false; parameters.len()],
+            scanned: vec![false; parameters.len()],
+            fails: vec![0; parameters.len()],
+            sweeps: 0,
+            literals,
+            parameters,
+            objective,
+            limits,
+            evaluations: 1,
+            refused: 0,
+            best_loss: start_loss.unwrap_or(f64::INFINITY),
+            steps,
+            out_of_time: false,
+        }
+    }
+
+    fn has_budget(&mut self) -> bool {
+        if self
+            .limits
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            self.out_of_time = true;
+            return false;
+        }
+        let spent = 4 * (self.evaluations - self.refused) + self.refused;
+        spent < 4 * self.limits.budget
+    }
+
+    fn value(&self, p: usize) -> f64 {
+        self.best[self.parameters[p].members[0]]
+    }
+
+    /// The best values with parameter `p` at `value`.
+    fn with(&self, p: usize, value: f64) -> Vec<f64> {
+        let mut values = self.best.clone();
+        for &member in &self.parameters[p].members {
+            values[member] = value;
+        }
+        values
+    }
+
+    /// Tries each parameter that is not frozen in turn. One the loss does not respond to is
+    /// given up; an integer that responds but whose nearest steps failed is scanned further
+    /// (a count's loss is seldom monotone: more, thinner posts can look like fewer, thicker
+    /// ones); a tie that failed is undone, its members searched on their own.
+    ///
+    /// The budget goes where the score moves: a parameter that keeps failing is tried every
+    /// second, fourth, then eighth sweep only (a sweep that would try none tries all).
+    async fn coordinate_sweep(&mut self) -> Result<(), RefineError> {
+        self.sweeps += 1;
+        let due = |fails: u32, sweep: u32| sweep % (1 << fails.min(3)) == 0;
+        let any_due = (0..self.parameters.len())
+            .any(|p| !self.frozen[p] && due(self.fails[p], self.sweeps));
+        let mut p = 0;
+        while p < self.parameters.len() {
+            if self.frozen[p] || (any_due && !due(self.fails[p], self.sweeps)) {
+                p += 1;
+                continue;
+            }
+            let moved = self.step_parameter(p).await?;
+            if moved == Moved::Improved {
+                self.fails[p] = 0;
+                p += 1;
+                continue;
+            }
+            self.fails[p] += 1;
+            if let Moved::Responded { plateau } = moved
+                && self.scan_further(p, plateau).await?
+            {
+                p += 1;
+                continue;
+            }
+            if self.should_untie(p, moved) {
+                self.untie(p);
+                continue;
+            }
+            self.refine_or_freeze(p, moved);
+            p += 1;
+        }
+        Ok(())
+    }
+
+    /// Moves parameter `p` by its step, up first; a move that improves is followed by
+    /// doubled steps the same way while they keep improving.
+    async fn step_parameter(&mut self, p: usize) -> Result<Moved, RefineError> {
+        let mut responded = false;
+        let mut steepest: f64 = 0.0;
+        let mut refused = 0;
+        for direction in [1.0, -1.0] {
+            if !self.has_budget() {
+                break;
+            }
+            let before = self.best_loss;
+            let candidate = self.with(p, self.value(p) + direction * self.steps[p]);
+            let (improved, score) = self.try_scored(candidate).await?;
+            if improved {
+                self.keep_going(p, direction).await?;
+                return Ok(Moved::Improved);
+            }
+            refused += u32::from(matches!(score, Score::Refused(_)));
+            if let Some(loss) = score.loss() {
+                let change = (loss - before).abs() / before.max(1e-9);
+                responded |= change > RESPONSE;
+                steepest = steepest.max(change);
+            }
+        }
+        Ok(if refused == 2 {
+            Moved::Held
+        } else if responded {
+            Moved::Responded {
+                plateau: steepest < PLATEAU,
+            }
+        } else {
+            Moved::Quiet
+        })
+    }
+
+    /// After a step of `p` improved: doubles the step the same way while that improves (at
+    /// most a few times), and keeps the last step that worked.
+    async fn keep_going(&mut self, p: usize, direction: f64) -> Result<(), RefineError> {
+        for _ in 0..MAX_EXPANSIONS {
+            if !self.has_budget() {
+                break;
+            }
+            let step = self.steps[p] * 2.0;
+            let candidate = self.with(p, self.value(p) + direction * step);
+            if !self.try_values(candidate).await? {
+                break;
+            }
+            self.steps[p] = step;
+        }
+        Ok(())
+    }
+
+    /// Tries parameter `p` at values further away, nearest first, keeping the first that
+    /// improves; true when one did. An integer is scanned each time its nearest steps fail
+    /// ([`integer_scan`]); a real once, at 2, 4 and 8 steps either way ([`real_scan`]), when
+    /// its nearest steps changed the loss by little: a picture's loss is flat while an
+    /// object is off its place, so the nearest steps may all fail far from the goal (where
+    /// they changed it by much, the parameter sits in a valley).
+    async fn scan_further(&mut self, p: usize, plateau: bool) -> Result<bool, RefineError> {
+        let values = if self.parameters[p].integer {
+            integer_scan(self.value(p))
+        } else if plateau && !self.scanned[p] {
+            self.scanned[p] = true;
+            real_scan(self.value(p), self.steps[p])
+        } else {
+            return Ok(false);
+        };
+        for value in values {
+            if !self.has_budget() {
+                break;
+            }
+            let candidate = self.with(p, value);
+            if self.try_values(candidate).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether tied parameter `p`, which just failed to improve, is done as a tie: an integer
+    /// at once, a real once its step has been halved twice (moving together has been tried
+    /// at a finer scale, and the picture still responds).
+    fn should_untie(&self, p: usize, moved: Moved) -> bool {
+        let parameter = &self.parameters[p];
+        if !parameter.is_tied() || !matches!(moved, Moved::Responded { .. }) {
+            return false;
+        }
+        parameter.integer
+            || self.steps[p] < 0.3 * initial_step(&self.literals[parameter.members[0]])
+    }
+
+    /// Replaces tied parameter `p` by its members, each with the tie's step.
+    fn untie(&mut self, p: usize) {
+        let members = self.parameters[p].untied();
+        let count = members.len();
+        let step = self.steps[p];
+        self.parameters.splice(p..=p, members);
+        self.steps.splice(p..=p, std::iter::repeat_n(step, count));
+        self.frozen.splice(p..=p, std::iter::repeat_n(false, count));
+        self.scanned.splice(p..=p, std::iter::repeat_n(true, count));
+        self.fails.splice(p..=p, std::iter::repeat_n(0, count));
+    }
+
+    /// After a parameter failed to improve: an integer, one the loss does not respond to or
+    /// one the structure holds is done; a real halves its step, and is done once the step is
+    /// negligible next to its size.
+    fn refine_or_freeze(&mut self, p: usize, moved: Moved) {
+        let literal = &self.literals[self.parameters[p].members[0]];
+        if self.parameters[p].integer || matches!(moved, Moved::Quiet | Moved::Held) {
+            self.frozen[p] = true;
+        } else {
+            self.steps[p] *= 0.5;
+            self.frozen[p] = self.steps[p] < FINEST_STEP * literal.value.abs().max(1.0);
+        }
+    }
+
+    /// Tries the point as far beyond the best values as the sweep moved them.
+    async fn pattern_move(&mut self, sweep_start: &[f64]) -> Result<(), RefineError> {
+        let pattern: Vec<f64> = self
+            .best
+            .iter()
+            .zip(sweep_start)
+            .map(|(b, s)| b + (b - s))
+            .collect();
+        self.try_values(pattern).await?;
+        Ok(())
+    }
+
+    /// Scores the program with `values`, counting the evaluation, and keeps them when they
+    /// beat the best loss; true when they did.
+    async fn try_values(&mut self, values: Vec<f64>) -> Result<bool, RefineError> {
+        Ok(self.try_scored(values).await?.0)
+    }
+
+    /// [`Self::try_values`], with how the values scored.
+    async fn try_scored(&mut self, values: Vec<f64>) -> Result<(bool, Score), RefineError> {
+        self.evaluations += 1;
+        let program = with_values(self.start, &self.literals, &values);
+        let score = self.objective.score(&program, self.best_loss).await?;
+        match score {
+            Score::Loss(loss) if loss < self.best_loss => {
+                self.best = values;
+                self.best_loss = loss;
+                Ok((true, score))
+            }
+            Score::Refused(_) => {
+                self.refused += 1;
+                Ok((false, score))
+            }
+            _ => Ok((false, score)),
+        }
+    }
+
+    fn outcome(self, start_loss: Option<f64>) -> SearchOutcome {
+        let code = with_values(self.start, &self.literals, &self.best);
+        let fitted = numeric_literals(&code);
+        let changes = self
+            .literals
+            .iter()
+            .zip(&fitted)
+            .filter(|(before, after)| before.value != after.value)
+            .map(|(before, after)| {
+                (
+                    before.line,
+                    self.start[before.start..before.end].to_owned(),
+                    code[after.start..after.end].to_owned(),
+                )
+            })
+            .collect();
+        SearchOutcome {
+            code,
+            start_loss,
+            best_loss: self.best_loss.is_finite().then_some(self.best_loss),
+            evaluations: self.evaluations,
+            refused: self.refused,
+            literals: self.literals.len(),
+            free: self.parameters.iter().map(|p| p.members.len()).sum(),
+            changes,
+            out_of_time: self.out_of_time,
+        }
+    }
+}
+
+/// Integers move by whole units; a real by a quarter of its size, and at least 0.1 so that a
+/// zero moves too.
+fn initial_step(literal: &Literal) -> f64 {
+    if literal.integer {
+        1.0
+    } else {
+        (literal.value.abs() * 0.25).max(0.1)
+    }
+}
+
+/// A real is done once its step is below this share of its size (of 1, when smaller): half
+/// a centimetre on a metre.
+const FINEST_STEP: f64 = 5e-3;
+
+/// How many times a step that improved is doubled and tried again.
+const MAX_EXPANSIONS: u32 = 3;
+
+/// Nearest steps that changed the loss by less than this share of it left the parameter on a
+/// plateau: it is scanned further.
+const PLATEAU: f64 = 0.15;
+
+/// A move changed the loss by more than this share of it: the picture responds to the
+/// parameter (render noise at the eval's samples stays well below).
+const RESPONSE: f64 = 1e-4;
+
+/// The values a real is scanned at after its nearest steps failed the first time: 2, 4 and 8
+/// steps either way, nearest first.
+fn real_scan(value: f64, step: f64) -> Vec<f64> {
+    [2.0, -2.0, 4.0, -4.0, 8.0, -8.0]
+        .iter()
+        .map(|steps| value + steps * step)
+        .collect()
+}
+
+/// The values an integer is scanned at after its nearest whole steps failed: two to four
+/// steps either way, and a half to twice its value (a count that is far off); never
+/// negative when it was not, nearest first, each once.
+fn integer_scan(value: f64) -> Vec<f64> {
+    let mut values: Vec<f64> = [2.0, -2.0, 3.0, -3.0, 4.0, -4.0]
+        .iter()
+        .map(|offset| value + offset)
+        .chain([0.5, 0.75, 1.25, 1.5, 2.0].map(|factor| (value * factor).round()))
+        .filter(|candidate| value < 0.0 || *candidate >= 0.0)
+        .filter(|candidate| (candidate - value).abs() > 1.5)
+        .collect();
+    values.sort_by(|a, b| (a - value).abs().total_cmp(&(b - value).abs()));
+    let mut once = Vec::with_capacity(values.len());
+    for candidate in values {
+        if !once.contains(&candidate) {
+            once.push(candidate);
+        }
+    }
+    once
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values_of(code: &str) -> Vec<f64> {
+        numeric_literals(code).iter().map(|l| l.value).collect()
+    }
+
+    /// A quadratic bowl: the search must walk to its minimum.
+    struct Bowl;
+
+    #[async_trait]
+    impl Objective for Bowl {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            let values = values_of(code);
+            if values[0] < -50.0 {
+                return Ok(Score::Failed);
+            }
+            Ok(Score::Loss(
+                (values[0] - 3.0).powi(2) + (values[1] + 1.25).powi(2) + (values[2] - 4.0).powi(2),
+            ))
+        }
+    }
+
+    /// A count whose nearest steps mislead: one fewer looks a little better than one more,
+    /// and the goal is three away.
+    struct Fence;
+
+    #[async_trait]
+    impl Objective for Fence {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            let posts = values_of(code)[0];
+            Ok(Score::Loss(match posts as i64 {
+                9 => 0.0,
+                5 => 2.9,
+                7 => 3.1,
+                n => 3.0 + (n - 6).abs() as f64 * 0.05,
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_count_is_scanned_past_a_misleading_nearest_step() {
+        let outcome = search("posts = 6\n", &Fence, &SearchLimits::budget(30))
+            .await
+            .unwrap();
+        assert_eq!(outcome.code, "posts = 9\n", "{outcome:?}");
+        assert_eq!(outcome.changes, [(1, "6".to_owned(), "9".to_owned())]);
+    }
+
+    #[test]
+    fn an_integer_is_scanned_nearest_first_and_never_below_zero_from_above() {
+        assert_eq!(integer_scan(6.0), [8.0, 4.0, 9.0, 3.0, 10.0, 2.0, 12.0]);
+        assert_eq!(
+            integer_scan(1.0),
+            [3.0, 4.0, 5.0],
+            "no negative count, no repeats"
+        );
+        assert_eq!(integer_scan(-4.0), [-2.0, -6.0, -1.0, -7.0, 0.0, -8.0]);
+    }
+
+    #[tokio::test]
+    async fn the_search_finds_the_minimum_within_its_budget() {
+        let outcome = search("x = (0.0, 2.0)\nn = 1\n", &Bowl, &SearchLimits::budget(400))
+            .await
+            .unwrap();
+        let values = values_of(&outcome.code);
+        assert!(
+            (values[0] - 3.0).abs() < 0.01 && (values[1] + 1.25).abs() < 0.01,
+            "{}",
+            outcome.code
+        );
+        assert_eq!(values[2], 4.0, "integers move in whole steps");
+        assert!(outcome.evaluations <= 400);
+        assert!(outcome.best_loss.unwrap() < outcome.start_loss.unwrap());
+        let tight = search("x = (0.0, 2.0)\nn = 1\n", &Bowl, &SearchLimits::budget(5))
+            .await
+            .unwrap();
+        assert_eq!(tight.evaluations, 5, "the budget is a hard limit");
+    }
+
+    /// Two sides that must differ in the end: 1 and 3.
+    struct Sides;
+
+    #[async_trait]
+    impl Objective for Sides {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            let values = values_of(code);
+            Ok(Score::Loss(
+                (values[0] - 1.0).powi(2) + (values[1] - 3.0).powi(2),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tie_moves_together_then_comes_undone_when_the_picture_asks() {
+        let outcome = search("size = (2.0, 2.0)\n", &Sides, &SearchLimits::budget(200))
+            .await
+            .unwrap();
+        let values = values_of(&outcome.code);
+        assert!(
+            (values[0] - 1.0).abs() < 0.01 && (values[1] - 3.0).abs() < 0.01,
+            "{}",
+            outcome.code
+        );
+    }
+
+    /// The loss responds only to the first number.
+    struct OnlyFirst(std::sync::atomic::AtomicU32);
+
+    #[async_trait]
+    impl Objective for OnlyFirst {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(Score::Loss((values_of(code)[0] - 2.0).powi(2)))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_number_the_loss_ignores_costs_one_pair_of_moves_and_pins_are_kept() {
+        let objective = OnlyFirst(Default::default());
+        let outcome = search(
+            "a = 0.0\nb = 5.0\nc = 7.0  # viga: keep\n",
+            &objective,
+            &SearchLimits::budget(1000),
+        )
+        .await
+        .unwrap();
+        assert!((values_of(&outcome.code)[0] - 2.0).abs() < 0.01);
+        assert_eq!(outcome.free, 2, "c is pinned");
+        assert!(outcome.code.ends_with("c = 7.0  # viga: keep\n"));
+        assert!(
+            outcome.changes.iter().all(|(line, _, _)| *line == 1),
+            "{:?}",
+            outcome.changes
+        );
+        // b: two quiet moves, then given up; the rest is a's walk and its refinement.
+        assert!(outcome.evaluations < 60, "{}", outcome.evaluations);
+    }
+}
