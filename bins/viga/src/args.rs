@@ -386,8 +386,8 @@ pub struct RunArgs {
     /// The program the search starts from (with --generator search).
     #[arg(long)]
     pub start: Option<PathBuf>,
-    /// Programs the search may score (with --generator search).
-    #[arg(long, default_value_t = 200)]
+    /// Programs the search may render and score (with --generator search).
+    #[arg(long, default_value_t = 80)]
     pub search_budget: u32,
     /// Continue the conversation of an earlier run (a follow-up request): the model sees its
     /// requests, plans and verdicts; the scene starts from its result (see --from); its

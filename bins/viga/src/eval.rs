@@ -164,8 +164,8 @@ pub struct BlendergymArgs {
     /// Comma-separated tasks (blendshape, placement, geometry, lighting, material).
     #[arg(long, value_delimiter = ',')]
     tasks: Option<Vec<String>>,
-    /// Programs the search baseline may score per instance.
-    #[arg(long, default_value_t = 200)]
+    /// Programs the search baseline may render and score per instance.
+    #[arg(long, default_value_t = 80)]
     search_budget: u32,
     /// Comma-separated views the search baseline fits (minimises PL on), e.g. Camera1;
     /// default: every scored view, which makes its figures an upper bound. Scoring is on
@@ -312,6 +312,26 @@ impl FlatSystemArgs {
     }
 }
 
+/// `viga eval bench`: instances per hour on the mini-suite in `data`.
+async fn bench(
+    data: &std::path::Path,
+    render: viga_app::eval::RenderSettings,
+    model_latency_ms: u64,
+    contained: &ContainedWorkers,
+) -> Result<()> {
+    let latency = Duration::from_millis(model_latency_ms);
+    let (rows, render, containment) = viga_app::eval::throughput(data, render, latency, contained)
+        .await
+        .map_err(setup)?;
+    println!(
+        "\n{render} on {}, workers {containment}; the agent's model is a stand-in answering after {} ms per call:",
+        data.display(),
+        latency.as_millis()
+    );
+    print_throughput(&rows);
+    Ok(())
+}
+
 pub async fn run(
     command: EvalCommand,
     contained: &ContainedWorkers,
@@ -382,19 +402,7 @@ pub async fn run(
             data,
             render,
             model_latency_ms,
-        } => {
-            let latency = Duration::from_millis(model_latency_ms);
-            let (rows, render, containment) =
-                viga_app::eval::throughput(&data, render.settings(), latency, contained)
-                    .await
-                    .map_err(setup)?;
-            println!(
-                "\n{render} on {}, workers {containment}; the agent's model is a stand-in answering after {} ms per call:",
-                data.display(),
-                latency.as_millis()
-            );
-            print_throughput(&rows);
-        }
+        } => bench(&data, render.settings(), model_latency_ms, contained).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

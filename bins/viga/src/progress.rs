@@ -56,18 +56,7 @@ impl Printer {
                     first_line(&call.outcome)
                 );
             }
-            RunEvent::NumbersRefined {
-                loss_before,
-                loss_after,
-                programs,
-                changed,
-                seconds,
-                out_of_time,
-                ..
-            } => say!(
-                "  refined {changed} number(s) in {programs} renders ({seconds:.1} s{}): loss {loss_before:.5} -> {loss_after:.5}",
-                if *out_of_time { ", stopped at its time limit" } else { "" }
-            ),
+            RunEvent::NumbersRefined { .. } => say!("  {}", refined_line(event)),
             RunEvent::ToolInvoked { tool, ok, .. } => {
                 say!(
                     "  verifier used {tool}{}",
@@ -126,6 +115,30 @@ fn attempt_line(
 }
 
 /// The verifier's verdict and its first difference.
+/// `refine_numbers`' outcome in a line.
+fn refined_line(event: &RunEvent) -> String {
+    let RunEvent::NumbersRefined {
+        loss_before,
+        loss_after,
+        programs,
+        changed,
+        seconds,
+        out_of_time,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    let stopped = if *out_of_time {
+        ", stopped at its time limit"
+    } else {
+        ""
+    };
+    format!(
+        "refined {changed} number(s) in {programs} renders ({seconds:.1} s{stopped}): loss {loss_before:.5} -> {loss_after:.5}"
+    )
+}
+
 fn verdict_line(feedback: &viga_protocol::iteration::Feedback) -> String {
     let verdict = if feedback.accepted {
         "accepted"

@@ -7,7 +7,8 @@
 //! **Owns:** the domain ([`SceneDomain`]) and its kind for reports and resume
 //! ([`SceneKind`]); runs on a person's open scene ([`attached`]); scenes initialised from the
 //! target pictures ([`init`]); the add-on agent ([`addon_agent`]), which drives a live
-//! scene through add-on tools.
+//! scene through add-on tools; refinement by search ([`refine`]): a program's numbers fitted
+//! to target pictures with renders in the loop, for the generator's `refine_numbers`.
 //!
 //! **Must not:** parse command lines, print, or choose how its Blender is contained: the
 //! front end starts the worker and hands it in.

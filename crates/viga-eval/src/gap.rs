@@ -40,8 +40,9 @@ pub struct GapTable {
     pub rows: Vec<GapRow>,
 }
 
-/// Compares the results in `system_out` with the noop results in `noop_out`.
-pub fn gap(noop_out: &Path, system_out: &Path) -> Result<GapTable, EvalError> {
+/// The settings of `system_out`, once `noop_out` is known to hold noop's results made the
+/// same way.
+fn comparable_settings(noop_out: &Path, system_out: &Path) -> Result<EvalSettings, EvalError> {
     let settings: EvalSettings = read_json(&system_out.join(SETTINGS_FILE))?;
     let noop_settings: EvalSettings = read_json(&noop_out.join(SETTINGS_FILE))?;
     let bad = |path: &Path, message: String| EvalError::BadResults {
@@ -66,6 +67,12 @@ pub fn gap(noop_out: &Path, system_out: &Path) -> Result<GapTable, EvalError> {
             ),
         ));
     }
+    Ok(settings)
+}
+
+/// Compares the results in `system_out` with the noop results in `noop_out`.
+pub fn gap(noop_out: &Path, system_out: &Path) -> Result<GapTable, EvalError> {
+    let settings = comparable_settings(noop_out, system_out)?;
     let fit = settings.fit_views.clone().unwrap_or(FitViews::AllScored);
     let noop: BTreeMap<String, InstanceScores> = collect(noop_out)?
         .scores
@@ -75,13 +82,13 @@ pub fn gap(noop_out: &Path, system_out: &Path) -> Result<GapTable, EvalError> {
     let mut sums: BTreeMap<Task, (usize, f64, f64)> = BTreeMap::new();
     for scores in collect(system_out)?.scores {
         let Some(start) = noop.get(&scores.instance) else {
-            return Err(bad(
-                &noop_out.join(&scores.instance),
-                format!(
+            return Err(EvalError::BadResults {
+                path: noop_out.join(&scores.instance),
+                message: format!(
                     "{} has no noop result; score noop on the same instances",
                     scores.instance
                 ),
-            ));
+            });
         };
         let compared = |views: &[ViewScore]| {
             let pls: Vec<f64> = views
@@ -147,5 +154,83 @@ impl GapTable {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::{scores, settings};
+    use crate::scores::{SCORES_FILE, write_json};
+
+    /// An output folder of `system` fitted on `fit`, each instance with its per-camera PLs.
+    fn folder(
+        root: &Path,
+        name: &str,
+        system: &str,
+        fit: Option<FitViews>,
+        pls: &[(&str, [f64; 2])],
+    ) -> std::path::PathBuf {
+        let dir = root.join(name);
+        let mut eval = settings();
+        eval.system = system.to_owned();
+        eval.fit_views = fit.clone();
+        write_json(&dir.join(SETTINGS_FILE), &eval).unwrap();
+        for (instance, [first, second]) in pls {
+            let mut instance_scores = scores(instance, Task::Placement, Some(0.0), None);
+            instance_scores.settings = eval.clone();
+            instance_scores.views = vec![
+                ViewScore {
+                    camera: "Camera1".to_owned(),
+                    pl: *first,
+                    n_clip: None,
+                },
+                ViewScore {
+                    camera: "Camera2".to_owned(),
+                    pl: *second,
+                    n_clip: None,
+                },
+            ];
+            write_json(&dir.join(instance).join(SCORES_FILE), &instance_scores).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn the_share_is_on_the_views_the_system_did_not_fit() {
+        let root = tempfile::tempdir().unwrap();
+        let noop = folder(
+            root.path(),
+            "noop",
+            "noop",
+            None,
+            &[("placement1", [4.0, 8.0]), ("placement2", [2.0, 4.0])],
+        );
+        let fit = Some(FitViews::Only(vec!["Camera1".to_owned()]));
+        let search = folder(
+            root.path(),
+            "search",
+            "search",
+            fit,
+            &[("placement1", [0.0, 2.0]), ("placement2", [0.0, 4.0])],
+        );
+        let table = gap(&noop, &search).unwrap();
+        assert_eq!(table.rows.len(), 1);
+        let row = &table.rows[0];
+        assert_eq!((row.instances, row.noop_pl, row.system_pl), (2, 6.0, 3.0));
+        assert_eq!(row.share(), Some(0.5));
+        assert!(
+            table
+                .markdown()
+                .contains("| placement | 2 | 6.000000 | 3.000000 | 50% |"),
+            "{}",
+            table.markdown()
+        );
+        assert!(table.views.contains("held-out"), "{}", table.views);
+        let err = gap(&search, &search).unwrap_err().to_string();
+        assert!(
+            err.contains("--noop must be a folder of the noop baseline"),
+            "{err}"
+        );
     }
 }

@@ -192,4 +192,3 @@ impl Proposer<SceneBenchmark> for SearchProposer {
         })
     }
 }
-

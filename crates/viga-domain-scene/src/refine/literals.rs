@@ -71,37 +71,8 @@ pub fn numeric_literals(code: &str) -> Vec<Literal> {
             i += 1;
             continue;
         }
-        let mut end = i;
-        while end < bytes.len() && bytes[end].is_ascii_digit() {
-            end += 1;
-        }
-        let mut integer = true;
-        if end < bytes.len() && bytes[end] == b'.' {
-            integer = false;
-            end += 1;
-            while end < bytes.len() && bytes[end].is_ascii_digit() {
-                end += 1;
-            }
-        }
-        if end < bytes.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
-            let mut exponent = end + 1;
-            if exponent < bytes.len() && (bytes[exponent] == b'+' || bytes[exponent] == b'-') {
-                exponent += 1;
-            }
-            if exponent < bytes.len() && bytes[exponent].is_ascii_digit() {
-                integer = false;
-                end = exponent;
-                while end < bytes.len() && bytes[end].is_ascii_digit() {
-                    end += 1;
-                }
-            }
-        }
-        let unusual = end < bytes.len() && (is_identifier_byte(bytes[end]) || bytes[end] == b'.');
-        if unusual {
-            // 0x1F, 1_000, 2j, 1.2.3: not a plain number we can rewrite.
-            while end < bytes.len() && (is_identifier_byte(bytes[end]) || bytes[end] == b'.') {
-                end += 1;
-            }
+        let (end, integer, plain) = number_end(bytes, i);
+        if !plain {
             i = end;
             continue;
         }
@@ -123,6 +94,43 @@ pub fn numeric_literals(code: &str) -> Vec<Literal> {
         literal.pinned = pinned_lines.contains(&literal.line);
     }
     literals
+}
+
+/// Where the number starting at `start` ends, whether it is written as an integer, and whether
+/// it is a plain number that can be rewritten (not 0x1F, 1_000, 2j or 1.2.3, which are
+/// skipped whole).
+fn number_end(bytes: &[u8], start: usize) -> (usize, bool, bool) {
+    let digits_from = |mut at: usize| {
+        while at < bytes.len() && bytes[at].is_ascii_digit() {
+            at += 1;
+        }
+        at
+    };
+    let mut end = digits_from(start);
+    let mut integer = true;
+    if end < bytes.len() && bytes[end] == b'.' {
+        integer = false;
+        end = digits_from(end + 1);
+    }
+    if end < bytes.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
+        let mut exponent = end + 1;
+        if exponent < bytes.len() && (bytes[exponent] == b'+' || bytes[exponent] == b'-') {
+            exponent += 1;
+        }
+        if exponent < bytes.len() && bytes[exponent].is_ascii_digit() {
+            integer = false;
+            end = digits_from(exponent);
+        }
+    }
+    let continues =
+        |at: usize| at < bytes.len() && (is_identifier_byte(bytes[at]) || bytes[at] == b'.');
+    if !continues(end) {
+        return (end, integer, true);
+    }
+    while continues(end) {
+        end += 1;
+    }
+    (end, integer, false)
 }
 
 /// Where a literal starting at `digit` begins, including a unary minus.

@@ -35,7 +35,9 @@ fn pyramid(image: RgbImage) -> Vec<RgbImage> {
         .iter()
         .filter(|side| **side < long)
         .map(|side| {
-            let scale = |length: u32| ((u64::from(length) * u64::from(*side)) / u64::from(long)).max(1) as u32;
+            let scale = |length: u32| {
+                ((u64::from(length) * u64::from(*side)) / u64::from(long)).max(1) as u32
+            };
             sized(image.clone(), scale(width), scale(height))
         })
         .collect();
@@ -53,17 +55,24 @@ fn pyramid_loss(picture: RgbImage, levels: &[RgbImage]) -> f64 {
     total / levels.len().max(1) as f64
 }
 
-/// How the search renders views made with `spec`: the same engine and samples, no larger
-/// than [`SEARCH_SIDE`] on the long side, in the same shape.
+/// The most samples a search render takes: the renders only need to rank candidates, and
+/// Cycles' fixed seed keeps its noise alike between them.
+pub const SEARCH_SAMPLES: u32 = 8;
+
+/// How the search renders views made with `spec`: the same engine, at most
+/// [`SEARCH_SAMPLES`] samples, no larger than [`SEARCH_SIDE`] on the long side, in the same
+/// shape.
 pub fn search_render(spec: RenderSpec) -> RenderSpec {
+    let samples = spec.samples.map(|samples| samples.min(SEARCH_SAMPLES));
     let long = spec.width.max(spec.height).max(1);
     if long <= SEARCH_SIDE {
-        return spec;
+        return RenderSpec { samples, ..spec };
     }
     let scale = |side: u32| ((u64::from(side) * u64::from(SEARCH_SIDE)) / u64::from(long)).max(1);
     RenderSpec {
         width: scale(spec.width) as u32,
         height: scale(spec.height) as u32,
+        samples,
         ..spec
     }
 }
@@ -111,8 +120,17 @@ pub struct SceneObjective {
     render: RenderSpec,
     timeout: Duration,
     plausible: bool,
-    /// The start scene's structure and the weight of its penalty, once the start is scored.
-    structure: OnceLock<(Structure, f64)>,
+    /// The start scene's structure, once the start is scored.
+    structure: OnceLock<Reference>,
+}
+
+/// What candidates are held to: the start scene's structure, what the start itself breaks of
+/// it, and the start's loss, which weighs the penalty.
+#[derive(Debug)]
+struct Reference {
+    structure: Structure,
+    own: f64,
+    weight: f64,
 }
 
 impl std::fmt::Debug for SceneObjective {
@@ -216,13 +234,22 @@ impl Objective for SceneObjective {
             return Ok(None);
         }
         let structure = if self.plausible {
-            Some(Structure::of(&self.objects().await?))
+            let objects = self.objects().await?;
+            let structure = Structure::of(&objects);
+            // What the start itself breaks (an object a hair off its surface, rounding) is
+            // its own; only what a candidate breaks beyond it costs.
+            let own = structure.violations(&objects).total();
+            Some((structure, own))
         } else {
             None
         };
         let loss = self.picture_loss().await?;
-        if let (Some(structure), Some(loss)) = (structure, loss) {
-            let _ = self.structure.set((structure, loss));
+        if let (Some((structure, own)), Some(loss)) = (structure, loss) {
+            let _ = self.structure.set(Reference {
+                structure,
+                own,
+                weight: loss,
+            });
         }
         Ok(loss)
     }
@@ -232,8 +259,12 @@ impl Objective for SceneObjective {
             return Ok(Score::Failed);
         }
         let penalty = match self.structure.get() {
-            Some((structure, weight)) => {
-                PENALTY_WEIGHT * weight * structure.violations(&self.objects().await?).total()
+            Some(reference) => {
+                let total = reference
+                    .structure
+                    .violations(&self.objects().await?)
+                    .total();
+                PENALTY_WEIGHT * reference.weight * (total - reference.own).max(0.0)
             }
             None => 0.0,
         };

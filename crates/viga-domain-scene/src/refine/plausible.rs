@@ -78,8 +78,8 @@ const MAX_PAIRED: usize = 400;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Structure {
     bodies: Vec<Body>,
-    /// Per body, the top of the surface it rested on at the start.
-    rested_on: Vec<Option<f64>>,
+    /// Per body, whether it rested on a surface at the start.
+    rested: Vec<bool>,
     /// Per body, the direction in its own frame that pointed up at the start.
     up_in_body: Vec<[f64; 3]>,
     /// A typical object's size (the median box diagonal): lengths are measured in it.
@@ -101,9 +101,9 @@ impl Structure {
             .max(1e-3);
         // The bridge rounds to 1e-4; a hundredth of an object still touches.
         let tolerance = (0.01 * scale).max(2e-4);
-        let rested_on = bodies
+        let rested = bodies
             .iter()
-            .map(|body| support_top(body, &bodies, tolerance))
+            .map(|body| rests_on_one(body, &bodies, tolerance))
             .collect();
         let up_in_body = bodies
             .iter()
@@ -111,7 +111,7 @@ impl Structure {
             .collect();
         Structure {
             bodies,
-            rested_on,
+            rested,
             up_in_body,
             scale,
             tolerance,
@@ -128,9 +128,13 @@ impl Structure {
             let Some(body) = find(&start.name) else {
                 continue;
             };
-            if let Some(was_on) = self.rested_on[index] {
-                let surface = surface_under(body, &now, self.tolerance).unwrap_or(was_on);
-                let gap = (body.min[2] - surface).abs() - self.tolerance;
+            if self.rested[index] {
+                // Off every surface (over an edge, out of the scene) it would fall: as bad as
+                // a lift by its own size.
+                let gap = match nearest_surface_gap(body, &now, self.tolerance) {
+                    Some(gap) => gap - self.tolerance,
+                    None => body.diagonal(),
+                };
                 violations.lifted += gap.max(0.0) / self.scale;
             }
             let up = times(&body.rotation, self.up_in_body[index]);
@@ -164,27 +168,30 @@ impl Structure {
     }
 }
 
-/// The top of the surface `body` rests on among `bodies`: one whose top is level with its
-/// bottom and whose footprint meets its own.
-fn support_top(body: &Body, bodies: &[Body], tolerance: f64) -> Option<f64> {
-    bodies
-        .iter()
-        .filter(|other| other.name != body.name && other.footprints_meet(body))
-        .map(|other| other.max[2])
-        .filter(|top| (body.min[2] - top).abs() <= tolerance && *top < body.max[2])
-        .reduce(f64::max)
+/// Whether `body` rests on one of `bodies`: one whose top is level with its bottom and whose
+/// footprint meets its own.
+fn rests_on_one(body: &Body, bodies: &[Body], tolerance: f64) -> bool {
+    bodies.iter().any(|other| {
+        let top = other.max[2];
+        other.name != body.name
+            && other.footprints_meet(body)
+            && (body.min[2] - top).abs() <= tolerance
+            && top < body.max[2]
+    })
 }
 
-/// The highest top under `body` now: of the objects whose footprint meets its own and
-/// whose top is below its middle (the surface it could stand on, or has sunk into).
-fn surface_under(body: &Body, bodies: &[Body], tolerance: f64) -> Option<f64> {
+/// How far `body`'s bottom is from the nearest top under it now: of the objects whose
+/// footprint meets its own and whose top is below its middle (a surface it could stand on,
+/// or has sunk into); `None` when there is none.
+fn nearest_surface_gap(body: &Body, bodies: &[Body], tolerance: f64) -> Option<f64> {
     let middle = 0.5 * (body.min[2] + body.max[2]);
     bodies
         .iter()
         .filter(|other| other.name != body.name && other.footprints_meet(body))
         .map(|other| other.max[2])
         .filter(|top| *top <= middle.max(body.min[2] + tolerance))
-        .reduce(f64::max)
+        .map(|top| (body.min[2] - top).abs())
+        .reduce(f64::min)
 }
 
 /// The rotation matrix of Blender's default XYZ Euler angles: Rz · Ry · Rx.
@@ -241,6 +248,17 @@ mod tests {
     }
 
     #[test]
+    fn a_low_neighbour_under_the_footprint_is_not_the_surface_it_rests_on() {
+        // A tall vase on the table beside a block whose box reaches under the vase's
+        // footprint: the block's top is below the vase's middle, the table's is its bottom.
+        let mut scene = table_and_book(0.8, 0.0, 0.0);
+        scene.push(object("Vase", [0.3, 0.3, 0.8], [0.6, 0.6, 1.6], [0.0; 3]));
+        scene.push(object("Block", [0.5, 0.5, 0.8], [0.9, 0.9, 1.1], [0.0; 3]));
+        let structure = Structure::of(&scene);
+        assert_eq!(structure.violations(&scene), Violations::default());
+    }
+
+    #[test]
     fn a_book_slid_along_its_table_and_turned_about_up_is_plausible() {
         let structure = Structure::of(&table_and_book(0.8, 0.0, 0.0));
         let slid = structure.violations(&table_and_book(0.8, 0.5, 0.0));
@@ -261,5 +279,7 @@ mod tests {
         assert!(floating.lifted > 0.2, "{floating:?}");
         let fallen = structure.violations(&table_and_book(0.0, 3.0, 0.0));
         assert!(fallen.lifted < 1e-9, "it rests on the floor: {fallen:?}");
+        let gone = structure.violations(&table_and_book(0.0, 30.0, 0.0));
+        assert!(gone.lifted > 0.1, "off every surface: {gone:?}");
     }
 }

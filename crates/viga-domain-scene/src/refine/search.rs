@@ -101,13 +101,12 @@ pub async fn search(
     let start_loss = objective.start(start).await?;
     let parameters = parameters(&literals, &limits.selection);
     let mut search = PatternSearch::new(start, literals, parameters, objective, limits, start_loss);
-    while search.has_budget() && search.frozen.iter().any(|f| !f) {
-        let sweep_start = search.best.clone();
-        search.coordinate_sweep().await?;
-        // Pattern move: keep going in the direction the whole sweep moved.
-        if search.best != sweep_start && search.has_budget() {
-            search.pattern_move(&sweep_start).await?;
-        }
+    search.descend().await?;
+    // Counts trade off against sizes and spacings (more, thinner posts look like fewer,
+    // thicker ones), so once the descent is done each count is tried at its neighbours with
+    // the reals fitted again; a restart that wins starts another descent.
+    while search.has_budget() && search.restart_counts().await? {
+        search.descend().await?;
     }
     Ok(search.outcome(start_loss))
 }
@@ -130,9 +129,8 @@ struct PatternSearch<'a> {
     frozen: Vec<bool>,
     /// Whether a real has had its wider scan.
     scanned: Vec<bool>,
-    /// Per parameter, the sweeps in a row in which it failed to improve.
-    fails: Vec<u32>,
-    sweeps: u32,
+    /// Per parameter, whether the loss ever responded to it.
+    responds: Vec<bool>,
     out_of_time: bool,
 }
 
@@ -142,7 +140,9 @@ enum Moved {
     Improved,
     /// Neither move improved, but the loss changed: the picture responds to it. `plateau`:
     /// by little (the parameter may be far from its place, where the loss is flat).
-    Responded { plateau: bool },
+    Responded {
+        plateau: bool,
+    },
     /// The loss did not change either way.
     Quiet,
     /// Both moves were refused unrendered: the scene's structure holds it.
@@ -168,8 +168,7 @@ impl<'a> PatternSearch<'a> {
             best: literals.iter().map(|l| l.value).collect(),
             frozen: vec![false; parameters.len()],
             scanned: vec![false; parameters.len()],
-            fails: vec![0; parameters.len()],
-            sweeps: 0,
+            responds: vec![false; parameters.len()],
             literals,
             parameters,
             objective,
@@ -208,31 +207,94 @@ impl<'a> PatternSearch<'a> {
         values
     }
 
+    /// Sweeps until every parameter is done or the budget is spent.
+    async fn descend(&mut self) -> Result<(), RefineError> {
+        while self.has_budget() && self.frozen.iter().any(|f| !f) {
+            let sweep_start = self.best.clone();
+            self.coordinate_sweep().await?;
+            // Pattern move: keep going in the direction the whole sweep moved.
+            if self.best != sweep_start && self.has_budget() {
+                self.pattern_move(&sweep_start).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tries each integer the loss responds to at its nearest other values, each with a short
+    /// descent of the reals from their start steps, and keeps the first restart that beats
+    /// the best; true when one did (every parameter is then free again). A restart that
+    /// loses is forgotten.
+    async fn restart_counts(&mut self) -> Result<bool, RefineError> {
+        let counts: Vec<usize> = (0..self.parameters.len())
+            .filter(|&p| self.parameters[p].integer && self.responds[p])
+            .collect();
+        for p in counts {
+            for offset in [1.0, -1.0, 2.0, -2.0] {
+                let value = self.value(p) + offset;
+                if (value < 0.0 && self.value(p) >= 0.0) || !self.has_budget() {
+                    continue;
+                }
+                if self.restart_at(p, value).await? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// One restart: integer `p` at `value`, then the reals descend for at most
+    /// [`RESTART_EVALUATIONS`] programs; kept only when it ends below the best loss.
+    async fn restart_at(&mut self, p: usize, value: f64) -> Result<bool, RefineError> {
+        let saved = (
+            self.best.clone(),
+            self.best_loss,
+            self.steps.clone(),
+            self.frozen.clone(),
+        );
+        let candidate = self.with(p, value);
+        self.evaluations += 1;
+        let program = with_values(self.start, &self.literals, &candidate);
+        let Score::Loss(loss) = self.objective.score(&program, f64::INFINITY).await? else {
+            return Ok(false);
+        };
+        self.best = candidate;
+        self.best_loss = loss;
+        for q in 0..self.parameters.len() {
+            let real = !self.parameters[q].integer;
+            self.frozen[q] = !real;
+            if real {
+                self.steps[q] = initial_step(&self.literals[self.parameters[q].members[0]]);
+            }
+        }
+        let stop = self.evaluations + RESTART_EVALUATIONS;
+        while self.has_budget() && self.evaluations < stop && self.frozen.iter().any(|f| !f) {
+            self.coordinate_sweep().await?;
+        }
+        if self.best_loss < saved.1 {
+            self.frozen.fill(false);
+            return Ok(true);
+        }
+        (self.best, self.best_loss, self.steps, self.frozen) = saved;
+        Ok(false)
+    }
+
     /// Tries each parameter that is not frozen in turn. One the loss does not respond to is
     /// given up; an integer that responds but whose nearest steps failed is scanned further
     /// (a count's loss is seldom monotone: more, thinner posts can look like fewer, thicker
     /// ones); a tie that failed is undone, its members searched on their own.
-    ///
-    /// The budget goes where the score moves: a parameter that keeps failing is tried every
-    /// second, fourth, then eighth sweep only (a sweep that would try none tries all).
     async fn coordinate_sweep(&mut self) -> Result<(), RefineError> {
-        self.sweeps += 1;
-        let due = |fails: u32, sweep: u32| sweep % (1 << fails.min(3)) == 0;
-        let any_due = (0..self.parameters.len())
-            .any(|p| !self.frozen[p] && due(self.fails[p], self.sweeps));
         let mut p = 0;
         while p < self.parameters.len() {
-            if self.frozen[p] || (any_due && !due(self.fails[p], self.sweeps)) {
+            if self.frozen[p] {
                 p += 1;
                 continue;
             }
             let moved = self.step_parameter(p).await?;
+            self.responds[p] |= matches!(moved, Moved::Improved | Moved::Responded { .. });
             if moved == Moved::Improved {
-                self.fails[p] = 0;
                 p += 1;
                 continue;
             }
-            self.fails[p] += 1;
             if let Moved::Responded { plateau } = moved
                 && self.scan_further(p, plateau).await?
             {
@@ -325,19 +387,48 @@ impl<'a> PatternSearch<'a> {
                 return Ok(true);
             }
         }
+        if self.parameters[p].integer {
+            return self.count_with_extent(p).await;
+        }
         Ok(false)
     }
 
-    /// Whether tied parameter `p`, which just failed to improve, is done as a tie: an integer
-    /// at once, a real once its step has been halved twice (moving together has been tried
-    /// at a finer scale, and the picture still responds).
-    fn should_untie(&self, p: usize, moved: Moved) -> bool {
-        let parameter = &self.parameters[p];
-        if !parameter.is_tied() || !matches!(moved, Moved::Responded { .. }) {
-            return false;
+    /// Integer `p` one more or one fewer together with one real scaled in proportion, either
+    /// way: a count and what it spans go together (a grid of more cells over a wider size,
+    /// more posts at a closer spacing), so a count whose moves alone fail may still be right
+    /// with its extent. True when one pair improved.
+    async fn count_with_extent(&mut self, p: usize) -> Result<bool, RefineError> {
+        let count = self.value(p);
+        let reals: Vec<usize> = (0..self.parameters.len())
+            .filter(|&q| !self.parameters[q].integer && self.value(q) != 0.0)
+            .collect();
+        for next in [count + 1.0, count - 1.0] {
+            if next < 1.0 || count < 1.0 {
+                continue;
+            }
+            for &q in &reals {
+                for ratio in [next / count, count / next] {
+                    if !self.has_budget() {
+                        return Ok(false);
+                    }
+                    let mut candidate = self.with(p, next);
+                    for &member in &self.parameters[q].members {
+                        candidate[member] = self.best[member] * ratio;
+                    }
+                    if self.try_values(candidate).await? {
+                        return Ok(true);
+                    }
+                }
+            }
         }
-        parameter.integer
-            || self.steps[p] < 0.3 * initial_step(&self.literals[parameter.members[0]])
+        Ok(false)
+    }
+
+    /// Whether tied parameter `p`, which just failed to improve, is done as a tie: when the
+    /// picture responds to it, moving together has gone as far as it helps, and its members
+    /// are searched on their own.
+    fn should_untie(&self, p: usize, moved: Moved) -> bool {
+        self.parameters[p].is_tied() && matches!(moved, Moved::Responded { .. })
     }
 
     /// Replaces tied parameter `p` by its members, each with the tie's step.
@@ -349,7 +440,8 @@ impl<'a> PatternSearch<'a> {
         self.steps.splice(p..=p, std::iter::repeat_n(step, count));
         self.frozen.splice(p..=p, std::iter::repeat_n(false, count));
         self.scanned.splice(p..=p, std::iter::repeat_n(true, count));
-        self.fails.splice(p..=p, std::iter::repeat_n(0, count));
+        self.responds
+            .splice(p..=p, std::iter::repeat_n(true, count));
     }
 
     /// After a parameter failed to improve: an integer, one the loss does not respond to or
@@ -445,6 +537,9 @@ fn initial_step(literal: &Literal) -> f64 {
 /// A real is done once its step is below this share of its size (of 1, when smaller): half
 /// a centimetre on a metre.
 const FINEST_STEP: f64 = 5e-3;
+
+/// Programs a restart's descent of the reals may score.
+const RESTART_EVALUATIONS: u32 = 16;
 
 /// How many times a step that improved is doubled and tried again.
 const MAX_EXPANSIONS: u32 = 3;

@@ -9,8 +9,8 @@ mod generator_tools;
 mod investigate;
 mod lifecycle;
 mod model_text;
-mod replies_gone_wrong;
 mod refine_numbers;
+mod replies_gone_wrong;
 mod target_views;
 mod verifier_render;
 

@@ -19,7 +19,6 @@ use viga_domain_scene::SceneSettings;
 
 use super::{blender, config, provider, scene_with};
 
-
 const SIDE: u32 = 48;
 
 fn instance() -> PathBuf {
@@ -92,15 +91,15 @@ async fn a_model_writes_the_structure_and_refine_numbers_fits_its_numbers() {
         let mut refine = tools_turn("refine_numbers", json!({"budget": 60}));
         refine["expect"] = json!({"tools_include": ["refine_numbers"]});
         let mut end = tools_turn("end_process", json!({"reason": "the numbers are fitted"}));
-        end["expect"] = json!({"any_message_contains": "The fitted program is the current program now"});
+        end["expect"] =
+            json!({"any_message_contains": "The fitted program is the current program now"});
         let model = provider(vec![
             tools_turn("execute_code", json!({"code": written})),
             refine,
             end,
         ]);
         let domain = scene_with(Arc::clone(&blender), scene, true);
-        let mut run =
-            viga_core::start(settings, model, domain, &work.path().join("out")).unwrap();
+        let mut run = viga_core::start(settings, model, domain, &work.path().join("out")).unwrap();
         let mut events = Vec::new();
         while let Some(event) = run.next_event().await {
             events.push(event.event);
@@ -117,21 +116,26 @@ async fn a_model_writes_the_structure_and_refine_numbers_fits_its_numbers() {
             _ => None,
         });
         let (before, after, programs) = refined.expect("a NumbersRefined event");
-        assert!(after < before && programs <= 60, "{before} -> {after} in {programs}");
+        assert!(
+            after < before && programs <= 60,
+            "{before} -> {after} in {programs}"
+        );
         let kept = events
             .iter()
-            .filter_map(|event| match event {
+            .rev()
+            .find_map(|event| match event {
                 RunEvent::CodeProduced { code, .. } => Some(code.clone()),
                 _ => None,
             })
-            .last()
             .unwrap();
         assert_ne!(kept, written, "the fitted program is the iteration's");
         assert!(kept.contains("crate.location"), "{kept}");
 
         let target_png = std::fs::read(&target).unwrap();
-        let noop = photometric_loss(&render(&blender, &start, "Camera1").await, &target_png).unwrap();
-        let fitted = photometric_loss(&render(&blender, &kept, "Camera1").await, &target_png).unwrap();
+        let noop =
+            photometric_loss(&render(&blender, &start, "Camera1").await, &target_png).unwrap();
+        let fitted =
+            photometric_loss(&render(&blender, &kept, "Camera1").await, &target_png).unwrap();
         let closed = 1.0 - fitted / noop;
         assert!(
             closed >= 0.9,

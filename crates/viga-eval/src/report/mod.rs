@@ -542,13 +542,13 @@ pub fn write_reports(out: &Path) -> Result<Summary, EvalError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use viga_protocol::bridge::RenderEngine;
 
     use super::*;
     use crate::scores::{ChamferDefinition, N_CLIP_UNAVAILABLE, RenderSpec, write_json};
 
-    fn settings() -> EvalSettings {
+    pub(crate) fn settings() -> EvalSettings {
         EvalSettings {
             suite: Suite::BlenderGym,
             system: "noop".to_owned(),
@@ -569,7 +569,12 @@ mod tests {
         }
     }
 
-    fn scores(instance: &str, task: Task, pl: Option<f64>, cd: Option<f64>) -> InstanceScores {
+    pub(crate) fn scores(
+        instance: &str,
+        task: Task,
+        pl: Option<f64>,
+        cd: Option<f64>,
+    ) -> InstanceScores {
         InstanceScores {
             instance: instance.to_owned(),
             task,
