@@ -43,13 +43,14 @@ pub async fn run(args: RunArgs, contained: &ContainedWorkers) -> Result<ExitCode
     let access = Access::reading(scene.prepare_blender_reads()?);
     let worker = crate::start_blender(contained, None, access, None).await?;
     let budget = args.search_budget;
-    let show = move |count: u32, loss: f64| println!("  program {count}/{budget}: PL {loss:.6}");
+    let show =
+        move |count: u32, loss: f64| println!("  program {count}/{budget}: objective {loss:.6}");
     let report = run_scene_search(&spec, worker, &folder, &show).await?;
     let outcome = &report.outcome;
     println!(
-        "search: {} literals, {} programs scored, seen from {}, PL {} -> {}\nbest program: {}",
+        "search: {} literals, {} programs scored, seen from {}, objective (PL at the search's size, plus its penalty for leaving the scene's structure) {} -> {}\nbest program: {}",
         outcome.literals,
-        outcome.evaluations,
+        outcome.rendered(),
         report.camera,
         outcome
             .start_loss

@@ -170,13 +170,14 @@ impl Proposer<SceneBenchmark> for SearchProposer {
         let outcome = search(&start, &objective, &SearchLimits::budget(self.budget))
             .await
             .map_err(|err| refine_error(&instance.name, err))?;
+        let rendered = outcome.rendered();
         Ok(Proposal {
             code: Some(outcome.code),
             note: Some(format!(
                 "{} literals ({} free), {} programs scored; objective on the fit views ({}: PL at {} px plus the plausibility penalty) {} -> {}",
                 outcome.literals,
                 outcome.free,
-                outcome.evaluations,
+                rendered,
                 cameras.join(", "),
                 viga_domain_scene::refine::search_render(self.render).width,
                 outcome

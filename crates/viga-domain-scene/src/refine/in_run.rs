@@ -77,11 +77,12 @@ impl SceneDomain {
             ));
         };
         let renders = self.renders_of(&outcome.code, &cameras, render).await?;
+        let programs = outcome.rendered();
         Ok(Ok(Refined {
             code: outcome.code,
             loss_before,
             loss_after,
-            programs: outcome.evaluations - outcome.refused,
+            programs,
             free: outcome.free,
             changes: outcome.changes,
             out_of_time: outcome.out_of_time,

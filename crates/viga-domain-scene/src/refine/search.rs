@@ -54,6 +54,13 @@ impl Score {
     }
 }
 
+impl SearchOutcome {
+    /// Programs rendered and scored in full: what the budget bounds.
+    pub fn rendered(&self) -> u32 {
+        self.evaluations - self.refused
+    }
+}
+
 /// Something that scores programs.
 #[async_trait]
 pub trait Objective: Send + Sync {
@@ -720,5 +727,67 @@ mod tests {
         );
         // b: two quiet moves, then given up; the rest is a's walk and its refinement.
         assert!(outcome.evaluations < 60, "{}", outcome.evaluations);
+    }
+
+    /// Cells of a grid whose size must stay half a unit per cell: a count alone or a size
+    /// alone only makes it worse.
+    struct Grid;
+
+    #[async_trait]
+    impl Objective for Grid {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            let values = values_of(code);
+            let (cells, size) = (values[0], values[1]);
+            Ok(Score::Loss(
+                (cells - 5.0).abs() + 10.0 * (size - 0.5 * cells).abs(),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_count_moves_with_the_extent_it_spans() {
+        let outcome = search(
+            "cells = 3
+size = 1.5
+",
+            &Grid,
+            &SearchLimits::budget(120),
+        )
+        .await
+        .unwrap();
+        let values = values_of(&outcome.code);
+        assert_eq!(values[0], 5.0, "{}", outcome.code);
+        assert!((values[1] - 2.5).abs() < 1e-9, "{}", outcome.code);
+    }
+
+    /// Any change of the second number breaks the scene's structure: refused unrendered.
+    struct Held;
+
+    #[async_trait]
+    impl Objective for Held {
+        async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError> {
+            let values = values_of(code);
+            if values[1] != 0.5 {
+                return Ok(Score::Refused(beat + 1.0));
+            }
+            Ok(Score::Loss((values[0] - 1.0).powi(2)))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_number_the_structure_holds_is_given_up_after_one_refused_pair() {
+        let outcome = search(
+            "x = 0.0
+z = 0.5
+",
+            &Held,
+            &SearchLimits::budget(100),
+        )
+        .await
+        .unwrap();
+        assert!((values_of(&outcome.code)[0] - 1.0).abs() < 0.01);
+        assert_eq!(values_of(&outcome.code)[1], 0.5);
+        assert_eq!(outcome.refused, 2, "{outcome:?}");
+        assert_eq!(outcome.rendered(), outcome.evaluations - 2);
     }
 }
