@@ -1,8 +1,6 @@
 //! The search's objective in a real Blender: a program runs on the reloaded base scene, each
 //! fitted view is rendered small ([`search_render`]) and compared with its target (mean
-//! photometric loss over the views, at the render's size and at two coarser ones, whose
-//! blur tells an object a metre off its place from one two metres off, where the sharp
-//! pictures differ alike), plus a penalty for straying from the start scene's
+//! photometric loss over the views), plus a penalty for straying from the start scene's
 //! structure ([`super::plausible`]), weighed against the start's own loss so that it means
 //! the same in every scene. The penalty is known before anything renders: a program whose
 //! penalty alone already loses is not rendered at all.
@@ -23,37 +21,6 @@ use super::search::{Objective, Score};
 /// The longest side of the search's renders: a quarter of the pixels of a 128-pixel eval,
 /// which is enough to tell where things are and costs a third of the time.
 pub const SEARCH_SIDE: u32 = 64;
-
-/// The long sides of the coarser comparisons, added to the one at the render's size.
-const COARSE_SIDES: [u32; 0] = [];
-
-/// `image` at each comparison size: its own, then [`COARSE_SIDES`] in its shape.
-fn pyramid(image: RgbImage) -> Vec<RgbImage> {
-    let (width, height) = image.dimensions();
-    let long = width.max(height).max(1);
-    let mut levels: Vec<RgbImage> = COARSE_SIDES
-        .iter()
-        .filter(|side| **side < long)
-        .map(|side| {
-            let scale = |length: u32| {
-                ((u64::from(length) * u64::from(*side)) / u64::from(long)).max(1) as u32
-            };
-            sized(image.clone(), scale(width), scale(height))
-        })
-        .collect();
-    levels.insert(0, image);
-    levels
-}
-
-/// Mean over the comparison sizes of the PL between `picture` and the target's `levels`.
-fn pyramid_loss(picture: RgbImage, levels: &[RgbImage]) -> f64 {
-    let mut total = 0.0;
-    for level in levels {
-        let (width, height) = level.dimensions();
-        total += photometric_loss_rgb(&sized(picture.clone(), width, height), level);
-    }
-    total / levels.len().max(1) as f64
-}
 
 /// The most samples a search render takes: the renders only need to rank candidates, and
 /// Cycles' fixed seed keeps its noise alike between them.
@@ -115,8 +82,8 @@ const PAGE: u32 = 250;
 pub struct SceneObjective {
     blender: Arc<dyn BlenderTransport>,
     base: SceneReset,
-    /// Each view with its target at every comparison size.
-    views: Vec<(FitView, Vec<RgbImage>)>,
+    /// Each view, its target at the search's render size.
+    views: Vec<FitView>,
     render: RenderSpec,
     timeout: Duration,
     plausible: bool,
@@ -156,9 +123,9 @@ impl SceneObjective {
         let render = search_render(render);
         let views = views
             .into_iter()
-            .map(|view| {
-                let levels = pyramid(sized(view.target.clone(), render.width, render.height));
-                (view, levels)
+            .map(|view| FitView {
+                target: sized(view.target, render.width, render.height),
+                ..view
             })
             .collect();
         Self {
@@ -205,7 +172,7 @@ impl SceneObjective {
     /// program that broke a camera does not score, like one that raised).
     async fn picture_loss(&self) -> Result<Option<f64>, RefineError> {
         let mut total = 0.0;
-        for (view, levels) in &self.views {
+        for view in &self.views {
             if let Some(frame) = view.frame {
                 self.blender.set_frame(frame).await?;
             }
@@ -221,7 +188,18 @@ impl SceneObjective {
                 Err(err) => return Err(err.into()),
             };
             let picture = decode_rgb(&rendered, "render").map_err(RefineError::Render)?;
-            total += pyramid_loss(picture, levels);
+            // The render has the size asked for; a bridge answering another is resized as PL
+            // resizes a target.
+            let target = if picture.dimensions() == view.target.dimensions() {
+                std::borrow::Cow::Borrowed(&view.target)
+            } else {
+                std::borrow::Cow::Owned(sized(
+                    view.target.clone(),
+                    picture.width(),
+                    picture.height(),
+                ))
+            };
+            total += photometric_loss_rgb(&picture, &target);
         }
         Ok(Some(total / self.views.len().max(1) as f64))
     }
