@@ -18,6 +18,9 @@ pub struct Literal {
     pub bracket: Option<usize>,
     /// Its line carries a `# viga: keep` comment: the number is not to be moved.
     pub pinned: bool,
+    /// The values the property its line sets can take, when its name says and the number
+    /// starts within them ([`property_range`]): the search keeps the number inside.
+    pub range: Option<(f64, f64)>,
 }
 
 /// The comment that pins the numbers of its line.
@@ -86,14 +89,75 @@ pub fn numeric_literals(code: &str) -> Vec<Literal> {
                 line,
                 bracket: brackets.last().copied(),
                 pinned: false,
+                range: None,
             });
         }
         i = end;
     }
+    let lines: Vec<&str> = code.lines().collect();
     for literal in &mut literals {
         literal.pinned = pinned_lines.contains(&literal.line);
+        let text = lines.get(literal.line - 1).copied().unwrap_or_default();
+        literal.range =
+            property_range(text).filter(|(low, high)| (*low..=*high).contains(&literal.value));
     }
     literals
+}
+
+/// The values a Blender property can take, read from the words of the line that sets it
+/// (Blender's own names: `Base Color`, `Roughness`, `energy`, a shape key's `value`): colours
+/// and factors lie in 0..1, amounts (energy, strength, sizes, counts) are not negative.
+/// `None` for everything else (locations, rotations, offsets move freely). A line that sets
+/// a location or rotation is never read as anything else.
+pub fn property_range(line: &str) -> Option<(f64, f64)> {
+    let code = line
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let says = |words: &[&str]| words.iter().any(|word| code.contains(word));
+    if says(&["location", "rotation", "offset", "translation", "position"]) {
+        return None;
+    }
+    if says(&[
+        "color",
+        "colour",
+        "roughness",
+        "metallic",
+        "alpha",
+        "transmission",
+        "specular",
+        "sheen",
+        "coat",
+        "factor",
+        "\"fac\"",
+        "key_blocks",
+        "shape_keys",
+        "keys[",
+    ]) {
+        return Some((0.0, 1.0));
+    }
+    if says(&[
+        "energy",
+        "strength",
+        "power",
+        "radius",
+        "size",
+        "scale",
+        "count",
+        "vertices",
+        "lens",
+        "samples",
+        "resolution",
+        "density",
+        "width",
+        "height",
+        "depth",
+        "angle",
+    ]) {
+        return Some((0.0, f64::INFINITY));
+    }
+    None
 }
 
 /// Where the number starting at `start` ends, whether it is written as an integer, and whether
@@ -214,6 +278,25 @@ mod tests {
                 ("5", 5.0, true),
                 ("1", 1.0, true)
             ]
+        );
+    }
+
+    #[test]
+    fn a_property_the_line_names_gives_its_range() {
+        let ranges: Vec<Option<(f64, f64)>> = numeric_literals(
+            "bsdf.inputs[\"Base Color\"].default_value = (0.5, 0.2, 0.1, 1.0)\nkey.data.energy = 3.0\nobj.location = (-1.0, 2.0, 0.5)\nkeys[\"Tall\"].value = 0.3\nsun.data.color = (2.0, 1.0, 1.0)\n",
+        )
+        .iter()
+        .map(|literal| literal.range)
+        .collect();
+        let unit = Some((0.0, 1.0));
+        let amount = Some((0.0, f64::INFINITY));
+        assert_eq!(
+            ranges,
+            [
+                unit, unit, unit, unit, amount, None, None, None, unit, None, unit, unit
+            ],
+            "a colour already past 1 has no range"
         );
     }
 
