@@ -3,6 +3,7 @@ mod blenderbench;
 #[cfg(feature = "clip")]
 mod clip;
 mod flat;
+mod fresh;
 mod honesty;
 mod judge;
 mod layout;
