@@ -451,6 +451,8 @@ pub struct RefineRequest {
     pub budget: u32,
     /// When the search stops and keeps the best it has.
     pub time_limit: Duration,
+    /// How long one candidate program may run (the run's program timeout).
+    pub program_timeout: Duration,
 }
 
 /// What [`Domain::refine`] found.

@@ -478,6 +478,7 @@ impl Run {
             lines: args.lines.clone(),
             budget: args.budget(),
             time_limit: REFINE_TIME_LIMIT,
+            program_timeout: self.config.program_timeout,
         };
         let started = Instant::now();
         // The search leaves the worker holding its last candidate.

@@ -56,7 +56,7 @@ impl SceneDomain {
             self.settings.base_scene(),
             views,
             render,
-            request.time_limit,
+            request.program_timeout.min(request.time_limit),
         );
         let limits = SearchLimits {
             budget: request.budget,
@@ -76,7 +76,9 @@ impl SceneDomain {
                 "the program fails when it runs from the starting state; fix it with execute_code first".to_owned(),
             ));
         };
-        let renders = self.renders_of(&outcome.code, &cameras, render).await?;
+        let renders = self
+            .renders_of(&outcome.code, &cameras, render, request.program_timeout)
+            .await?;
         let programs = outcome.rendered();
         Ok(Ok(Refined {
             code: outcome.code,
@@ -91,16 +93,17 @@ impl SceneDomain {
     }
 
     /// The renders of `program`'s scene from each of `cameras` (at its frame); none when the
-    /// program fails.
+    /// program fails (or runs past `timeout`).
     async fn renders_of(
         &self,
         program: &str,
         cameras: &[(String, Option<i32>)],
         spec: RenderSpec,
+        timeout: std::time::Duration,
     ) -> Result<Vec<ImageData>, WorkerFault> {
         let ran = self
             .blender
-            .execute(program, Some(self.settings.base_scene()), None)
+            .execute(program, Some(self.settings.base_scene()), Some(timeout))
             .await
             .map_err(into_fault)?;
         if !ran.succeeded() {
