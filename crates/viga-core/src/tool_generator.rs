@@ -511,23 +511,40 @@ impl Run {
                 refined.renders,
             ));
         }
+        match self
+            .run_as_current(index, session, refined.code.clone(), tally)
+            .await?
+        {
+            Ok(()) => {
+                session.good_programs.push(refined.code.clone());
+                let text = refined_text(&refined, &self.format.language);
+                Ok((text, true, refined.renders))
+            }
+            Err(error) => failed(format!("The fitted program did not run again: {error}")),
+        }
+    }
+
+    /// Runs `code` again from the starting state as the iteration's current program, which
+    /// is not a new attempt (what `undo_last_step` and `refine_numbers` end with); `Err` with
+    /// the error when it failed.
+    async fn run_as_current(
+        &mut self,
+        index: u32,
+        session: &mut Session,
+        code: String,
+        tally: &mut Tally,
+    ) -> Result<Result<(), String>, CoreError> {
         let tried = self
-            .try_program(index, session.runs, Some(&refined.code), tally)
+            .try_program(index, session.runs, Some(&code), tally)
             .await?;
         session.scene_current = tried.left_a_scene;
         session.pending = None;
-        let ok = tried.failure.is_none();
-        let text = if ok {
-            session.good_programs.push(refined.code.clone());
-            refined_text(&refined, &self.format.language)
-        } else {
-            format!(
-                "The fitted program did not run again: {}",
-                tried.error_message
-            )
+        let ran = match tried.failure {
+            None => Ok(()),
+            Some(_) => Err(tried.error_message.clone()),
         };
-        session.last = Some((refined.code.clone(), tried));
-        Ok((text, ok, if ok { refined.renders } else { Vec::new() }))
+        session.last = Some((code, tried));
+        Ok(ran)
     }
 
     /// `undo_last_step`: back to the result of the good program before the current one (the
@@ -559,26 +576,22 @@ impl Run {
                 true,
             ));
         };
-        let tried = self
-            .try_program(index, session.runs, Some(&previous), tally)
-            .await?;
-        session.scene_current = tried.left_a_scene;
-        session.pending = None;
-        let ok = tried.failure.is_none();
-        let text = if ok {
-            format!(
-                "Back to the result of the program before ({} lines, starting {:?}); it is the current program now.",
-                previous.lines().count(),
-                first_line(&previous)
-            )
-        } else {
-            format!(
-                "The program before could not be run again: {}",
-                tried.error_message
-            )
-        };
-        session.last = Some((previous, tried));
-        Ok((text, ok))
+        let lines = previous.lines().count();
+        let first = first_line(&previous);
+        Ok(
+            match self.run_as_current(index, session, previous, tally).await? {
+                Ok(()) => (
+                    format!(
+                        "Back to the result of the program before ({lines} lines, starting {first:?}); it is the current program now."
+                    ),
+                    true,
+                ),
+                Err(error) => (
+                    format!("The program before could not be run again: {error}"),
+                    false,
+                ),
+            },
+        )
     }
 
     /// Before the model has run a program in this iteration, the worker may hold anything

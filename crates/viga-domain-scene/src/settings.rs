@@ -174,17 +174,8 @@ impl SceneSettings {
         let (overview_width, overview_height) = self.overview_size();
         let limit = self
             .score_size
-            .unwrap_or(overview_width.max(overview_height))
-            .max(1);
-        let longest = width.max(height).max(1);
-        if longest <= limit {
-            return (width.max(1), height.max(1));
-        }
-        let scale = |side: u32| {
-            ((u64::from(side) * u64::from(limit) + u64::from(longest) / 2) / u64::from(longest))
-                .clamp(1, u64::from(limit)) as u32
-        };
-        (scale(width), scale(height))
+            .unwrap_or(overview_width.max(overview_height));
+        fit_within(width, height, limit)
     }
 
     /// The render settings of the domain's tools: [`Self::verifier_render`], with the
@@ -245,6 +236,21 @@ impl SceneSettings {
         }
         problems
     }
+}
+
+/// `width` x `height` in its shape, its longer side at most `limit` (rounded to the nearest
+/// pixel, at least 1); never larger than it was.
+pub(crate) fn fit_within(width: u32, height: u32, limit: u32) -> (u32, u32) {
+    let limit = limit.max(1);
+    let longest = width.max(height).max(1);
+    if longest <= limit {
+        return (width.max(1), height.max(1));
+    }
+    let scale = |side: u32| {
+        ((u64::from(side) * u64::from(limit) + u64::from(longest) / 2) / u64::from(longest))
+            .clamp(1, u64::from(limit)) as u32
+    };
+    (scale(width), scale(height))
 }
 
 #[cfg(test)]

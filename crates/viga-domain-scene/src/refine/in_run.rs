@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use viga_blender::{BlenderCommands as _, BlenderTransport};
-use viga_core::domain::{RefineRequest, Refined, TargetView, WorkerFault};
-use viga_protocol::bridge::{RenderRequest, RenderSpec};
+use viga_core::domain::{Domain as _, RefineRequest, Refined, TargetView, ViewRender, WorkerFault};
+use viga_protocol::bridge::RenderSpec;
 use viga_protocol::message::ImageData;
 use viga_skills::metrics::image_size;
 
@@ -38,17 +38,15 @@ impl SceneDomain {
             ..self.verifier_render()
         };
         let mut views = Vec::with_capacity(targets.len());
-        let mut cameras = Vec::with_capacity(targets.len());
         for target in &targets {
             let camera = match self.target_camera(target).await? {
                 Ok(camera) => camera,
                 Err(why) => return Ok(Err(why)),
             };
-            match FitView::new(Some(camera.clone()), target.frame, &target.image.data) {
+            match FitView::new(Some(camera), target.frame, &target.image.data) {
                 Ok(view) => views.push(view),
                 Err(err) => return Ok(Err(err.to_string())),
             }
-            cameras.push((camera, target.frame));
         }
         let blender = Arc::clone(&self.blender) as Arc<dyn BlenderTransport>;
         let objective = SceneObjective::new(
@@ -77,7 +75,7 @@ impl SceneDomain {
             ));
         };
         let renders = self
-            .renders_of(&outcome.code, &cameras, render, request.program_timeout)
+            .renders_of(&outcome.code, &targets, request.program_timeout)
             .await?;
         let programs = outcome.rendered();
         Ok(Ok(Refined {
@@ -92,13 +90,13 @@ impl SceneDomain {
         }))
     }
 
-    /// The renders of `program`'s scene from each of `cameras` (at its frame); none when the
-    /// program fails (or runs past `timeout`).
+    /// The renders of `program`'s scene from each target's view, as the loop scores them
+    /// ([`viga_core::Domain::render_view`]); none when the program fails (or runs past
+    /// `timeout`), and none of a view that cannot be shown.
     async fn renders_of(
         &self,
         program: &str,
-        cameras: &[(String, Option<i32>)],
-        spec: RenderSpec,
+        targets: &[TargetView],
         timeout: std::time::Duration,
     ) -> Result<Vec<ImageData>, WorkerFault> {
         let ran = self
@@ -109,24 +107,17 @@ impl SceneDomain {
         if !ran.succeeded() {
             return Ok(Vec::new());
         }
-        let mut renders = Vec::with_capacity(cameras.len());
-        for (camera, frame) in cameras {
-            if let Some(frame) = frame {
-                self.blender.set_frame(*frame).await.map_err(into_fault)?;
-            }
-            let request = RenderRequest {
-                camera: Some(camera.clone()),
-                pose: None,
-                spec,
-                output_path: None,
+        let mut renders = Vec::with_capacity(targets.len());
+        for target in targets {
+            // Every target decoded when its view was made; one that does not is not shown.
+            let Ok((width, height)) = image_size(&target.image.data) else {
+                continue;
             };
-            renders.push(
-                self.blender
-                    .render(request, None)
-                    .await
-                    .map_err(into_fault)?
-                    .image,
-            );
+            if let ViewRender::Rendered { picture, .. } =
+                self.render_view(target, width, height).await?
+            {
+                renders.push(picture.image);
+            }
         }
         Ok(renders)
     }

@@ -30,16 +30,11 @@ pub const SEARCH_SAMPLES: u32 = 8;
 /// [`SEARCH_SAMPLES`] samples, no larger than [`SEARCH_SIDE`] on the long side, in the same
 /// shape.
 pub fn search_render(spec: RenderSpec) -> RenderSpec {
-    let samples = spec.samples.map(|samples| samples.min(SEARCH_SAMPLES));
-    let long = spec.width.max(spec.height).max(1);
-    if long <= SEARCH_SIDE {
-        return RenderSpec { samples, ..spec };
-    }
-    let scale = |side: u32| ((u64::from(side) * u64::from(SEARCH_SIDE)) / u64::from(long)).max(1);
+    let (width, height) = crate::settings::fit_within(spec.width, spec.height, SEARCH_SIDE);
     RenderSpec {
-        width: scale(spec.width) as u32,
-        height: scale(spec.height) as u32,
-        samples,
+        width,
+        height,
+        samples: spec.samples.map(|samples| samples.min(SEARCH_SAMPLES)),
         ..spec
     }
 }
@@ -86,7 +81,6 @@ pub struct SceneObjective {
     views: Vec<FitView>,
     render: RenderSpec,
     timeout: Duration,
-    plausible: bool,
     /// The start scene's structure, once the start is scored.
     structure: OnceLock<Reference>,
 }
@@ -105,14 +99,13 @@ impl std::fmt::Debug for SceneObjective {
         f.debug_struct("SceneObjective")
             .field("views", &self.views.len())
             .field("render", &self.render)
-            .field("plausible", &self.plausible)
             .finish_non_exhaustive()
     }
 }
 
 impl SceneObjective {
     /// Programs run on `base` in `blender`, within `timeout` each; the views render with
-    /// `render`'s engine and samples at [`search_render`]'s size. Plausibility is kept.
+    /// `render`'s engine and samples at [`search_render`]'s size.
     pub fn new(
         blender: Arc<dyn BlenderTransport>,
         base: SceneReset,
@@ -134,15 +127,8 @@ impl SceneObjective {
             views,
             render,
             timeout,
-            plausible: true,
             structure: OnceLock::new(),
         }
-    }
-
-    /// Fits the pictures alone, with no regard for the scene's structure.
-    pub fn without_plausibility(mut self) -> Self {
-        self.plausible = false;
-        self
     }
 
     /// Runs `code` on the base scene: false when it raised.
@@ -211,18 +197,13 @@ impl Objective for SceneObjective {
         if !self.run(code).await? {
             return Ok(None);
         }
-        let structure = if self.plausible {
-            let objects = self.objects().await?;
-            let structure = Structure::of(&objects);
-            // What the start itself breaks (an object a hair off its surface, rounding) is
-            // its own; only what a candidate breaks beyond it costs.
-            let own = structure.violations(&objects).total();
-            Some((structure, own))
-        } else {
-            None
-        };
+        let objects = self.objects().await?;
+        let structure = Structure::of(&objects);
+        // What the start itself breaks (an object a hair off its surface, rounding) is its
+        // own; only what a candidate breaks beyond it costs.
+        let own = structure.violations(&objects).total();
         let loss = self.picture_loss().await?;
-        if let (Some((structure, own)), Some(loss)) = (structure, loss) {
+        if let Some(loss) = loss {
             let _ = self.structure.set(Reference {
                 structure,
                 own,

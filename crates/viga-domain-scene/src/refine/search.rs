@@ -260,9 +260,7 @@ impl<'a> PatternSearch<'a> {
             self.frozen.clone(),
         );
         let candidate = self.within_ranges(self.with(p, value));
-        self.evaluations += 1;
-        let program = with_values(self.start, &self.literals, &candidate);
-        let Score::Loss(loss) = self.objective.score(&program, f64::INFINITY).await? else {
+        let Score::Loss(loss) = self.evaluate(&candidate, f64::INFINITY).await? else {
             return Ok(false);
         };
         self.best = candidate;
@@ -490,21 +488,27 @@ impl<'a> PatternSearch<'a> {
             // Held at the edge of its range: nothing to render.
             return Ok((false, Score::Loss(self.best_loss)));
         }
-        self.evaluations += 1;
-        let program = with_values(self.start, &self.literals, &values);
-        let score = self.objective.score(&program, self.best_loss).await?;
+        let score = self.evaluate(&values, self.best_loss).await?;
         match score {
             Score::Loss(loss) if loss < self.best_loss => {
                 self.best = values;
                 self.best_loss = loss;
                 Ok((true, score))
             }
-            Score::Refused(_) => {
-                self.refused += 1;
-                Ok((false, score))
-            }
             _ => Ok((false, score)),
         }
+    }
+
+    /// Scores the program with `values` against the bound `beat`, counting the evaluation
+    /// (and the refusal, when it was turned down unrendered).
+    async fn evaluate(&mut self, values: &[f64], beat: f64) -> Result<Score, RefineError> {
+        self.evaluations += 1;
+        let program = with_values(self.start, &self.literals, values);
+        let score = self.objective.score(&program, beat).await?;
+        if matches!(score, Score::Refused(_)) {
+            self.refused += 1;
+        }
+        Ok(score)
     }
 
     /// `values` with every literal that has a range ([`Literal::range`]) kept inside it.
