@@ -232,5 +232,11 @@ mod tests {
             err.contains("--noop must be a folder of the noop baseline"),
             "{err}"
         );
+        // Results rendered otherwise are not compared.
+        let mut other = settings();
+        other.render.width = 128;
+        write_json(&noop.join(SETTINGS_FILE), &other).unwrap();
+        let err = gap(&noop, &search).unwrap_err().to_string();
+        assert!(err.contains("score noop at the same settings"), "{err}");
     }
 }
