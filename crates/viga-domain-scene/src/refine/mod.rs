@@ -4,7 +4,8 @@
 //! the structure a model wrote.
 //!
 //! **Owns:** reading and rewriting a program's numeric literals ([`literals`]), which of them
-//! move and together ([`space`]), the search ([`search`]), the start scene's structure the
+//! move and together ([`space`]), the search ([`search`]), the moves
+//! it reads off the pictures ([`sight`]), the start scene's structure the
 //! search keeps ([`plausible`]) and the objective in a real Blender ([`objective`]).
 //!
 //! **Must not:** decide budgets or views for a caller, or write files: callers keep results.
@@ -14,6 +15,7 @@ pub mod literals;
 pub mod objective;
 pub mod plausible;
 pub mod search;
+pub mod sight;
 pub mod space;
 
 pub use literals::{KEEP_MARK, Literal, numeric_literals, with_values};

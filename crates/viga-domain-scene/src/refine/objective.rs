@@ -15,8 +15,10 @@ use viga_protocol::bridge::{RenderRequest, RenderSpec, SceneObject, SceneReset};
 use viga_skills::metrics::{decode_rgb, photometric_loss_rgb, sized};
 
 use super::RefineError;
+use super::literals::{Literal, with_values};
 use super::plausible::Structure;
 use super::search::{Objective, Score};
+use super::sight::{Placed, Projection, location_tuples, patches, suggestions};
 
 /// The longest side of the search's renders: a quarter of the pixels of a 128-pixel eval,
 /// which is enough to tell where things are and costs a third of the time.
@@ -159,35 +161,171 @@ impl SceneObjective {
     async fn picture_loss(&self) -> Result<Option<f64>, RefineError> {
         let mut total = 0.0;
         for view in &self.views {
-            if let Some(frame) = view.frame {
-                self.blender.set_frame(frame).await?;
-            }
-            let request = RenderRequest {
-                camera: view.camera.clone(),
-                pose: None,
-                spec: self.render,
-                output_path: None,
+            let Some(picture) = self.picture(view).await? else {
+                return Ok(None);
             };
-            let rendered = match self.blender.render(request, Some(self.timeout)).await {
-                Ok(output) => output.image.data,
-                Err(TransportError::Refused { .. }) => return Ok(None),
-                Err(err) => return Err(err.into()),
-            };
-            let picture = decode_rgb(&rendered, "render").map_err(RefineError::Render)?;
-            // The render has the size asked for; a bridge answering another is resized as PL
-            // resizes a target.
-            let target = if picture.dimensions() == view.target.dimensions() {
-                std::borrow::Cow::Borrowed(&view.target)
-            } else {
-                std::borrow::Cow::Owned(sized(
-                    view.target.clone(),
-                    picture.width(),
-                    picture.height(),
-                ))
-            };
-            total += photometric_loss_rgb(&picture, &target);
+            total += photometric_loss_rgb(&picture, &view.target);
         }
         Ok(Some(total / self.views.len().max(1) as f64))
+    }
+
+    /// The scene as it stands rendered from `view`, at its target's size; `None` when the
+    /// view cannot render.
+    async fn picture(&self, view: &FitView) -> Result<Option<RgbImage>, RefineError> {
+        if let Some(frame) = view.frame {
+            self.blender.set_frame(frame).await?;
+        }
+        let request = RenderRequest {
+            camera: view.camera.clone(),
+            pose: None,
+            spec: self.render,
+            output_path: None,
+        };
+        let rendered = match self.blender.render(request, Some(self.timeout)).await {
+            Ok(output) => output.image.data,
+            Err(TransportError::Refused { .. }) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+        let picture = decode_rgb(&rendered, "render").map_err(RefineError::Render)?;
+        // The render has the size asked for; a bridge answering another is resized to the
+        // target's (the search's pictures only rank its candidates).
+        Ok(Some(if picture.dimensions() == view.target.dimensions() {
+            picture
+        } else {
+            sized(picture, view.target.width(), view.target.height())
+        }))
+    }
+
+    /// `view`'s camera projection in the scene as it stands, at the search's render size
+    /// (read by a short program: Blender's own camera matrix, its sensor fit included);
+    /// `None` when the camera is missing or cannot project.
+    async fn projection(&self, view: &FitView) -> Result<Option<Projection>, RefineError> {
+        let camera = match &view.camera {
+            Some(name) => format!(
+                "bpy.data.objects.get({})",
+                serde_json::to_string(name).unwrap_or_default()
+            ),
+            None => "bpy.context.scene.camera".to_owned(),
+        };
+        let code = format!(
+            "import bpy, json\n\
+             camera = {camera}\n\
+             if camera is not None and camera.type == 'CAMERA':\n    \
+             depsgraph = bpy.context.evaluated_depsgraph_get()\n    \
+             matrix = camera.calc_matrix_camera(depsgraph, x={w}, y={h}) @ camera.matrix_world.inverted()\n    \
+             print('{PROJECTION_MARK}' + json.dumps([list(row) for row in matrix]))\n",
+            w = self.render.width,
+            h = self.render.height,
+        );
+        let ran = self
+            .blender
+            .execute(&code, None, Some(self.timeout))
+            .await?;
+        let matrix = ran
+            .stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(PROJECTION_MARK))
+            .and_then(|json| serde_json::from_str::<[[f64; 4]; 4]>(json).ok());
+        Ok(
+            matrix
+                .and_then(|matrix| Projection::new(matrix, self.render.width, self.render.height)),
+        )
+    }
+
+    /// The objects the location tuples of `code` place, with how each tuple moves its
+    /// object: the program is run with each tuple's first and second number nudged in turn
+    /// ([`PROBE`]), and the one object whose own location followed is the tuple's (a tuple
+    /// that places several objects, or none, is left out).
+    async fn placed(
+        &self,
+        code: &str,
+        literals: &[Literal],
+        tuples: Vec<[usize; 3]>,
+    ) -> Result<Vec<Placed>, RefineError> {
+        if !self.run(code).await? {
+            return Ok(Vec::new());
+        }
+        let before = self.objects().await?;
+        let values: Vec<f64> = literals.iter().map(|literal| literal.value).collect();
+        let mut placed = Vec::new();
+        'tuples: for tuple in tuples {
+            let mut found: Option<&SceneObject> = None;
+            let mut shift = [[0.0; 2]; 2];
+            for (axis, column) in shift.iter_mut().enumerate() {
+                let mut nudged = values.clone();
+                nudged[tuple[axis]] += PROBE;
+                if !self.run(&with_values(code, literals, &nudged)).await? {
+                    continue 'tuples;
+                }
+                let after = self.objects().await?;
+                let mut moved = before
+                    .iter()
+                    .zip(&after)
+                    .filter(|(old, new)| old.name == new.name && old.location != new.location);
+                let (Some((old, new)), None) = (moved.next(), moved.next()) else {
+                    continue 'tuples;
+                };
+                if found.is_some_and(|object| object.name != old.name) {
+                    continue 'tuples;
+                }
+                found = Some(old);
+                for (ground, slot) in column.iter_mut().enumerate() {
+                    let centre = |o: &SceneObject| (o.bbox_min[ground] + o.bbox_max[ground]) * 0.5;
+                    *slot = (centre(new) - centre(old)) / PROBE;
+                }
+            }
+            if let Some(object) = found {
+                placed.push(Placed {
+                    tuple,
+                    low: object.bbox_min,
+                    high: object.bbox_max,
+                    shift,
+                });
+            }
+        }
+        Ok(placed)
+    }
+}
+
+/// How far a location's number is nudged to learn which object it places.
+const PROBE: f64 = 0.1;
+
+/// What the short program that reads a camera's projection prints before its matrix.
+const PROJECTION_MARK: &str = "VIGA_PROJECTION ";
+
+impl SceneObjective {
+    /// [`Objective::suggest`] for scenes: the first view's render and target compared,
+    /// each placed object carried to the patches where they differ ([`super::sight`]).
+    async fn suggest_places(
+        &self,
+        code: &str,
+        literals: &[Literal],
+        movable: &[bool],
+    ) -> Result<Vec<Vec<(usize, f64)>>, RefineError> {
+        let tuples = location_tuples(code, literals, movable);
+        let Some(view) = self.views.first() else {
+            return Ok(Vec::new());
+        };
+        if tuples.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placed = self.placed(code, literals, tuples).await?;
+        if placed.is_empty() || !self.run(code).await? {
+            return Ok(Vec::new());
+        }
+        let Some(projection) = self.projection(view).await? else {
+            return Ok(Vec::new());
+        };
+        let Some(picture) = self.picture(view).await? else {
+            return Ok(Vec::new());
+        };
+        let values: Vec<f64> = literals.iter().map(|literal| literal.value).collect();
+        Ok(suggestions(
+            &projection,
+            &patches(&picture, &view.target),
+            &placed,
+            &values,
+        ))
     }
 }
 
@@ -211,6 +349,15 @@ impl Objective for SceneObjective {
             });
         }
         Ok(loss)
+    }
+
+    async fn suggest(
+        &self,
+        code: &str,
+        literals: &[Literal],
+        movable: &[bool],
+    ) -> Result<Vec<Vec<(usize, f64)>>, RefineError> {
+        self.suggest_places(code, literals, movable).await
     }
 
     async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError> {

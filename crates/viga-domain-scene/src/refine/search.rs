@@ -75,6 +75,19 @@ pub trait Objective: Send + Sync {
     /// How `code` scores. When the objective can tell before the costly part that the loss
     /// is at least `beat`, it may answer [`Score::Refused`].
     async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError>;
+
+    /// Moves worth trying that the objective reads off `code`'s pictures rather than its
+    /// loss, each a set of `literals` (by index) with new values; only literals `movable`
+    /// says may move. None by default.
+    async fn suggest(
+        &self,
+        code: &str,
+        literals: &[Literal],
+        movable: &[bool],
+    ) -> Result<Vec<Vec<(usize, f64)>>, RefineError> {
+        let _ = (code, literals, movable);
+        Ok(Vec::new())
+    }
 }
 
 /// How far a search may go.
@@ -109,13 +122,21 @@ pub async fn search(
     let start_loss = objective.start(start).await?;
     let parameters = parameters(&literals, &limits.selection);
     let mut search = PatternSearch::new(start, literals, parameters, objective, limits, start_loss);
-    search.descend().await?;
+    // What the pictures suggest goes first (an object carried to the empty spot it belongs
+    // in), and once more after the descent, from where it ended.
+    search.try_suggestions().await?;
+    search.descend(Some(STALLED)).await?;
     // Counts trade off against sizes and spacings (more, thinner posts look like fewer,
-    // thicker ones), so once the descent is done each count is tried at its neighbours with
+    // thicker ones), so once the descent stalls each count is tried at its neighbours with
     // the reals fitted again; a restart that wins starts another descent.
     while search.has_budget() && search.restart_counts().await? {
-        search.descend().await?;
+        search.descend(Some(STALLED)).await?;
     }
+    if search.has_budget() && search.try_suggestions().await? {
+        search.descend(Some(STALLED)).await?;
+    }
+    // What is left of the budget refines every number to its finest step.
+    search.descend(None).await?;
     Ok(search.outcome(start_loss))
 }
 
@@ -215,17 +236,90 @@ impl<'a> PatternSearch<'a> {
         values
     }
 
-    /// Sweeps until every parameter is done or the budget is spent.
-    async fn descend(&mut self) -> Result<(), RefineError> {
+    /// Sweeps until every parameter is done or the budget is spent; with `stalled`, also
+    /// once a sweep lowered the loss by less than that share of it (the budget is better
+    /// spent elsewhere before the numbers are refined to their finest steps).
+    async fn descend(&mut self, stalled: Option<f64>) -> Result<(), RefineError> {
         while self.has_budget() && self.frozen.iter().any(|f| !f) {
             let sweep_start = self.best.clone();
+            let loss_before = self.best_loss;
             self.coordinate_sweep().await?;
             // Pattern move: keep going in the direction the whole sweep moved.
             if self.best != sweep_start && self.has_budget() {
                 self.pattern_move(&sweep_start).await?;
             }
+            if stalled.is_some_and(|share| loss_before - self.best_loss < share * loss_before) {
+                return Ok(());
+            }
         }
         Ok(())
+    }
+
+    /// Looks at the best program's pictures and takes the best move they suggest, again
+    /// from there while a look improves ([`MOST_LOOKS`]); true when one did.
+    async fn try_suggestions(&mut self) -> Result<bool, RefineError> {
+        let mut improved = false;
+        for _ in 0..MOST_LOOKS {
+            if !self.look().await? {
+                break;
+            }
+            improved = true;
+        }
+        Ok(improved)
+    }
+
+    /// One look: every move the objective suggests for the best program, each from the best
+    /// values alone, and the best of them kept when it beats them (the first that improves
+    /// may be one object put in another's place). Looking costs one evaluation when it
+    /// suggests any.
+    async fn look(&mut self) -> Result<bool, RefineError> {
+        if !self.has_budget() || !self.best_loss.is_finite() {
+            return Ok(false);
+        }
+        let mut movable = vec![false; self.literals.len()];
+        for parameter in &self.parameters {
+            for &member in &parameter.members {
+                movable[member] = true;
+            }
+        }
+        let code = with_values(self.start, &self.literals, &self.best);
+        let literals = numeric_literals(&code);
+        if literals.len() != self.literals.len() {
+            return Ok(false);
+        }
+        let suggestions = self.objective.suggest(&code, &literals, &movable).await?;
+        if suggestions.is_empty() {
+            return Ok(false);
+        }
+        self.evaluations += 1;
+        let mut winner: Option<(Vec<f64>, f64)> = None;
+        for suggestion in suggestions {
+            if !self.has_budget() {
+                break;
+            }
+            let mut candidate = self.best.clone();
+            for (index, value) in suggestion {
+                if movable.get(index) == Some(&true) {
+                    candidate[index] = value;
+                }
+            }
+            let candidate = self.within_ranges(candidate);
+            let beat = winner.as_ref().map_or(self.best_loss, |(_, loss)| *loss);
+            if candidate == self.best {
+                continue;
+            }
+            if let Score::Loss(loss) = self.evaluate(&candidate, beat).await?
+                && loss < beat
+            {
+                winner = Some((candidate, loss));
+            }
+        }
+        let Some((values, loss)) = winner else {
+            return Ok(false);
+        };
+        self.best = values;
+        self.best_loss = loss;
+        Ok(true)
     }
 
     /// Tries each integer the loss responds to at its nearest other values, each with a short
@@ -565,6 +659,14 @@ fn initial_step(literal: &Literal) -> f64 {
 /// a centimetre on a metre.
 const FINEST_STEP: f64 = 5e-3;
 
+/// How many times in a row the search looks at the pictures while looking improves: an
+/// object per look, and a second look to correct the first.
+const MOST_LOOKS: usize = 3;
+
+/// A sweep that lowers the loss by less than this share of it has stalled: counts are
+/// restarted and the pictures looked at again before the rest is refined.
+const STALLED: f64 = 0.005;
+
 /// Programs a restart's descent of the reals may score.
 const RESTART_EVALUATIONS: u32 = 16;
 
@@ -780,6 +882,63 @@ size = 1.5
         let values = values_of(&outcome.code);
         assert_eq!(values[0], 5.0, "{}", outcome.code);
         assert!((values[1] - 2.5).abs() < 1e-9, "{}", outcome.code);
+    }
+
+    /// A loss that is flat unless x is near 5; the objective suggests 4.9.
+    struct Suggests;
+
+    #[async_trait]
+    impl Objective for Suggests {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            let x = values_of(code)[0];
+            Ok(Score::Loss(if (x - 5.0).abs() < 0.3 {
+                (x - 5.0).powi(2)
+            } else {
+                1.0
+            }))
+        }
+
+        async fn suggest(
+            &self,
+            _code: &str,
+            literals: &[Literal],
+            movable: &[bool],
+        ) -> Result<Vec<Vec<(usize, f64)>>, RefineError> {
+            assert_eq!(literals.len(), 2);
+            assert_eq!(movable, [true, false], "the pinned number may not move");
+            Ok(vec![vec![(0, 4.9)]])
+        }
+    }
+
+    #[tokio::test]
+    async fn a_suggested_move_crosses_a_plateau_the_descent_cannot() {
+        let outcome = search(
+            "x = 0.0\ny = 1.0  # viga: keep\n",
+            &Suggests,
+            &SearchLimits::budget(40),
+        )
+        .await
+        .unwrap();
+        let x = values_of(&outcome.code)[0];
+        assert!((x - 5.0).abs() < 0.01, "{}", outcome.code);
+        let plain = search("x = 0.0\n", &PlateauOnly, &SearchLimits::budget(40))
+            .await
+            .unwrap();
+        assert_eq!(
+            plain.best_loss,
+            Some(1.0),
+            "without the suggestion it stays on the plateau"
+        );
+    }
+
+    /// [`Suggests`]'s loss without its suggestion.
+    struct PlateauOnly;
+
+    #[async_trait]
+    impl Objective for PlateauOnly {
+        async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError> {
+            Suggests.score(code, beat).await
+        }
     }
 
     /// Any change of the second number breaks the scene's structure: refused unrendered.

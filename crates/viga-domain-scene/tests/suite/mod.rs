@@ -9,6 +9,7 @@ mod generator_tools;
 mod investigate;
 mod lifecycle;
 mod model_text;
+mod placing_by_sight;
 mod refine_numbers;
 mod replies_gone_wrong;
 mod target_views;
