@@ -447,13 +447,20 @@ impl<'a> PatternSearch<'a> {
     }
 
     /// After a step of `p` improved: doubles the step the same way while that improves (at
-    /// most [`MAX_EXPANSIONS`] times), and keeps the last step that worked.
+    /// most [`MAX_EXPANSIONS`] times), and keeps the last step that worked. An integer goes
+    /// on one unit at a time ([`COUNT_STEPS`]): a doubled step from 3 lands on 1 and never
+    /// sees 2, and a count of 1 hides every spacing.
     async fn keep_going(&mut self, p: usize, direction: f64) -> Result<(), RefineError> {
-        for _ in 0..MAX_EXPANSIONS {
+        let (times, factor) = if self.parameters[p].integer {
+            (COUNT_STEPS, 1.0)
+        } else {
+            (MAX_EXPANSIONS, 2.0)
+        };
+        for _ in 0..times {
             if !self.has_budget() {
                 break;
             }
-            let step = self.steps[p] * 2.0;
+            let step = self.steps[p] * factor;
             let candidate = self.with(p, self.value(p) + direction * step);
             if !self.try_values(candidate).await? {
                 break;
@@ -675,6 +682,9 @@ const RESTART_EVALUATIONS: u32 = 16;
 /// instead of its metallic down).
 const MAX_EXPANSIONS: u32 = 1;
 
+/// How many more units an integer that improved is moved the same way while it improves.
+const COUNT_STEPS: u32 = 3;
+
 /// Nearest steps that changed the loss by less than this share of it left the parameter on a
 /// plateau: it is scanned further.
 const PLATEAU: f64 = 0.15;
@@ -882,6 +892,32 @@ size = 1.5
         let values = values_of(&outcome.code);
         assert_eq!(values[0], 5.0, "{}", outcome.code);
         assert!((values[1] - 2.5).abs() < 1e-9, "{}", outcome.code);
+    }
+
+    /// Cubes of a stack whose goal is 2: one cube alone looks better than three (it hides
+    /// what the others should show), and none is worse again.
+    struct Stack;
+
+    #[async_trait]
+    impl Objective for Stack {
+        async fn score(&self, code: &str, _beat: f64) -> Result<Score, RefineError> {
+            Ok(Score::Loss(match values_of(code)[0] as i64 {
+                2 => 0.0,
+                1 => 0.5,
+                3 => 0.8,
+                4 => 1.0,
+                _ => 1.2,
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_count_that_improved_goes_on_one_unit_at_a_time() {
+        // The start, 5, 3, then 2: a doubled step from 3 would have landed on 1.
+        let outcome = search("cubes = 4\n", &Stack, &SearchLimits::budget(4))
+            .await
+            .unwrap();
+        assert_eq!(outcome.code, "cubes = 2\n", "{outcome:?}");
     }
 
     /// A loss that is flat unless x is near 5; the objective suggests 4.9.
