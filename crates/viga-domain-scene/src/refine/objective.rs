@@ -240,19 +240,19 @@ impl SceneObjective {
         &self,
         code: &str,
         literals: &[Literal],
+        values: &[f64],
         tuples: Vec<[usize; 3]>,
     ) -> Result<Vec<Placed>, RefineError> {
         if !self.run(code).await? {
             return Ok(Vec::new());
         }
         let before = self.objects().await?;
-        let values: Vec<f64> = literals.iter().map(|literal| literal.value).collect();
         let mut placed = Vec::new();
         'tuples: for tuple in tuples {
             let mut found: Option<&SceneObject> = None;
             let mut shift = [[0.0; 2]; 2];
             for (axis, column) in shift.iter_mut().enumerate() {
-                let mut nudged = values.clone();
+                let mut nudged = values.to_vec();
                 nudged[tuple[axis]] += PROBE;
                 if !self.run(&with_values(code, literals, &nudged)).await? {
                     continue 'tuples;
@@ -293,42 +293,6 @@ const PROBE: f64 = 0.1;
 /// What the short program that reads a camera's projection prints before its matrix.
 const PROJECTION_MARK: &str = "VIGA_PROJECTION ";
 
-impl SceneObjective {
-    /// [`Objective::suggest`] for scenes: the first view's render and target compared,
-    /// each placed object carried to the patches where they differ ([`super::sight`]).
-    async fn suggest_places(
-        &self,
-        code: &str,
-        literals: &[Literal],
-        movable: &[bool],
-    ) -> Result<Vec<Vec<(usize, f64)>>, RefineError> {
-        let tuples = location_tuples(code, literals, movable);
-        let Some(view) = self.views.first() else {
-            return Ok(Vec::new());
-        };
-        if tuples.is_empty() {
-            return Ok(Vec::new());
-        }
-        let placed = self.placed(code, literals, tuples).await?;
-        if placed.is_empty() || !self.run(code).await? {
-            return Ok(Vec::new());
-        }
-        let Some(projection) = self.projection(view).await? else {
-            return Ok(Vec::new());
-        };
-        let Some(picture) = self.picture(view).await? else {
-            return Ok(Vec::new());
-        };
-        let values: Vec<f64> = literals.iter().map(|literal| literal.value).collect();
-        Ok(suggestions(
-            &projection,
-            &patches(&picture, &view.target),
-            &placed,
-            &values,
-        ))
-    }
-}
-
 #[async_trait]
 impl Objective for SceneObjective {
     async fn start(&self, code: &str) -> Result<Option<f64>, RefineError> {
@@ -351,13 +315,38 @@ impl Objective for SceneObjective {
         Ok(loss)
     }
 
+    /// The first view's render and target compared, each placed object carried to the
+    /// patches where they differ ([`super::sight`]).
     async fn suggest(
         &self,
         code: &str,
         literals: &[Literal],
         movable: &[bool],
     ) -> Result<Vec<Vec<(usize, f64)>>, RefineError> {
-        self.suggest_places(code, literals, movable).await
+        let tuples = location_tuples(code, literals, movable);
+        let Some(view) = self.views.first() else {
+            return Ok(Vec::new());
+        };
+        if tuples.is_empty() {
+            return Ok(Vec::new());
+        }
+        let values: Vec<f64> = literals.iter().map(|literal| literal.value).collect();
+        let placed = self.placed(code, literals, &values, tuples).await?;
+        if placed.is_empty() || !self.run(code).await? {
+            return Ok(Vec::new());
+        }
+        let Some(projection) = self.projection(view).await? else {
+            return Ok(Vec::new());
+        };
+        let Some(picture) = self.picture(view).await? else {
+            return Ok(Vec::new());
+        };
+        Ok(suggestions(
+            &projection,
+            &patches(&picture, &view.target),
+            &placed,
+            &values,
+        ))
     }
 
     async fn score(&self, code: &str, beat: f64) -> Result<Score, RefineError> {

@@ -123,7 +123,7 @@ pub async fn search(
     let parameters = parameters(&literals, &limits.selection);
     let mut search = PatternSearch::new(start, literals, parameters, objective, limits, start_loss);
     // What the pictures suggest goes first (an object carried to the empty spot it belongs
-    // in), and once more after the descent, from where it ended.
+    // in), and once more when the descent has stalled, from where it stands.
     search.try_suggestions().await?;
     search.descend(Some(STALLED)).await?;
     // Counts trade off against sizes and spacings (more, thinner posts look like fewer,

@@ -255,7 +255,7 @@ pub struct Placed {
 }
 
 /// The most moves one look at the pictures suggests.
-pub const MOST_SUGGESTIONS: usize = 9;
+const MOST_SUGGESTIONS: usize = 9;
 
 /// How many patches each object is tried at.
 const PATCHES_PER_OBJECT: usize = 3;
